@@ -1,0 +1,3 @@
+from sparkrecover.cli import main
+
+main()

@@ -1,0 +1,137 @@
+"""Running one attempt of a run: the CLI's side of the journal, the lease and spark-submit.
+
+``submit`` starts a run and its first attempt; ``resume`` plans and starts the next one. Both end
+up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` around one
+``spark-submit`` of the driver bootstrap.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import orjson
+
+from sparkrecover import __version__, events as ev, launcher, lease as leases, redact, runs, storage
+from sparkrecover.errors import UsageError
+from sparkrecover.journal import JournalWriter
+from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
+
+
+@dataclass
+class LaunchSpec:
+    """Everything needed to (re)launch the application, as the first submit recorded it."""
+
+    spark_submit: str
+    submit_args: launcher.SubmitArgs
+    cwd: str = field(default_factory=os.getcwd)
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+
+    def run_started_payload(self) -> dict[str, Any]:
+        return {
+            "app": os.path.abspath(os.path.join(self.cwd, self.submit_args.app)),
+            "app_args": redact.redact_args(self.submit_args.app_args),
+            "spark_submit_args": redact.redact_args(self.submit_args.options),
+            "spark_submit": self.spark_submit,
+            "cwd": self.cwd,
+            "user": _user(),
+            "host": socket.gethostname(),
+            "flush_interval": self.flush_interval,
+            "buffer_size": self.buffer_size,
+            "versions": {"sparkrecover": __version__, "python": platform.python_version()},
+        }
+
+    @classmethod
+    def from_run_started(cls, record: dict[str, Any], extra_options: list[str],
+                         spark_submit: Optional[str] = None) -> "LaunchSpec":
+        """The recorded launch with ``extra_options`` given after ``resume --`` merged over it.
+
+        Redacted values (rule 9) are never relaunched: each must be given again after ``--``.
+        """
+        options = merge_options(list(record.get("spark_submit_args") or []), extra_options)
+        missing = redact.has_redacted(options)
+        app_args = list(record.get("app_args") or [])
+        if missing or redact.has_redacted(app_args):
+            raise UsageError("the recorded launch had secrets, which sparkrecover does not keep: give "
+                             "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
+                             f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}")
+        parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
+        return cls(spark_submit=spark_submit or record.get("spark_submit") or launcher.find_spark_submit(),
+                   submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
+                   flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
+                   buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE))
+
+
+def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
+    """spark-submit options of ``extra`` replace the same options (or ``--conf`` keys) recorded."""
+    if not extra:
+        return recorded
+    parsed_extra = launcher.split_submit_args([*extra, "app.py"]).options
+    replaced = {_option_key(parsed_extra, i) for i in _option_starts(parsed_extra)}
+    kept: list[str] = []
+    for index in _option_starts(recorded):
+        width = 2 if recorded[index] in launcher.OPTIONS_WITH_VALUE else 1
+        if _option_key(recorded, index) not in replaced:
+            kept.extend(recorded[index:index + width])
+    return kept + parsed_extra
+
+
+def _option_starts(options: list[str]) -> list[int]:
+    starts, index = [], 0
+    while index < len(options):
+        starts.append(index)
+        index += 2 if options[index] in launcher.OPTIONS_WITH_VALUE else 1
+    return starts
+
+
+def _option_key(options: list[str], index: int) -> str:
+    name = options[index]
+    if name in ("--conf", "-c"):
+        return "conf:" + options[index + 1].split("=", 1)[0].strip()
+    return name.split("=", 1)[0]
+
+
+def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
+                plan: Optional[dict[str, Any]] = None, first: bool = False,
+                notify: Callable[[str], None] = lambda message: None) -> int:
+    """One spark-submit of the bootstrap under a lease; returns the application's exit code."""
+    lease = leases.Lease(run_dir, run_id).acquire()
+    if lease.took_over:
+        notify(f"took over the stale lease of {leases.describe(lease.took_over)}")
+    writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
+                           buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
+    try:
+        if first:
+            writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
+        bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
+                          "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+        if plan is not None:
+            url = runs.plan_url(run_dir, attempt)
+            storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
+            bootstrap_args += ["--plan", url]
+        command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args)
+        writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
+        if plan is not None:
+            writer.emit(ev.PLAN_CREATED, plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
+                        stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]])
+        writer.flush()
+        code = launcher.run_child(command, launcher.child_environment(spec.submit_args), cwd=spec.cwd)
+        writer.emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
+    finally:
+        writer.close()
+        lease.release()
+    if writer.warnings:
+        notify("the journal had storage problems during this attempt; it recorded the gap as journal.degraded")
+    return code
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+

@@ -1,0 +1,115 @@
+"""The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
+
+    bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
+                 [--buffer-size B] -- script.py [script args]
+
+It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
+creation to register the listener and record ``driver.started``, runs the script as
+``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder (the package itself) would be first on sys.path and its
+# modules could shadow top-level ones; the package is imported by its full name instead.
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse  # noqa: E402
+import runpy  # noqa: E402
+import traceback  # noqa: E402
+from typing import Any, Optional  # noqa: E402
+
+import orjson  # noqa: E402
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" not in argv:
+        raise SystemExit("sparkrecover bootstrap: expected '-- script.py [args]'")
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="sparkrecover-bootstrap")
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--attempt", type=int, required=True)
+    parser.add_argument("--plan")
+    parser.add_argument("--flush-interval", type=float, default=1.0)
+    parser.add_argument("--buffer-size", type=int, default=1 << 20)
+    return parser.parse_args(argv[:split]), argv[split + 1:]
+
+
+def _hook_spark_context(rt: Any) -> None:
+    """Register the listener and record driver.started as soon as the script's SparkContext exists."""
+    from pyspark import SparkContext
+
+    from sparkrecover import events as ev
+    from sparkrecover import listener
+
+    original_init = SparkContext.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        try:
+            rt.listener = listener.register(self, rt)
+        except Exception as error:  # noqa: BLE001 - rule 6: telemetry is optional
+            print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
+        conf = self.getConf()
+        rt.writer.emit(ev.DRIVER_STARTED, app_id=self.applicationId, master=self.master,
+                       deploy_mode=conf.get("spark.submit.deployMode", "client"),
+                       spark_version=self.version, pid=os.getpid())
+
+    SparkContext.__init__ = init
+
+
+def _run_script(script: str, args: list[str]) -> int:
+    """Run the script as `python script.py args` would; returns its exit code."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
+    if not script_argv:
+        raise SystemExit("sparkrecover bootstrap: no script to run")
+    from sparkrecover import events as ev
+    from sparkrecover import runtime
+    from sparkrecover import storage
+    from sparkrecover.journal import JournalWriter
+
+    writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
+                           buffer_size=options.buffer_size, flush_interval=options.flush_interval)
+    plan = orjson.loads(storage.read_bytes(options.plan)) if options.plan else None
+    rt = runtime.Runtime(writer, options.run_dir, plan)
+    runtime.install(rt)
+    _hook_spark_context(rt)
+    exit_code, error = 1, None
+    try:
+        exit_code = _run_script(script_argv[0], script_argv[1:])
+    except KeyboardInterrupt:
+        exit_code, error = 130, "interrupted"
+    except BaseException as failure:  # noqa: BLE001 - report like python would, then record it
+        traceback.print_exc()
+        exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
+    finally:
+        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error)
+        writer.close()
+        if writer.degraded or writer.warnings:
+            print("sparkrecover: warning: the journal had storage problems during this attempt; "
+                  "see journal.degraded events", file=sys.stderr)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""``sparkrecover inspect``."""
+from __future__ import annotations
+
+from typing import Optional
+
+from sparkrecover import render, runs, storage, summary
+from sparkrecover.errors import SparkRecoverError
+
+
+def run(*, run: Optional[str], root: Optional[str], json_output: bool) -> int:
+    root_url = storage.resolve_root(root)
+    if run is None:
+        items = []
+        for run_id, run_dir in runs.list_runs(root_url):
+            try:
+                items.append((run_id, run_dir, runs.load_state(run_dir, run_id), None))
+            except SparkRecoverError as problem:
+                items.append((run_id, run_dir, None, str(problem)))
+        rows = summary.runs_overview(items)
+        if json_output:
+            render.emit_json({"root": root_url, "runs": rows})
+        else:
+            render.runs_table(rows, root_url)
+        return 0
+    run_dir, run_id = runs.resolve_run(run, root_url)
+    details = summary.run_summary(runs.load_state(run_dir, run_id, render.warning), run_dir)
+    if json_output:
+        render.emit_json(details)
+    else:
+        render.run_details(details)
+    return 0

@@ -1,0 +1,19 @@
+"""``sparkrecover submit``."""
+from __future__ import annotations
+
+from typing import Optional
+
+from sparkrecover import recovery, render, runs, storage
+
+
+def run(*, root: Optional[str], run_id: Optional[str], spark_submit: Optional[str], flush_interval: float,
+        buffer_size: int, json_output: bool, args: list[str]) -> int:
+    root_url = storage.resolve_root(root)
+    run_id, code = recovery.submit(root_url, run_id, args, spark_submit=spark_submit,
+                                   flush_interval=flush_interval, buffer_size=buffer_size, notify=render.info)
+    if json_output:
+        render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})
+    elif code != 0:
+        render.warning(f"run {run_id} ended with exit code {code}; to continue where it stopped: "
+                       f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}"))
+    return code

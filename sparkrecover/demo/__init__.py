@@ -1,0 +1,1 @@
+"""A small four-stage pipeline used by the README demo and the end-to-end tests."""

@@ -1,0 +1,45 @@
+"""The project's exceptions. Each carries the exit code the CLI turns it into (DESIGN §8)."""
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_USAGE = 2
+EXIT_JOURNAL = 3
+EXIT_LEASE_HELD = 4
+EXIT_NOTHING_TO_RESUME = 5
+EXIT_INTERRUPTED = 130
+
+
+class SparkRecoverError(Exception):
+    """Base of every error the CLI reports as one line instead of a traceback."""
+
+    exit_code = 1
+
+
+class UsageError(SparkRecoverError):
+    """The command line or the API was used in a way that cannot work."""
+
+    exit_code = EXIT_USAGE
+
+
+class JournalError(SparkRecoverError):
+    """The journal cannot be read: corrupt, or written by a newer sparkrecover."""
+
+    exit_code = EXIT_JOURNAL
+
+
+class LeaseHeldError(SparkRecoverError):
+    """Another live process is running this run."""
+
+    exit_code = EXIT_LEASE_HELD
+
+
+class RunNotFoundError(SparkRecoverError):
+    """There is no run to resume or inspect under that name."""
+
+    exit_code = EXIT_NOTHING_TO_RESUME
+
+
+class LaunchError(SparkRecoverError):
+    """spark-submit could not be found or started."""
+
+    exit_code = EXIT_USAGE

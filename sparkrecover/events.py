@@ -1,0 +1,139 @@
+"""Journal event types (format v1, DESIGN §5): one definition for the writer and the reader.
+
+Every line of the journal is an envelope (``Envelope``) whose extra keys are the payload of its
+``type``. The payload shapes below document what each writer puts in; readers must accept
+extra keys and unknown types (they are kept and shown, never fatal).
+"""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, TypedDict
+
+SCHEMA_VERSION = 1
+
+WRITER_CLI = "cli"
+WRITER_DRIVER = "driver"
+WRITERS = (WRITER_CLI, WRITER_DRIVER)
+
+RUN_STARTED = "run.started"
+ATTEMPT_STARTED = "attempt.started"
+PLAN_CREATED = "plan.created"
+DRIVER_STARTED = "driver.started"
+STAGE_STARTED = "stage.started"
+STAGE_COMMITTED = "stage.committed"
+STAGE_SKIPPED = "stage.skipped"
+STAGE_INVALIDATED = "stage.invalidated"
+STAGE_FAILED = "stage.failed"
+SPARK_JOB_STARTED = "spark.job.started"
+SPARK_JOB_ENDED = "spark.job.ended"
+SPARK_STAGE_COMPLETED = "spark.stage.completed"
+SPARK_EXECUTOR_REMOVED = "spark.executor.removed"
+JOURNAL_DEGRADED = "journal.degraded"
+DRIVER_ENDED = "driver.ended"
+ATTEMPT_ENDED = "attempt.ended"
+
+# Events the writer flushes at once instead of leaving them in the buffer (DESIGN §4 rule 1).
+URGENT_TYPES = frozenset({STAGE_COMMITTED, DRIVER_ENDED, ATTEMPT_ENDED, RUN_STARTED, ATTEMPT_STARTED})
+
+ENVELOPE_KEYS = ("v", "type", "run", "attempt", "writer", "seq", "ts")
+
+
+class Envelope(TypedDict):
+    v: int
+    type: str
+    run: str
+    attempt: int
+    writer: Literal["cli", "driver"]
+    seq: int
+    ts: str
+
+
+class RunStartedPayload(TypedDict, total=False):
+    app: str                     # the user's script, as given
+    app_args: list[str]
+    spark_submit_args: list[str]  # options before the app, redacted
+    spark_submit: str            # the spark-submit that was used
+    cwd: str
+    user: str
+    host: str
+    versions: dict[str, str]
+
+
+class AttemptStartedPayload(TypedDict, total=False):
+    pid: int
+    command: list[str]  # the spark-submit command line, redacted
+
+
+class PlanCreatedPayload(TypedDict, total=False):
+    plan: str  # path of plans/<attempt>.json relative to the run directory
+    stages: list[dict[str, Any]]
+
+
+class DriverStartedPayload(TypedDict, total=False):
+    app_id: str
+    master: str
+    deploy_mode: str
+    spark_version: str
+    pid: int
+
+
+class Output(TypedDict, total=False):
+    path: str            # an fsspec URL
+    spark_path: str      # the same place as Spark names it (s3a://, file:/...)
+    files: list[list[Any]]  # [relative path, size] pairs; absent when stored in manifests/
+    file_count: int
+    bytes: int
+    success: bool        # a _SUCCESS marker was present at commit
+
+
+class StageStartedPayload(TypedDict, total=False):
+    stage: str
+    kind: Literal["checkpoint", "stage"]
+    fingerprint: dict[str, Any]
+    outputs: list[str]
+    before: list[Output]  # what the outputs held before this attempt wrote (for clean reruns)
+    upstream: list[str]
+
+
+class StageCommittedPayload(TypedDict, total=False):
+    stage: str
+    manifest: list[Output]
+    manifest_ref: Optional[str]     # manifests/<stage>.json when the file lists were too large
+    manifest_sha256: Optional[str]
+    format: Optional[str]
+    schema: Optional[str]           # Spark schema JSON, to read a checkpoint back without inference
+    rows: Optional[int]
+    duration_s: float
+    spark_jobs: list[int]
+    upstream: list[str]
+
+
+class StageSkippedPayload(TypedDict, total=False):
+    stage: str
+    reason: str
+
+
+class StageFailedPayload(TypedDict, total=False):
+    stage: str
+    error: str
+    error_type: str
+
+
+class SparkStageCompletedPayload(TypedDict, total=False):
+    stage: Optional[str]
+    spark_stage: int
+    spark_attempt: int
+    name: str
+    tasks: int
+    failed_tasks: int
+    failure: Optional[str]
+    metrics: dict[str, int]
+
+
+class DriverEndedPayload(TypedDict, total=False):
+    exit_code: int
+    error: Optional[str]
+
+
+class AttemptEndedPayload(TypedDict, total=False):
+    exit_code: int
+    signal: Optional[int]

@@ -1,0 +1,60 @@
+"""Names of journal segment files: ``journal/<attempt:04d>-<writer>-<segment:06d>.jsonl``."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sparkrecover import storage
+
+JOURNAL_DIR = "journal"
+_NAME = re.compile(r"^(\d{4,})-([a-z]+)-(\d{6,})\.jsonl$")
+
+
+@dataclass(frozen=True, order=True)
+class Segment:
+    attempt: int
+    writer: str
+    index: int
+    url: str
+
+    @property
+    def name(self) -> str:
+        return segment_name(self.attempt, self.writer, self.index)
+
+
+def segment_name(attempt: int, writer: str, index: int) -> str:
+    return f"{attempt:04d}-{writer}-{index:06d}.jsonl"
+
+
+def segment_url(run_dir: str, attempt: int, writer: str, index: int) -> str:
+    return storage.join(run_dir, JOURNAL_DIR, segment_name(attempt, writer, index))
+
+
+def list_segments(run_dir: str) -> list[Segment]:
+    """Every segment of the run, in (attempt, writer, index) order; files of other names are ignored."""
+    journal_dir = storage.join(run_dir, JOURNAL_DIR)
+    if storage.is_local(journal_dir):
+        import os
+
+        try:
+            names = os.listdir(storage.normalize(journal_dir))
+        except FileNotFoundError:
+            return []
+    else:
+        fs, path = storage.filesystem(journal_dir)
+        try:
+            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)]
+        except FileNotFoundError:
+            return []
+    found = []
+    for name in names:
+        match = _NAME.match(name)
+        if match:
+            attempt, writer, index = int(match[1]), match[2], int(match[3])
+            found.append(Segment(attempt, writer, index, storage.join(journal_dir, name)))
+    return sorted(found)
+
+
+def next_attempt(run_dir: str) -> int:
+    segments = list_segments(run_dir)
+    return max((s.attempt for s in segments), default=0) + 1

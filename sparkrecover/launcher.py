@@ -1,0 +1,187 @@
+"""Launching ``spark-submit``: finding it, splitting its command line, running it (DESIGN §7)."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from typing import Optional
+
+from sparkrecover.errors import LaunchError, UsageError
+
+# spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
+OPTIONS_WITH_VALUE = frozenset({
+    "--class", "--conf", "-c", "--deploy-mode", "--driver-class-path", "--driver-default-class-path",
+    "--driver-cores", "--driver-java-options", "--driver-library-path", "--driver-memory",
+    "--executor-memory", "--files", "--jars", "--kill", "--master", "--remote", "--name",
+    "--packages", "--exclude-packages", "--properties-file", "--extra-properties-file",
+    "--proxy-user", "--py-files", "--repositories", "--status", "--total-executor-cores",
+    "--archives", "--executor-cores", "--keytab", "--num-executors", "--principal", "--queue",
+})
+SWITCHES = frozenset({"--help", "-h", "--supervise", "--usage-error", "--verbose", "-v", "--version",
+                      "--load-spark-defaults"})
+
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
+
+
+@dataclass
+class SubmitArgs:
+    """A spark-submit command line split into its options, the application and its arguments."""
+
+    options: list[str] = field(default_factory=list)
+    app: str = ""
+    app_args: list[str] = field(default_factory=list)
+
+    def option(self, name: str) -> Optional[str]:
+        """The last value given for an option (``--master x`` or ``--master=x``)."""
+        value = None
+        items = self.options
+        for index, item in enumerate(items):
+            if item == name and index + 1 < len(items):
+                value = items[index + 1]
+            elif item.startswith(name + "="):
+                value = item.split("=", 1)[1]
+        return value
+
+    def conf(self, key: str) -> Optional[str]:
+        value = None
+        for index, item in enumerate(self.options):
+            if item in ("--conf", "-c") and index + 1 < len(self.options):
+                name, _, given = self.options[index + 1].partition("=")
+                if name.strip() == key:
+                    value = given
+        return value
+
+    @property
+    def deploy_mode(self) -> str:
+        return self.option("--deploy-mode") or self.conf("spark.submit.deployMode") or "client"
+
+    @property
+    def master(self) -> Optional[str]:
+        return self.option("--master") or self.conf("spark.master")
+
+
+def split_submit_args(args: list[str]) -> SubmitArgs:
+    """Find the primary resource: the first argument that is neither an option nor its value."""
+    parsed = SubmitArgs()
+    index = 0
+    while index < len(args):
+        item = args[index]
+        if item == "--":
+            index += 1
+            continue
+        if item in OPTIONS_WITH_VALUE:
+            if index + 1 >= len(args):
+                raise UsageError(f"spark-submit option {item} needs a value")
+            parsed.options += [item, args[index + 1]]
+            index += 2
+            continue
+        if item.startswith("-") and (item in SWITCHES or "=" in item or item.startswith("--")):
+            parsed.options.append(item)
+            index += 1
+            continue
+        parsed.app, parsed.app_args = item, list(args[index + 1:])
+        return parsed
+    raise UsageError("no application given: sparkrecover submit [OPTIONS] [--] [spark-submit options] app.py [args]")
+
+
+def check_application(parsed: SubmitArgs) -> None:
+    if parsed.app.endswith(".jar") or parsed.option("--class"):
+        raise UsageError(f"{parsed.app}: JVM applications are not supported yet; sparkrecover runs "
+                         "PySpark applications (a .py primary resource)")
+    if not parsed.app.endswith(".py"):
+        raise UsageError(f"{parsed.app}: expected a Python script (.py) as the application")
+    if not os.path.isfile(parsed.app) and parsed.deploy_mode == "client":
+        raise UsageError(f"{parsed.app}: no such file")
+
+
+def find_spark_submit(explicit: Optional[str] = None) -> str:
+    """--spark-submit, else $SPARK_HOME/bin, else PATH, else the one inside pyspark."""
+    if explicit:
+        found = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
+        if not found:
+            raise LaunchError(f"--spark-submit {explicit}: not found or not executable")
+        return os.path.abspath(found)
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        candidate = os.path.join(spark_home, "bin", "spark-submit")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which("spark-submit")
+    if on_path:
+        return on_path
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+    except (ImportError, ValueError):
+        spec = None
+    if spec and spec.origin:
+        candidate = os.path.join(os.path.dirname(spec.origin), "bin", "spark-submit")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise LaunchError("spark-submit not found: pass --spark-submit PATH, set SPARK_HOME, or install pyspark")
+
+
+def bootstrap_command(spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str]) -> list[str]:
+    """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>."""
+    app = parsed.app
+    options = list(parsed.options)
+    if parsed.deploy_mode == "cluster":
+        # The driver runs elsewhere: ship the script and refer to it by its name there.
+        options = _merge_list_option(options, "--files", app)
+        app = os.path.basename(app)
+    else:
+        app = os.path.abspath(app)
+    return [spark_submit, *options, BOOTSTRAP, *bootstrap_args, "--", app, *parsed.app_args]
+
+
+def _merge_list_option(options: list[str], name: str, value: str) -> list[str]:
+    merged = list(options)
+    for index, item in enumerate(merged):
+        if item == name and index + 1 < len(merged):
+            merged[index + 1] = f"{merged[index + 1]},{value}"
+            return merged
+    return merged + [name, value]
+
+
+def child_environment(parsed: SubmitArgs) -> dict[str, str]:
+    """The driver must import sparkrecover: in client mode run it with this Python unless the
+    user chose one; for local masters the workers use it too (same machine, same packages)."""
+    env = dict(os.environ)
+    if parsed.deploy_mode == "client" and not parsed.conf("spark.pyspark.driver.python"):
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        master = parsed.master or "local[*]"
+        if master.startswith("local") and not parsed.conf("spark.pyspark.python"):
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def run_child(command: list[str], env: dict[str, str], cwd: Optional[str] = None) -> int:
+    """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
+    (128+N when it died of signal N)."""
+    try:
+        child = subprocess.Popen(command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None)
+    except OSError as error:
+        raise LaunchError(f"could not start {command[0]}: {error.strerror or error}") from None
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - the handler above replaces it
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code

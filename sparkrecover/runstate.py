@@ -1,0 +1,243 @@
+"""The state machine that folds a journal into what happened: the run, its attempts, its stages.
+
+``resume``, ``inspect`` and ``replay`` all read a run through ``RunState.from_events`` so they can
+never disagree about what the journal says.
+"""
+from __future__ import annotations
+
+import signal as signals
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from sparkrecover import events as ev
+
+# Stage statuses as the journal leaves them (the planner turns them into decisions).
+STARTED, COMMITTED, FAILED = "started", "committed", "failed"
+
+
+@dataclass
+class StageState:
+    name: str
+    order: int
+    kind: str = "stage"
+    status: str = STARTED
+    attempt: int = 0                       # attempt of the latest started/committed/failed event
+    started: Optional[dict[str, Any]] = None    # latest stage.started
+    committed: Optional[dict[str, Any]] = None  # latest stage.committed (may predate `started`)
+    failed: Optional[dict[str, Any]] = None     # latest stage.failed
+    skipped: Optional[dict[str, Any]] = None    # latest stage.skipped
+    invalidated: Optional[dict[str, Any]] = None
+    upstream: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    spark_jobs: int = 0
+    spark_stages: int = 0
+    tasks: int = 0
+    failed_tasks: int = 0
+
+    @property
+    def committed_attempt(self) -> Optional[int]:
+        return self.committed["attempt"] if self.committed else None
+
+    @property
+    def bytes_written(self) -> Optional[int]:
+        if not self.committed:
+            return None
+        return sum(int(out.get("bytes") or 0) for out in self.committed.get("manifest") or [])
+
+    @property
+    def duration_s(self) -> Optional[float]:
+        return self.committed.get("duration_s") if self.committed else None
+
+
+@dataclass
+class AttemptState:
+    number: int
+    started_ts: Optional[str] = None
+    ended_ts: Optional[str] = None
+    exit_code: Optional[int] = None
+    signal: Optional[int] = None
+    driver: Optional[dict[str, Any]] = None
+    driver_ended: Optional[dict[str, Any]] = None
+    plan: Optional[dict[str, Any]] = None
+    last_ts: Optional[str] = None
+
+    @property
+    def ended(self) -> bool:
+        return self.exit_code is not None
+
+    @property
+    def outcome(self) -> str:
+        if self.exit_code is None:
+            if self.driver_ended is not None:  # the CLI died after its driver finished
+                return "succeeded" if self.driver_ended.get("exit_code") == 0 else "failed"
+            return "crashed"
+        if self.exit_code == 0:
+            return "succeeded"
+        if self.signal in (signals.SIGINT, signals.SIGTERM) or self.exit_code == 130:
+            return "interrupted"
+        return "failed"
+
+
+@dataclass
+class RunState:
+    run_id: str
+    run: dict[str, Any] = field(default_factory=dict)
+    attempts: dict[int, AttemptState] = field(default_factory=dict)
+    stages: dict[str, StageState] = field(default_factory=dict)  # in pipeline order
+    degraded: list[dict[str, Any]] = field(default_factory=list)
+    other_events: int = 0
+    event_count: int = 0
+    first_ts: Optional[str] = None
+    last_ts: Optional[str] = None
+    last_error: Optional[str] = None
+
+    @classmethod
+    def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> "RunState":
+        state = cls(run_id)
+        for record in records:
+            state.apply(record)
+        return state
+
+    # -- folding --------------------------------------------------------------------------------
+
+    def apply(self, record: dict[str, Any]) -> None:
+        self.event_count += 1
+        kind, ts = record["type"], record["ts"]
+        self.first_ts = self.first_ts or ts
+        self.last_ts = ts
+        attempt = self._attempt(record["attempt"])
+        attempt.last_ts = ts
+        handler = _HANDLERS.get(kind)
+        if handler is None:
+            self.other_events += 1  # unknown or newer event types are kept and shown, never fatal
+            return
+        handler(self, record, attempt)
+
+    def _attempt(self, number: int) -> AttemptState:
+        if number not in self.attempts:
+            self.attempts[number] = AttemptState(number)
+        return self.attempts[number]
+
+    def _stage(self, name: Optional[str]) -> Optional[StageState]:
+        if name is None:
+            return None
+        if name not in self.stages:
+            self.stages[name] = StageState(name, order=len(self.stages))
+        return self.stages[name]
+
+    # -- questions ------------------------------------------------------------------------------
+
+    @property
+    def last_attempt(self) -> Optional[AttemptState]:
+        return self.attempts[max(self.attempts)] if self.attempts else None
+
+    def status(self, lease_live: bool = False) -> str:
+        last = self.last_attempt
+        if last is None:
+            return "unknown"
+        if last.ended:
+            return last.outcome
+        return "running" if lease_live else last.outcome
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status() == "succeeded"
+
+
+def _run_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.run = record
+
+
+def _attempt_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    attempt.started_ts = record["ts"]
+
+
+def _attempt_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
+    attempt.ended_ts = record["ts"]
+    attempt.exit_code = record.get("exit_code")
+    attempt.signal = record.get("signal")
+
+
+def _plan_created(state: RunState, record: dict, attempt: AttemptState) -> None:
+    attempt.plan = record
+
+
+def _driver_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    attempt.driver = record
+
+
+def _driver_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
+    attempt.driver_ended = record
+    if record.get("error"):
+        state.last_error = record["error"]
+
+
+def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record.get("stage"))
+    stage.status, stage.attempt, stage.started = STARTED, record["attempt"], record
+    stage.kind = record.get("kind", stage.kind)
+    stage.upstream = list(record.get("upstream") or [])
+    stage.outputs = list(record.get("outputs") or [])
+
+
+def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record.get("stage"))
+    stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
+    if record.get("upstream") is not None:
+        stage.upstream = list(record["upstream"])
+
+
+def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record.get("stage"))
+    stage.status, stage.attempt, stage.failed = FAILED, record["attempt"], record
+    state.last_error = f"{record.get('stage')}: {record.get('error')}"
+
+
+def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state._stage(record.get("stage")).skipped = record
+
+
+def _stage_invalidated(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state._stage(record.get("stage")).invalidated = record
+
+
+def _spark_job_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record.get("stage"))
+    if stage is not None:
+        stage.spark_jobs += 1
+
+
+def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record.get("stage"))
+    if stage is not None:
+        stage.spark_stages += 1
+        stage.tasks += int(record.get("tasks") or 0)
+        stage.failed_tasks += int(record.get("failed_tasks") or 0)
+
+
+def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.degraded.append(record)
+
+
+def _ignore(state: RunState, record: dict, attempt: AttemptState) -> None:
+    """A known event that changes nothing the planner or inspect needs."""
+
+
+_HANDLERS = {
+    ev.RUN_STARTED: _run_started,
+    ev.ATTEMPT_STARTED: _attempt_started,
+    ev.ATTEMPT_ENDED: _attempt_ended,
+    ev.PLAN_CREATED: _plan_created,
+    ev.DRIVER_STARTED: _driver_started,
+    ev.DRIVER_ENDED: _driver_ended,
+    ev.STAGE_STARTED: _stage_started,
+    ev.STAGE_COMMITTED: _stage_committed,
+    ev.STAGE_FAILED: _stage_failed,
+    ev.STAGE_SKIPPED: _stage_skipped,
+    ev.STAGE_INVALIDATED: _stage_invalidated,
+    ev.SPARK_JOB_STARTED: _spark_job_started,
+    ev.SPARK_JOB_ENDED: _ignore,
+    ev.SPARK_STAGE_COMPLETED: _spark_stage_completed,
+    ev.SPARK_EXECUTOR_REMOVED: _ignore,
+    ev.JOURNAL_DEGRADED: _journal_degraded,
+}

@@ -1,0 +1,115 @@
+"""Where things live: fsspec URLs for the journal and outputs, and Spark's names for them.
+
+The CLI and the journal speak fsspec (``/abs/path``, ``s3://``, ``memory://``); Spark speaks
+Hadoop (``file:/abs/path``, ``s3a://``). Every URL crossing that border goes through
+``to_spark_path`` or ``from_spark_path`` so both sides look at the same place.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from typing import Any
+
+ROOT_ENV = "SPARKRECOVER_ROOT"
+DEFAULT_ROOT = ".sparkrecover"
+
+# Hadoop scheme -> fsspec protocol, for object stores Spark reaches through hadoop-aws & co.
+_HADOOP_TO_FSSPEC = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfs"}
+_FSSPEC_TO_HADOOP = {"s3": "s3a"}
+
+
+def scheme_of(url: str) -> str:
+    head, sep, _ = url.partition("://")
+    if sep and head.isidentifier():
+        return head
+    if url.startswith("file:"):
+        return "file"
+    return ""
+
+
+def is_local(url: str) -> bool:
+    return scheme_of(url) in ("", "file", "local")
+
+
+def normalize(url: str, cwd: str | None = None) -> str:
+    """An fsspec URL for ``url``: local paths become absolute, ``file:`` is dropped."""
+    scheme = scheme_of(url)
+    if scheme in ("", "file", "local"):
+        path = url
+        if scheme:
+            path = url.split(":", 1)[1]
+            while path.startswith("//"):
+                path = path[1:]
+        if not os.path.isabs(path):
+            path = os.path.join(cwd or os.getcwd(), path)
+        return os.path.normpath(path)
+    return url.rstrip("/")
+
+
+def resolve_root(root: str | None) -> str:
+    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2)."""
+    return normalize(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def join(url: str, *parts: str) -> str:
+    if is_local(url):
+        return os.path.join(url, *parts)
+    return posixpath.join(url, *parts)
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` and the path inside it. fsspec is imported here, late."""
+    from fsspec.core import url_to_fs
+
+    return url_to_fs(url)
+
+
+def to_spark_path(url: str) -> str:
+    """How Spark names the place an fsspec URL points to."""
+    scheme = scheme_of(url)
+    if scheme in ("", "file", "local"):
+        return "file://" + normalize(url)
+    if scheme in _FSSPEC_TO_HADOOP:
+        return _FSSPEC_TO_HADOOP[scheme] + url[len(scheme):]
+    return url
+
+
+def from_spark_path(path: str) -> str:
+    """The fsspec URL of a fully qualified Spark path (``file:/x``, ``s3a://b/k``)."""
+    scheme = scheme_of(path)
+    if scheme in ("", "file", "local"):
+        return normalize(path)
+    if scheme in _HADOOP_TO_FSSPEC:
+        return _HADOOP_TO_FSSPEC[scheme] + path[len(scheme):].rstrip("/")
+    return path.rstrip("/")
+
+
+def write_atomic(url: str, data: bytes) -> None:
+    """Replace ``url`` with ``data`` so a reader sees the old or the new content, never half."""
+    if is_local(url):
+        path = normalize(url)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return
+    fs, path = filesystem(url)
+    fs.pipe_file(path, data)  # a single PUT is atomic on object stores
+
+
+def read_bytes(url: str) -> bytes:
+    if is_local(url):
+        with open(normalize(url), "rb") as handle:
+            return handle.read()
+    fs, path = filesystem(url)
+    return fs.cat_file(path)
+
+
+def exists(url: str) -> bool:
+    if is_local(url):
+        return os.path.exists(normalize(url))
+    fs, path = filesystem(url)
+    return fs.exists(path)
