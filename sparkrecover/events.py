@@ -31,8 +31,11 @@ JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
 ATTEMPT_ENDED = "attempt.ended"
 
-# Events the writer flushes at once instead of leaving them in the buffer (DESIGN §4 rule 1).
-URGENT_TYPES = frozenset({STAGE_COMMITTED, DRIVER_ENDED, ATTEMPT_ENDED, RUN_STARTED, ATTEMPT_STARTED})
+# Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
+# (DESIGN §4 rule 1), the ends of processes, and the starts and failures of stages so that a crash
+# right after them still shows what was under way. Each happens a handful of times per stage.
+URGENT_TYPES = frozenset({STAGE_STARTED, STAGE_COMMITTED, STAGE_FAILED, DRIVER_ENDED, ATTEMPT_ENDED,
+                          RUN_STARTED, ATTEMPT_STARTED})
 
 ENVELOPE_KEYS = ("v", "type", "run", "attempt", "writer", "seq", "ts")
 

@@ -37,7 +37,7 @@ def error(message: str) -> None:
 
 
 def emit_json(document: Any) -> None:
-    sys.stdout.buffer.write(orjson.dumps(document, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     sys.stdout.flush()
 
 

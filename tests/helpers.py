@@ -1,0 +1,89 @@
+"""Helpers for tests: running the CLI, waiting on a journal, killing a real driver."""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Optional
+
+import orjson
+
+from sparkrecover.journal import read_journal
+
+PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "sparkrecover", "demo", "pipeline.py")
+SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.sql.shuffle.partitions=2"]
+
+
+def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
+    """The CLI's main() in this process: (exit code, stdout, stderr)."""
+    from sparkrecover import cli, render
+
+    render._console = None
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            cli.main(list(args))
+            code = 0
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+    render._console = None
+    return code, out.getvalue(), err.getvalue()
+
+
+def sparkrecover_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "sparkrecover", *args]
+
+
+def run_cli(*args: str, timeout: float = 300, env: Optional[dict] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess."""
+    return subprocess.run(sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout,
+                          env=env, cwd=cwd)
+
+
+def events_of(run_dir: str) -> list[dict]:
+    return read_journal(run_dir)
+
+
+def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout: float = 240,
+             process: Optional[subprocess.Popen] = None) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        journal = os.path.join(run_dir, "journal")
+        if os.path.isdir(journal):
+            for name in sorted(os.listdir(journal)):
+                with open(os.path.join(journal, name), "rb") as handle:
+                    for line in handle.read().split(b"\n"):
+                        try:
+                            record = orjson.loads(line)
+                        except orjson.JSONDecodeError:
+                            continue
+                        if record.get("type") == event_type and (stage is None or record.get("stage") == stage):
+                            return record
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")
+        time.sleep(0.1)
+    raise AssertionError(f"no {event_type} for {stage} within {timeout}s")
+
+
+def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
+                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE) -> str:
+    """Submit a real run in its own process group and SIGKILL the whole group right after
+    ``event`` (by default the commit) of ``after_stage`` appears in the journal. Returns the run
+    directory."""
+    run_dir = os.path.join(root, run_id)
+    process = subprocess.Popen(
+        sparkrecover_command("submit", "--root", root, "--run-id", run_id, "--", *SPARK_OPTIONS, app, *app_args),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+    try:
+        wait_for(run_dir, event, after_stage, process=process)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    return run_dir

@@ -1,0 +1,181 @@
+"""The Python API against a real local SparkSession, with a real journal on disk."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import sparkrecover as sr
+from sparkrecover import events as ev
+from sparkrecover import runtime
+from sparkrecover.errors import UsageError
+from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.runtime import Runtime
+
+
+def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
+    run_dir = str(tmp_path / "root" / "run1")
+    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
+    rt = Runtime(writer, run_dir, plan)
+    runtime.install(rt)
+    return rt
+
+
+def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
+    rt.writer.flush()
+    records = read_journal(rt.run_dir)
+    return [r for r in records if event_type is None or r["type"] == event_type]
+
+
+def numbers(spark, n=100):
+    return spark.range(n, numPartitions=2).selectExpr("id", "id % 7 AS bucket")
+
+
+def test_checkpoint_writes_commits_and_reads_back(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    frame = sr.checkpoint("numbers", lambda: numbers(spark))
+    target = os.path.join(rt.run_dir, "checkpoints", "numbers")
+    assert sorted(r.id for r in frame.collect()) == list(range(100))
+    assert all(path.startswith("file://" + target) for path in frame.inputFiles())
+    started, = journal(rt, ev.STAGE_STARTED)
+    committed, = journal(rt, ev.STAGE_COMMITTED)
+    assert started["stage"] == committed["stage"] == "numbers"
+    assert started["kind"] == "checkpoint" and started["outputs"] == [target]
+    assert started["seq"] < committed["seq"]
+    output, = committed["manifest"]
+    on_disk = {name: os.path.getsize(os.path.join(target, name)) for name in os.listdir(target)
+               if name.startswith("part-")}
+    assert dict((name, size) for name, size in output["files"]) == on_disk
+    assert output["success"] is True and output["bytes"] == sum(on_disk.values())
+    assert '"bucket"' in committed["schema"]
+
+
+def test_upstream_edges_come_from_what_a_checkpoint_reads(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    first = sr.checkpoint("first", lambda: numbers(spark))
+    sr.checkpoint("second", lambda: first.where("bucket = 3"))
+    sr.checkpoint("unrelated", lambda: numbers(spark, 10))
+    started = {r["stage"]: r["upstream"] for r in journal(rt, ev.STAGE_STARTED)}
+    assert started == {"first": [], "second": ["first"], "unrelated": []}
+
+
+def test_stage_property_attributes_jobs_while_building(spark, tmp_path):
+    install_runtime(tmp_path)
+    seen = []
+
+    def build():
+        seen.append(spark.sparkContext.getLocalProperty(runtime.STAGE_PROPERTY))
+        return numbers(spark)
+
+    sr.checkpoint("attributed", build)
+    assert seen == ["attributed"]
+    assert spark.sparkContext.getLocalProperty(runtime.STAGE_PROPERTY) is None
+
+
+def test_skip_reads_the_checkpoint_without_building(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    sr.checkpoint("numbers", lambda: numbers(spark))
+    committed, = journal(rt, ev.STAGE_COMMITTED)
+    plan = {"stages": [{"stage": "numbers", "decision": "skip", "reason": "committed in attempt 1, output verified",
+                        "committed": {"attempt": 1, "format": "parquet", "schema": committed["schema"],
+                                      "paths": [committed["manifest"][0]["spark_path"]]}}]}
+    rt2 = install_runtime(tmp_path, plan, attempt=2)
+
+    def must_not_run():
+        raise AssertionError("build was called for a skipped checkpoint")
+
+    frame = sr.checkpoint("numbers", must_not_run)
+    assert sorted(r.id for r in frame.collect()) == list(range(100))
+    skipped, = [r for r in journal(rt2, ev.STAGE_SKIPPED) if r["attempt"] == 2]
+    assert skipped["reason"] == "committed in attempt 1, output verified"
+    assert [r for r in journal(rt2, ev.STAGE_STARTED) if r["attempt"] == 2] == []
+
+
+def test_lost_checkpoint_returns_its_lineage_unwritten(spark, tmp_path):
+    plan = {"stages": [{"stage": "gone", "decision": "lost", "reason": "output lost: x is gone",
+                        "committed": {"attempt": 1, "format": "parquet", "schema": None, "paths": ["file:/nowhere"]}}]}
+    rt = install_runtime(tmp_path, plan, attempt=2)
+    frame = sr.checkpoint("gone", lambda: numbers(spark))
+    assert frame.count() == 100
+    assert not os.path.exists(os.path.join(rt.run_dir, "checkpoints", "gone"))
+    assert [r["reason"] for r in journal(rt, ev.STAGE_SKIPPED)] == ["output lost: x is gone"]
+
+
+def test_failed_build_is_journaled_and_raised(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    with pytest.raises(ZeroDivisionError):
+        sr.checkpoint("broken", lambda: 1 / 0)
+    failed, = journal(rt, ev.STAGE_FAILED)
+    assert failed["stage"] == "broken" and failed["error_type"] == "ZeroDivisionError"
+    assert "division by zero" in failed["error"]
+    assert spark.sparkContext.getLocalProperty(runtime.STAGE_PROPERTY) is None
+
+
+def test_duplicate_stage_names_are_an_error(spark, tmp_path):
+    install_runtime(tmp_path)
+    sr.checkpoint("twice", lambda: numbers(spark, 5))
+    with pytest.raises(UsageError, match="used twice"):
+        sr.checkpoint("twice", lambda: numbers(spark, 5))
+
+
+@pytest.mark.parametrize("name", ["", "a/b", " padded", "x" * 201, None])
+def test_invalid_stage_names_are_refused(name):
+    with pytest.raises(UsageError):
+        sr.checkpoint(name, lambda: None)
+
+
+def test_stage_function_records_its_outputs_and_cleans_a_partial_write(spark, tmp_path):
+    target = tmp_path / "report"
+    target.mkdir()
+    (target / "part-old.txt").write_text("kept\n")
+    rt = install_runtime(tmp_path)
+    source = sr.checkpoint("source", lambda: numbers(spark))
+
+    @sr.stage(outputs=[str(target)])
+    def publish():
+        (target / "part-new.txt").write_text(f"{source.count()}\n")
+        return "done"
+
+    assert publish() == "done"
+    started, = [r for r in journal(rt, ev.STAGE_STARTED) if r["stage"] == "publish"]
+    committed, = [r for r in journal(rt, ev.STAGE_COMMITTED) if r["stage"] == "publish"]
+    assert started["upstream"] == ["source"]
+    assert [f[0] for f in started["before"][0]["files"]] == ["part-old.txt"]
+    assert sorted(f[0] for f in committed["manifest"][0]["files"]) == ["part-new.txt", "part-old.txt"]
+    # A rerun first removes what the earlier write added, so nothing is there twice.
+    (target / "part-partial.txt").write_text("half")
+    plan = {"stages": [{"stage": "publish", "decision": "run", "reason": "started in attempt 1 but not committed",
+                        "restore": started["before"]}]}
+    install_runtime(tmp_path, plan, attempt=2)
+    ran = []
+    sr.stage("publish", lambda: ran.append(sorted(os.listdir(target))), outputs=[str(target)])
+    assert ran == [["part-old.txt"]]
+
+
+def test_skipped_stage_function_is_not_called(tmp_path, spark):
+    plan = {"stages": [{"stage": "publish", "decision": "skip", "reason": "committed in attempt 1, output verified"}]}
+    rt = install_runtime(tmp_path, plan, attempt=2)
+
+    @sr.stage
+    def publish():
+        raise AssertionError("called")
+
+    assert publish() is None
+    assert [r["stage"] for r in journal(rt, ev.STAGE_SKIPPED)] == ["publish"]
+
+
+def test_outside_submit_everything_runs_and_nothing_is_recorded(spark, tmp_path):
+    assert runtime.current() is None
+    built = numbers(spark)
+    assert sr.checkpoint("plain", built) is built
+    explicit = sr.checkpoint("explicit", lambda: numbers(spark, 10), path=str(tmp_path / "explicit"))
+    assert explicit.count() == 10 and (tmp_path / "explicit" / "_SUCCESS").exists()
+    calls = []
+
+    @sr.stage(outputs=[str(tmp_path / "nowhere")])
+    def side_effect(x):
+        calls.append(x)
+        return x * 2
+
+    assert side_effect(21) == 42 and calls == [21]
+    assert not (tmp_path / ".sparkrecover").exists()
