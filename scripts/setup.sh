@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Create ./.venv with sparkrecover installed (editable) and the extras given as $1 (e.g. "test").
+# Idempotent: a second call only re-checks. Needs Python >= 3.10 and Java 17 (for Spark).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+python="${PYTHON:-python3}"
+command -v java >/dev/null || { echo "setup: java not found: Spark needs a JDK/JRE 17 on PATH" >&2; exit 1; }
+"$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
+  || { echo "setup: $python is older than Python 3.10" >&2; exit 1; }
+if [ ! -x .venv/bin/python ]; then
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --upgrade pip
+fi
+spec="."
+[ -n "$extras" ] && spec=".[$extras]"
+stamp=".venv/.sparkrecover-installed-$(echo "$extras" | tr ',' '-')"
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "setup: installing sparkrecover${extras:+ with [$extras]} into .venv (pyspark is large: a few minutes the first time)" >&2
+  .venv/bin/python -m pip install --quiet -e "$spec"
+  touch "$stamp"
+fi
