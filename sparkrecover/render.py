@@ -24,16 +24,17 @@ def console() -> Console:
     return _console
 
 
+# Messages are never wrapped at the console width: an error is one line, even in a cron mail.
 def info(message: str) -> None:
-    console().print(Text(message))
+    console().print(Text(message), soft_wrap=True)
 
 
 def warning(message: str) -> None:
-    console().print(Text.assemble(("warning: ", "yellow bold"), message))
+    console().print(Text.assemble(("warning: ", "yellow bold"), message), soft_wrap=True)
 
 
 def error(message: str) -> None:
-    console().print(Text.assemble(("error: ", "red bold"), message))
+    console().print(Text.assemble(("error: ", "red bold"), message), soft_wrap=True)
 
 
 def emit_json(document: Any) -> None:

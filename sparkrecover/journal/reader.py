@@ -70,8 +70,11 @@ def read_segments(segments: Iterable[Segment], warn: Warn | None = None) -> list
     """Merge segments into one list ordered by attempt, then time, each writer in its own order."""
     streams: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
     for segment in segments:
-        streams[(segment.attempt, segment.writer)].extend(
-            parse_segment(storage.read_bytes(segment.url), segment, warn))
+        stream = streams[(segment.attempt, segment.writer)]
+        for record in parse_segment(storage.read_bytes(segment.url), segment, warn):
+            # A writer that retried after a failed write may have left a record twice.
+            if not stream or record["seq"] > stream[-1]["seq"]:
+                stream.append(record)
     # Within an attempt the CLI and driver streams interleave by timestamp; on a tie the driver's
     # event goes first (the CLI only writes attempt.ended after the driver has gone).
     ordered = sorted(streams.items(), key=lambda item: (item[0][0], item[0][1] != events.WRITER_DRIVER))
