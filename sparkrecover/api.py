@@ -13,11 +13,10 @@ from typing import Any, Callable, Iterable, Optional
 from urllib.parse import quote
 
 from sparkrecover import events as ev
-from sparkrecover import manifests, runtime, storage
+from sparkrecover import fingerprints, manifests, runtime, storage
 from sparkrecover.errors import UsageError
 
 _NAME = re.compile(r"^[^\x00-\x1f/\\]{1,200}$")
-SKIPPING = ("skip", "lost")
 
 
 def _check_name(name: Any) -> str:
@@ -66,6 +65,23 @@ class _StageScope:
                                 error_type=type(error).__name__)
             self.rt.writer.flush()
 
+    def start(self, kind: str, urls: list[str], upstream: list[str], fingerprint: dict[str, Any],
+              **extra: Any) -> None:
+        self.rt.writer.emit(ev.STAGE_STARTED, stage=self.name, kind=kind, outputs=urls, upstream=upstream,
+                            fingerprint=fingerprint, **extra)
+        self.rt.add_outputs(self.name, urls)
+        self.rt.fingerprints[self.name] = fingerprint["digest"]
+
+    def skip(self, reason: str, urls: list[str], digest: Optional[str]) -> None:
+        self.rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=reason)
+        self.rt.add_outputs(self.name, urls)
+        if digest:
+            self.rt.fingerprints[self.name] = digest
+
+    def invalidate(self, reason: str) -> None:
+        """The plan said skip, but something the stage depends on changed: it runs (rule 5)."""
+        self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
+
     def commit(self, outputs: list[tuple[str, str]], upstream: list[str], **extra: Any) -> None:
         manifest = [manifests.build_output(url, spark_path) for url, spark_path in outputs]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
@@ -80,7 +96,9 @@ def checkpoint(name: str, build: Any, *, path: Optional[str] = None, format: str
     """A durable, named checkpoint of a DataFrame; returns the DataFrame read back from it.
 
     ``build`` is a DataFrame or a zero-argument callable returning one. On resume, a committed
-    checkpoint whose output survives is read back and ``build`` is not called.
+    checkpoint whose output survives and whose fingerprint is unchanged is read back: ``build``
+    is called only to construct its (lazy) DataFrame for the fingerprint, and nothing of it is
+    computed or written.
     """
     _check_name(name)
     rt = runtime.current()
@@ -93,17 +111,15 @@ def checkpoint(name: str, build: Any, *, path: Optional[str] = None, format: str
     rt.reach(name)
     spark = build.sparkSession if not callable(build) else _active_session()
     entry = rt.decision(name) or {}
-    if entry.get("decision") == "skip":
-        committed = entry["committed"]
-        rt.writer.emit(ev.STAGE_SKIPPED, stage=name, reason=entry["reason"])
-        rt.add_outputs(name, [storage.from_spark_path(p) for p in committed["paths"]])
-        return _read_checkpoint(spark, committed["paths"][0], committed.get("format") or format,
-                                committed.get("schema"))
     if entry.get("decision") == "lost":
         # Not needed by anything the plan runs: not rebuilt. Should some stage use it after all,
         # Spark recomputes it from its lineage, so the result stays right.
-        rt.writer.emit(ev.STAGE_SKIPPED, stage=name, reason=entry["reason"])
-        return build() if callable(build) else build
+        frame = build() if callable(build) else build
+        _, fingerprint, stale = _fingerprint(rt, entry, name, build, frame, frame.inputFiles(), version)
+        recorded = (entry.get("fingerprint") or {}).get("digest")
+        rt.fingerprints[name] = recorded if recorded and not stale else fingerprint["digest"]
+        rt.writer.emit(ev.STAGE_SKIPPED, stage=name, reason=entry["reason"] + (f"; {stale}" if stale else ""))
+        return frame
     if path is None:
         url = storage.join(rt.run_dir, "checkpoints", quote(name, safe=""))
         spark_path = storage.to_spark_path(url)
@@ -111,14 +127,36 @@ def checkpoint(name: str, build: Any, *, path: Optional[str] = None, format: str
         url, spark_path = _qualify(spark, path)
     with _StageScope(rt, spark, name) as scope:
         frame = build() if callable(build) else build
-        upstream = rt.upstream_of_files(frame.inputFiles(), exclude=name)
-        rt.writer.emit(ev.STAGE_STARTED, stage=name, kind="checkpoint", outputs=[url],
-                       upstream=upstream, fingerprint={"version": version, "format": format})
-        rt.add_outputs(name, [url])
+        upstream, fingerprint, stale = _fingerprint(rt, entry, name, build, frame, frame.inputFiles(), version)
+        if entry.get("decision") == "skip":
+            if stale is None:
+                committed = entry["committed"]
+                scope.skip(entry["reason"], [storage.from_spark_path(p) for p in committed["paths"]],
+                           (entry.get("fingerprint") or {}).get("digest"))
+                return _read_checkpoint(spark, committed["paths"][0], committed.get("format") or format,
+                                        committed.get("schema"))
+            scope.invalidate(stale)
+        scope.start("checkpoint", [url], upstream, fingerprint)
         frame.write.mode("overwrite").format(format).save(spark_path)
         schema = frame.schema.json()
         scope.commit([(url, spark_path)], upstream, format=format, schema=schema)
     return _read_checkpoint(spark, spark_path, format, schema)
+
+
+def _fingerprint(rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any, frame: Any,
+                 files: list[str], version: Optional[str]) -> tuple[list[str], dict[str, Any], Optional[str]]:
+    """(upstream stages, the stage's fingerprint now, why it is stale or None)."""
+    upstream, external = rt.split_inputs(files, exclude=name)
+    ignore: tuple[str, ...] = ()
+    recorded_upstream = list(entry.get("upstream") or [])
+    if any(rt.is_lost(parent) for parent in recorded_upstream):
+        # A lost upstream is read through its lineage, not its files: its edge no longer shows in
+        # the files read, and the plan and inputs differ for that reason alone.
+        upstream, ignore = recorded_upstream, ("plan", "input")
+    fingerprint = fingerprints.build(version=version, fn=fn if callable(fn) else None, frame=frame,
+                                     input_urls=external, upstream=rt.upstream_fingerprints(upstream))
+    stale = fingerprints.difference(entry.get("fingerprint"), fingerprint, ignore)
+    return upstream, fingerprint, stale
 
 
 def _read_checkpoint(spark: Any, spark_path: str, format: str, schema_json: Optional[str]) -> Any:
@@ -152,18 +190,22 @@ class StageFunction:
         located = [_qualify(spark, path) for path in self.outputs]
         urls = [url for url, _ in located]
         entry = rt.decision(self.name) or {}
-        if entry.get("decision") in SKIPPING:
+        if entry.get("decision") == "lost":
             rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=entry["reason"])
             rt.add_outputs(self.name, urls)
             return None
-        for before in entry.get("restore") or []:
-            manifests.restore_output(before)  # rule 2: no data left twice by an earlier write
-        before = [manifests.build_output(url, spark_path) for url, spark_path in located]
-        upstream = rt.upstream_of_files(_files_read_by(self.fn, args, kwargs), exclude=self.name)
+        upstream, fingerprint, stale = _fingerprint(rt, entry, self.name, self.fn, None,
+                                                    _files_read_by(self.fn, args, kwargs), self.version)
         with _StageScope(rt, spark, self.name) as scope:
-            rt.writer.emit(ev.STAGE_STARTED, stage=self.name, kind="stage", outputs=urls, before=before,
-                           upstream=upstream, fingerprint={"version": self.version})
-            rt.add_outputs(self.name, urls)
+            if entry.get("decision") == "skip":
+                if stale is None:
+                    scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
+                    return None
+                scope.invalidate(stale)
+            for before in entry.get("restore") or []:
+                manifests.restore_output(before)  # rule 2: no data left twice by an earlier write
+            before = [manifests.build_output(url, spark_path) for url, spark_path in located]
+            scope.start("stage", urls, upstream, fingerprint, before=before)
             result = self.fn(*args, **kwargs)
             scope.commit(located, upstream)
         return result

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
-from sparkrecover import manifests
+from sparkrecover import fingerprints, manifests
 from sparkrecover.runstate import COMMITTED, FAILED, RunState, StageState
 
 SKIP, RUN, RERUN, LOST = "skip", "run", "rerun", "lost"
@@ -33,6 +33,9 @@ class Decision:
     # For run and rerun: what each output held before the previous write, so the driver can
     # remove what an unfinished or superseded write left behind (rule 2).
     restore: list[dict[str, Any]] = field(default_factory=list)
+    # For skip: the fingerprint recorded when the stage committed, which the driver compares
+    # with the stage as it finds it (rule 5).
+    fingerprint: Optional[dict[str, Any]] = None
 
     def summary(self) -> dict[str, str]:
         return {"stage": self.stage, "decision": self.decision, "reason": self.reason}
@@ -74,7 +77,8 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
 def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
     def decide(decision: str, reason: str) -> Decision:
         return Decision(stage.name, decision, reason, kind=stage.kind, upstream=list(stage.upstream),
-                        committed=_read_back(stage), restore=_restore(stage))
+                        committed=_read_back(stage), restore=_restore(stage),
+                        fingerprint=(stage.started or {}).get("fingerprint") if stage.status == COMMITTED else None)
 
     if stage.status != COMMITTED:
         if from_scratch and stage.committed:
@@ -91,6 +95,12 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         return decide(LOST, f"output lost: {problems[0]}{more}")
+    # Rule 5, the CLI's half: the input files recorded at start are checked before launch (the
+    # driver checks code, plan and version when it reaches the stage).
+    changed = fingerprints.changed_inputs((stage.started or {}).get("fingerprint"))
+    if changed:
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        return decide(RERUN, f"input changed: {changed[0]}{more}")
     return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
 
 

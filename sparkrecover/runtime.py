@@ -27,6 +27,10 @@ class Runtime:
         for name, entry in self.decisions.items():
             for path in (entry.get("committed") or {}).get("paths") or []:
                 self.producers[storage.from_spark_path(path)] = name
+        # Fingerprint digest of every stage this attempt has reached (or the plan recorded).
+        self.fingerprints: dict[str, str] = {
+            name: entry["fingerprint"]["digest"] for name, entry in self.decisions.items()
+            if (entry.get("fingerprint") or {}).get("digest")}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
 
@@ -44,16 +48,29 @@ class Runtime:
         for url in urls:
             self.producers[url] = name
 
-    def upstream_of_files(self, spark_files: list[str], exclude: str) -> list[str]:
-        """The stages whose outputs contain any of these files (what a DataFrame reads)."""
-        found: list[str] = []
+    def split_inputs(self, spark_files: list[str], exclude: str) -> tuple[list[str], list[str]]:
+        """(stages whose outputs hold some of these files, the files no stage produced)."""
+        upstream: list[str] = []
+        external: list[str] = []
+        prefixes = [(output.rstrip("/") + "/", output, producer) for output, producer in self.producers.items()
+                    if producer != exclude]
         for spark_file in spark_files:
             url = storage.from_spark_path(spark_file)
-            for output, producer in self.producers.items():
-                if producer != exclude and producer not in found and (
-                        url == output or url.startswith(output.rstrip("/") + "/")):
-                    found.append(producer)
-        return found
+            producer = next((p for prefix, output, p in prefixes if url == output or url.startswith(prefix)), None)
+            if producer is None:
+                external.append(url)
+            elif producer not in upstream:
+                upstream.append(producer)
+        return upstream, external
+
+    def upstream_of_files(self, spark_files: list[str], exclude: str) -> list[str]:
+        return self.split_inputs(spark_files, exclude)[0]
+
+    def upstream_fingerprints(self, upstream: list[str]) -> dict[str, str]:
+        return {name: self.fingerprints.get(name, "") for name in upstream}
+
+    def is_lost(self, name: str) -> bool:
+        return (self.decisions.get(name) or {}).get("decision") == "lost"
 
     # Telemetry from the listener thread: never used for decisions (rule 6).
     def note_job(self, stage: Optional[str], job_id: int) -> None:

@@ -108,6 +108,23 @@ def read_bytes(url: str) -> bytes:
     return fs.cat_file(path)
 
 
+def stat(url: str) -> tuple[int, float | None]:
+    """(size in bytes, modification time as epoch seconds or None where the store has none)."""
+    if is_local(url):
+        info = os.stat(normalize(url))
+        return info.st_size, info.st_mtime
+    fs, path = filesystem(url)
+    info = fs.info(path)
+    modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or info.get("updated")
+    if hasattr(modified, "timestamp"):
+        modified = modified.timestamp()
+    elif isinstance(modified, str):
+        from datetime import datetime
+
+        modified = datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp()
+    return int(info.get("size") or 0), (float(modified) if modified is not None else None)
+
+
 def exists(url: str) -> bool:
     if is_local(url):
         return os.path.exists(normalize(url))

@@ -72,23 +72,65 @@ def test_stage_property_attributes_jobs_while_building(spark, tmp_path):
     assert spark.sparkContext.getLocalProperty(runtime.STAGE_PROPERTY) is None
 
 
-def test_skip_reads_the_checkpoint_without_building(spark, tmp_path):
+def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
+    """The next attempt's runtime, with the plan the real planner makes from the journal so far."""
+    from sparkrecover import planner
+    from sparkrecover.runstate import RunState
+
+    rt.writer.close()
+    state = RunState.from_events("run1", read_journal(rt.run_dir))
+    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    attempt = max(state.attempts) + 1
+    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+
+
+def test_skip_reads_the_checkpoint_back_and_computes_nothing(spark, tmp_path):
     rt = install_runtime(tmp_path)
     sr.checkpoint("numbers", lambda: numbers(spark))
-    committed, = journal(rt, ev.STAGE_COMMITTED)
-    plan = {"stages": [{"stage": "numbers", "decision": "skip", "reason": "committed in attempt 1, output verified",
-                        "committed": {"attempt": 1, "format": "parquet", "schema": committed["schema"],
-                                      "paths": [committed["manifest"][0]["spark_path"]]}}]}
-    rt2 = install_runtime(tmp_path, plan, attempt=2)
-
-    def must_not_run():
-        raise AssertionError("build was called for a skipped checkpoint")
-
-    frame = sr.checkpoint("numbers", must_not_run)
+    rt2 = resume_runtime(tmp_path, rt)
+    frame = sr.checkpoint("numbers", lambda: numbers(spark))
+    target = os.path.join(rt.run_dir, "checkpoints", "numbers")
+    assert all(path.startswith("file://" + target) for path in frame.inputFiles())
     assert sorted(r.id for r in frame.collect()) == list(range(100))
-    skipped, = [r for r in journal(rt2, ev.STAGE_SKIPPED) if r["attempt"] == 2]
-    assert skipped["reason"] == "committed in attempt 1, output verified"
-    assert [r for r in journal(rt2, ev.STAGE_STARTED) if r["attempt"] == 2] == []
+    second = [r for r in journal(rt2) if r["attempt"] == 2]
+    assert [(r["type"], r.get("reason")) for r in second if r["type"].startswith("stage.")] == [
+        ("stage.skipped", "committed in attempt 1, output verified")]
+
+
+def test_changed_code_invalidates_the_stage_and_its_downstream(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    first = sr.checkpoint("first", lambda: numbers(spark))
+    middle = sr.checkpoint("middle", lambda: first.where("bucket = 3"))
+    sr.checkpoint("last", lambda: middle.groupBy("bucket").count())
+    rt2 = resume_runtime(tmp_path, rt)
+    first = sr.checkpoint("first", lambda: numbers(spark))
+    middle = sr.checkpoint("middle", lambda: first.where("bucket = 4"))
+    last = sr.checkpoint("last", lambda: middle.groupBy("bucket").count())
+    assert [tuple(r) for r in last.collect()] == [(4, 14)]
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [(r["type"], r["stage"], r.get("reason")) for r in second if r["type"] != "stage.started"] == [
+        ("stage.skipped", "first", "committed in attempt 1, output verified"),
+        ("stage.invalidated", "middle", "code changed"),
+        ("stage.committed", "middle", None),
+        ("stage.invalidated", "last", "upstream changed (middle)"),
+        ("stage.committed", "last", None)]
+
+
+def test_version_and_input_changes_are_named(spark, tmp_path):
+    source = tmp_path / "input.json"
+    source.write_text('{"a": 1}\n{"a": 2}\n')
+    rt = install_runtime(tmp_path)
+    sr.checkpoint("versioned", lambda: numbers(spark, 10), version="1")
+    sr.checkpoint("reads", lambda: spark.read.schema("a long").json(str(source)))
+    source.write_text('{"a": 1}\n{"a": 2}\n{"a": 3}\n')
+    rt2 = resume_runtime(tmp_path, rt)
+    assert [(s["stage"], s["decision"], s["reason"].split(":")[0]) for s in rt2.decisions.values()] == [
+        ("versioned", "skip", "committed in attempt 1, output verified"),
+        ("reads", "rerun", "input changed")]
+    sr.checkpoint("versioned", lambda: numbers(spark, 10), version="2")
+    assert sr.checkpoint("reads", lambda: spark.read.schema("a long").json(str(source))).count() == 3
+    invalidated = [(r["stage"], r["reason"]) for r in journal(rt2, ev.STAGE_INVALIDATED)]
+    assert invalidated == [("versioned", "version changed")]
 
 
 def test_lost_checkpoint_returns_its_lineage_unwritten(spark, tmp_path):

@@ -23,22 +23,30 @@ def main() -> None:
     spark = SparkSession.builder.appName("sparkrecover-demo").getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
 
+    pause = args.pause
+
+    @F.udf("long")
+    def wait_at_row_one(value):
+        # Spark-side, so that a stage is slow only when it really computes: a resumed run that
+        # skips the stage does not wait.
+        if value == 1:
+            time.sleep(pause)
+        return value
+
     def slowly(frame):
-        time.sleep(args.pause)
-        return frame
+        return frame.withColumn("id", wait_at_row_one("id")) if pause else frame
 
     orders = sr.checkpoint("orders", lambda: slowly(
         spark.range(args.rows, numPartitions=4)
         .withColumn("day", (F.col("id") % 30).cast("int"))
         .withColumn("amount", ((F.col("id") * 7919) % 1000 - 100).cast("long"))))
-    clean = sr.checkpoint("clean", lambda: slowly(orders.where("amount > 0")))
-    daily = sr.checkpoint("daily", lambda: slowly(
-        clean.groupBy("day").agg(F.sum("amount").alias("total"), F.count("*").alias("orders"))))
+    clean = sr.checkpoint("clean", lambda: slowly(orders).where("amount > 0"))
+    daily = sr.checkpoint("daily", lambda: slowly(clean).groupBy("day").agg(
+        F.sum("amount").alias("total"), F.count("*").alias("orders")))
     report = os.path.join(args.output, "report.txt")
 
     @sr.stage(outputs=[report])
     def publish():
-        time.sleep(args.pause)
         rows = sorted(daily.collect())
         os.makedirs(args.output, exist_ok=True)
         with open(report, "w") as handle:
