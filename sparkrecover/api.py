@@ -83,7 +83,7 @@ class _StageScope:
         self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
 
     def commit(self, outputs: list[tuple[str, str]], upstream: list[str], **extra: Any) -> None:
-        manifest = [manifests.build_output(url, spark_path) for url, spark_path in outputs]
+        manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
         self.rt.writer.emit(
             ev.STAGE_COMMITTED, stage=self.name, manifest=manifest, manifest_ref=ref,

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import orjson
 
-from sparkrecover import __version__, events as ev, launcher, lease as leases, redact, runs, storage
+from sparkrecover import __version__, events as ev, launcher, redact, runs, storage
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
@@ -30,6 +30,7 @@ class LaunchSpec:
     cwd: str = field(default_factory=os.getcwd)
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     buffer_size: int = DEFAULT_BUFFER_SIZE
+    checksums: bool = False  # record content digests of outputs at commit (--verify checksum)
 
     def run_started_payload(self) -> dict[str, Any]:
         return {
@@ -42,19 +43,24 @@ class LaunchSpec:
             "host": socket.gethostname(),
             "flush_interval": self.flush_interval,
             "buffer_size": self.buffer_size,
+            "checksums": self.checksums,
             "versions": {"sparkrecover": __version__, "python": platform.python_version()},
         }
 
     @classmethod
     def from_run_started(cls, record: dict[str, Any], extra_options: list[str],
-                         spark_submit: Optional[str] = None) -> "LaunchSpec":
+                         spark_submit: Optional[str] = None,
+                         app_args_now: Optional[list[str]] = None) -> "LaunchSpec":
         """The recorded launch with ``extra_options`` given after ``resume --`` merged over it.
 
-        Redacted values (rule 9) are never relaunched: each must be given again after ``--``.
+        Redacted values (rule 9) are never relaunched: each must be given again after ``--``, or,
+        for the application's own arguments, by the same command line again (``submit --run-id``).
         """
         options = merge_options(list(record.get("spark_submit_args") or []), extra_options)
         missing = redact.has_redacted(options)
         app_args = list(record.get("app_args") or [])
+        if app_args_now is not None and redact.redact_args(app_args_now) == app_args:
+            app_args = list(app_args_now)  # the same arguments, with their secrets
         if missing or redact.has_redacted(app_args):
             raise UsageError("the recorded launch had secrets, which sparkrecover does not keep: give "
                              "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
@@ -63,7 +69,8 @@ class LaunchSpec:
         return cls(spark_submit=spark_submit or record.get("spark_submit") or launcher.find_spark_submit(),
                    submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
                    flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
-                   buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE))
+                   buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
+                   checksums=bool(record.get("checksums")))
 
 
 def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
@@ -98,10 +105,8 @@ def _option_key(options: list[str], index: int) -> str:
 def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
                 plan: Optional[dict[str, Any]] = None, first: bool = False,
                 notify: Callable[[str], None] = lambda message: None) -> int:
-    """One spark-submit of the bootstrap under a lease; returns the application's exit code."""
-    lease = leases.Lease(run_dir, run_id).acquire()
-    if lease.took_over:
-        notify(f"took over the stale lease of {leases.describe(lease.took_over)}")
+    """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
+    the run's lease."""
     writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
                            buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
     try:
@@ -109,6 +114,8 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
             writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
         bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
                           "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+        if spec.checksums:
+            bootstrap_args.append("--checksums")
         if plan is not None:
             url = runs.plan_url(run_dir, attempt)
             storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
@@ -123,7 +130,6 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
         writer.emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:
         writer.close()
-        lease.release()
     if writer.warnings:
         notify("the journal had storage problems during this attempt; it recorded the gap as journal.degraded")
     return code

@@ -29,6 +29,8 @@ app = typer.Typer(
 )
 
 ROOT_HELP = "Where runs live (any fsspec URL). Default: $SPARKRECOVER_ROOT, else ./.sparkrecover."
+MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this many attempts in all; "
+                     "stops early when an attempt made no progress.")
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
@@ -52,6 +54,8 @@ def submit(
     spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
     flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, help="Seconds between journal flushes."),
     buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, help="Journal write buffer in bytes; a full buffer is flushed."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, help=MAX_ATTEMPTS_HELP),
+    checksums: bool = typer.Option(False, "--checksums", help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -59,11 +63,15 @@ def submit(
     Everything after the options above (or after --) goes to spark-submit untouched:
 
         sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
+
+    With --run-id of an existing run: a finished run is not launched again (exit 0), an
+    unfinished one is resumed, so one cron line is safe to repeat.
     """
     from sparkrecover.commands import submit as command
 
     raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
-                                 buffer_size=buffer_size, json_output=json_output, args=list(ctx.args)))
+                                 buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
+                                 json_output=json_output, args=list(ctx.args)))
 
 
 @app.command(context_settings={"allow_extra_args": True})
@@ -74,7 +82,8 @@ def resume(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
     rerun: List[str] = typer.Option([], "--rerun", help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
-    verify: str = typer.Option("size", "--verify", help="How to check committed outputs: size (files, sizes, _SUCCESS)."),
+    verify: str = typer.Option("size", "--verify", help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic bytes), checksum (also content digests recorded with submit --checksums)."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, help=MAX_ATTEMPTS_HELP),
     spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: the recorded one)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
@@ -87,8 +96,8 @@ def resume(
     from sparkrecover.commands import resume as command
 
     raise typer.Exit(command.run(run=run, root=root, dry_run=dry_run, rerun=tuple(rerun), from_scratch=from_scratch,
-                                 verify=verify, spark_submit=spark_submit, json_output=json_output,
-                                 extra=list(ctx.args)))
+                                 verify=verify, max_attempts=max_attempts, spark_submit=spark_submit,
+                                 json_output=json_output, extra=list(ctx.args)))
 
 
 @app.command()

@@ -1,10 +1,17 @@
 """Output manifests: what a stage's outputs held when it committed, and whether they still do.
 
-A manifest lists an output's data files (path relative to the output, size) and whether a
-``_SUCCESS`` marker was there. Hidden files (``.part-0.crc``) and ``_``-prefixed bookkeeping
-(``_temporary``, ``_SUCCESS``) are not data. Verification (``--verify size``, the default)
-checks that every recorded file is still there with its size, that no new data file appeared,
-and that ``_SUCCESS`` is still there if it was.
+A manifest lists an output's data files (path relative to the output, size, and with
+``--checksums`` a SHA-256 of the content) and whether a ``_SUCCESS`` marker was there. Hidden
+files (``.part-0.crc``) and ``_``-prefixed bookkeeping (``_temporary``, ``_SUCCESS``) are not data.
+
+Verification levels (``resume --verify``):
+- ``size`` (default): every recorded file is still there with its size, no new data file
+  appeared, ``_SUCCESS`` is still there if it was. Costs one listing per output.
+- ``footer``: also reads the first and last bytes of each Parquet and ORC file and checks their
+  magic (``PAR1``, ``ORC``): a truncated or overwritten file fails. Costs two small reads per file.
+- ``checksum``: also recomputes each file's SHA-256 and compares it with the digest recorded at
+  commit (``submit --checksums``): reads every byte of every output twice over the run's life,
+  once at commit and once per verification. Files committed without a digest get the footer check.
 """
 from __future__ import annotations
 
@@ -19,7 +26,8 @@ from sparkrecover import storage
 SUCCESS_MARKER = "_SUCCESS"
 # Above this many files a manifest goes to manifests/<stage>.json instead of the journal line.
 INLINE_FILE_LIMIT = 1000
-VERIFY_LEVELS = ("size",)
+VERIFY_LEVELS = ("size", "footer", "checksum")
+_CHUNK = 8 << 20
 
 
 def _is_data(relative: str) -> bool:
@@ -60,11 +68,50 @@ def list_files(url: str) -> tuple[dict[str, int], bool, bool]:
     return files, success, True
 
 
-def build_output(url: str, spark_path: str | None = None) -> dict[str, Any]:
+def _file_url(url: str, name: str) -> str:
+    return storage.join(url, name) if name else url
+
+
+def sha256_of(url: str) -> str:
+    digest = hashlib.sha256()
+    fs, path = storage.filesystem(url)
+    with fs.open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def footer_problem(url: str, size: int) -> str | None:
+    """Why a Parquet/ORC file's magic bytes are wrong, or None (also for other formats)."""
+    name = url.rsplit("/", 1)[-1].lower()
+    if ".parquet" in name:
+        head_magic, tail_magic = b"PAR1", b"PAR1"
+    elif name.endswith(".orc") or ".orc." in name:
+        head_magic, tail_magic = b"ORC", None
+    else:
+        return None
+    if size < 8:
+        return f"{url} is too short to be a {'Parquet' if tail_magic else 'ORC'} file"
+    fs, path = storage.filesystem(url)
+    with fs.open(path, "rb") as handle:
+        head = handle.read(len(head_magic))
+        tail = b""
+        if tail_magic:
+            handle.seek(size - len(tail_magic))
+            tail = handle.read(len(tail_magic))
+    if head != head_magic or (tail_magic and tail != tail_magic):
+        return f"{url} has a damaged {'Parquet' if tail_magic else 'ORC'} header or footer"
+    return None
+
+
+def build_output(url: str, spark_path: str | None = None, checksums: bool = False) -> dict[str, Any]:
     files, success, _ = list_files(url)
+    entries = []
+    for name, size in sorted(files.items()):
+        entries.append([name, size, sha256_of(_file_url(url, name))] if checksums else [name, size])
     output: dict[str, Any] = {
         "path": url,
-        "files": sorted([name, size] for name, size in files.items()),
+        "files": entries,
         "file_count": len(files),
         "bytes": sum(files.values()),
         "success": success,
@@ -117,13 +164,21 @@ def verify_output(output: dict[str, Any], level: str = "size") -> list[str]:
     if not exists:
         return [f"{url} is gone"]
     problems = []
-    for name, size in output.get("files") or []:
-        where = f"{url}/{name}" if name else url
+    for entry in output.get("files") or []:
+        name, size = entry[0], entry[1]
+        where = _file_url(url, name)
         if name not in current:
             problems.append(f"{where} is missing")
         elif current[name] != size:
             problems.append(f"{where} changed size ({size} -> {current[name]} bytes)")
-    recorded = {name for name, _ in output.get("files") or []}
+        elif level == "checksum" and len(entry) > 2:
+            if sha256_of(where) != entry[2]:
+                problems.append(f"{where} changed content (checksum differs)")
+        elif level in ("footer", "checksum"):
+            problem = footer_problem(where, size)
+            if problem:
+                problems.append(problem)
+    recorded = {entry[0] for entry in output.get("files") or []}
     extra = sorted(set(current) - recorded)
     if extra:
         problems.append(f"{url}/{extra[0]} is new" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
@@ -147,7 +202,7 @@ def restore_output(before: dict[str, Any]) -> list[str]:
     current, _, exists = list_files(url)
     if not exists:
         return []
-    kept = {name for name, _ in before.get("files") or []}
+    kept = {entry[0] for entry in before.get("files") or []}
     removed = []
     fs, path = storage.filesystem(url)
     for name in sorted(set(current) - kept):

@@ -60,6 +60,8 @@ class AttemptState:
     driver_ended: Optional[dict[str, Any]] = None
     plan: Optional[dict[str, Any]] = None
     last_ts: Optional[str] = None
+    committed: list[str] = field(default_factory=list)            # stages committed in this attempt
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (stage, error) in this attempt
 
     @property
     def ended(self) -> bool:
@@ -183,6 +185,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
+    attempt.committed.append(stage.name)
     if record.get("upstream") is not None:
         stage.upstream = list(record["upstream"])
 
@@ -190,6 +193,7 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
     stage.status, stage.attempt, stage.failed = FAILED, record["attempt"], record
+    attempt.failures.append((stage.name, str(record.get("error") or "")))
     state.last_error = f"{record.get('stage')}: {record.get('error')}"
 
 

@@ -16,9 +16,11 @@ STAGE_PROPERTY = "sparkrecover.stage"
 
 
 class Runtime:
-    def __init__(self, writer: Any, run_dir: str, plan: Optional[dict[str, Any]] = None):
+    def __init__(self, writer: Any, run_dir: str, plan: Optional[dict[str, Any]] = None,
+                 checksums: bool = False):
         self.writer = writer
         self.run_dir = run_dir
+        self.checksums = checksums  # record content digests of outputs at commit
         self.decisions: dict[str, dict[str, Any]] = {
             entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
         self.reached: list[str] = []

@@ -12,10 +12,14 @@ from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.runstate import RunState
 
 
+# Ten bytes with Parquet's magic at both ends, so footer checks pass on untouched files.
+PARQUET_LIKE = b"PAR1xxPAR1"
+
+
 def make_output(path, files=None, success=True) -> str:
     """A folder like Spark writes: part files and, unless told otherwise, _SUCCESS."""
     os.makedirs(path, exist_ok=True)
-    for name, data in (files or {"part-00000.parquet": b"0123456789"}).items():
+    for name, data in (files or {"part-00000.parquet": PARQUET_LIKE}).items():
         with open(os.path.join(path, name), "wb") as handle:
             handle.write(data)
     if success:
@@ -50,11 +54,11 @@ class Run:
                          fingerprint={"version": None})
         return self
 
-    def committed(self, stage, upstream=(), files=None):
+    def committed(self, stage, upstream=(), files=None, checksums=False):
         manifest = []
         if stage in self.outputs:
             make_output(self.outputs[stage], files)
-            manifest = [manifests.build_output(self.outputs[stage])]
+            manifest = [manifests.build_output(self.outputs[stage], checksums=checksums)]
         manifest, ref, digest = manifests.externalize(stage, manifest, self.dir)
         self.driver.emit("stage.committed", stage=stage, manifest=manifest, manifest_ref=ref,
                          manifest_sha256=digest, upstream=list(upstream), duration_s=1.0)
@@ -345,8 +349,6 @@ def test_resume_accepts_every_verify_level_of_the_design(run, cli, tmp_path, lev
     run.done("a").started("b", ["a"]).end(1)
     code, out, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json",
                          "--verify", level)
-    # BUG: sparkrecover/manifests.py:22 VERIFY_LEVELS is ("size",), so `--verify footer` and
-    # `--verify checksum` (DESIGN §8: --verify size|footer|checksum) exit 2 as usage errors.
     assert code == 0, err
     assert [s["decision"] for s in orjson.loads(out)["stages"]] == ["skip", "run"]
 
@@ -399,3 +401,35 @@ def test_corrupt_journal_exits_3_and_says_where(run, cli, tmp_path, command):
     assert (code, out) == (3, "")
     assert f"{path}:2: malformed journal line" in " ".join(err.split())
     assert "Traceback" not in err
+
+
+def _damage_keeping_size(path: str, data: bytes) -> None:
+    with open(path, "r+b") as handle:
+        handle.write(data)
+
+
+@pytest.mark.parametrize("level, damage, found", [
+    ("size", b"XXXX", None),
+    ("footer", b"XXXX", "has a damaged Parquet header or footer"),
+    ("footer", b"PAR1yy", None),
+    ("checksum", b"PAR1yy", "changed content (checksum differs)"),
+])
+def test_verification_levels_see_what_they_promise(tmp_path, level, damage, found):
+    output = make_output(tmp_path / "out")
+    recorded = manifests.build_output(output, checksums=True)
+    _damage_keeping_size(os.path.join(output, "part-00000.parquet"), damage)
+    problems = manifests.verify_output(recorded, level)
+    if found is None:
+        assert problems == []
+    else:
+        assert problems == [f"{output}/part-00000.parquet {found}"]
+
+
+def test_checksum_level_falls_back_to_footers_without_recorded_digests(tmp_path):
+    output = make_output(tmp_path / "out")
+    recorded = manifests.build_output(output)
+    _damage_keeping_size(os.path.join(output, "part-00000.parquet"), b"PAR1yy")
+    assert manifests.verify_output(recorded, "checksum") == []
+    _damage_keeping_size(os.path.join(output, "part-00000.parquet"), b"XXXX")
+    assert manifests.verify_output(recorded, "checksum") == [
+        f"{output}/part-00000.parquet has a damaged Parquet header or footer"]

@@ -9,27 +9,35 @@ from sparkrecover.manifests import VERIFY_LEVELS
 
 
 def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...], from_scratch: bool,
-        verify: str, spark_submit: Optional[str], json_output: bool, extra: list[str]) -> int:
+        verify: str, max_attempts: int, spark_submit: Optional[str], json_output: bool, extra: list[str]) -> int:
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun, from_scratch=from_scratch,
-                                warn=render.warning)
-    if plan.state.succeeded and not (rerun or from_scratch):
-        if json_output:
-            render.emit_json({**plan.dry_run(), "complete": True})
-        render.info(f"run {run_id} already completed successfully; nothing to resume "
-                    "(use --rerun STAGE or --from-scratch to run stages again)")
-        return 0
     if dry_run:
+        plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun, from_scratch=from_scratch,
+                                    warn=render.warning)
         if json_output:
             render.emit_json(plan.dry_run())
         else:
             render.plan(plan.dry_run())
         return 0
-    if not json_output:
-        render.plan(plan.dry_run())
-    code = recovery.launch_resume(plan, extra, spark_submit=spark_submit, notify=render.info)
+    state = runs.load_state(run_dir, run_id, render.warning)
+    if state.succeeded and not (rerun or from_scratch):
+        if json_output:
+            render.emit_json({"run": run_id, "complete": True, "exit_code": 0})
+        render.info(f"run {run_id} already completed successfully; nothing to resume "
+                    "(use --rerun STAGE or --from-scratch to run stages again)")
+        return 0
+    shown: list[recovery.ResumePlan] = []
+
+    def show(plan: recovery.ResumePlan) -> None:
+        shown.append(plan)
+        if not json_output:
+            render.plan(plan.dry_run())
+
+    options = recovery.ResumeOptions(extra_options=tuple(extra), spark_submit=spark_submit, verify_level=verify,
+                                     rerun=rerun, from_scratch=from_scratch, max_attempts=max_attempts)
+    code = recovery.resume(run_dir, run_id, options, notify=render.info, show_plan=show)
     if json_output:
-        render.emit_json({**plan.dry_run(), "exit_code": code})
+        render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
     return code
