@@ -77,9 +77,10 @@ def submit(root: str, run_id: Optional[str], submit_args: list[str], *, spark_su
     notify(f"run {run_id}: journal in {run_dir}")
     with _lease(run_dir, run_id, notify):
         code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify)
-        return run_id, _retry(run_dir, run_id, code, 1, ResumeOptions(spark_submit=spark_submit,
-                                                                      max_attempts=max_attempts),
-                              notify, show_plan)
+        # Retries relaunch this very command line: its secrets are in memory, never in the journal.
+        retry = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
+                              max_attempts=max_attempts, app_args_now=parsed.app_args)
+        return run_id, _retry(run_dir, run_id, code, 1, retry, notify, show_plan)
 
 
 def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun: tuple[str, ...] = (),

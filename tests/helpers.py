@@ -51,7 +51,7 @@ def events_of(run_dir: str) -> list[dict]:
 
 
 def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout: float = 240,
-             process: Optional[subprocess.Popen] = None) -> dict:
+             process: Optional[subprocess.Popen] = None, attempt: Optional[int] = None) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         journal = os.path.join(run_dir, "journal")
@@ -63,7 +63,8 @@ def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout
                             record = orjson.loads(line)
                         except orjson.JSONDecodeError:
                             continue
-                        if record.get("type") == event_type and (stage is None or record.get("stage") == stage):
+                        if record.get("type") == event_type and (stage is None or record.get("stage") == stage) \
+                                and (attempt is None or record.get("attempt") == attempt):
                             return record
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")

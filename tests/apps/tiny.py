@@ -1,0 +1,59 @@
+"""A small pipeline for end-to-end tests: load a CSV, total it, write a report.
+
+    tiny.py INPUT OUTPUT [--fail-in STAGE] [--die-once MARKER] [--password SECRET]
+
+--fail-in raises in that stage every time; --die-once SIGKILLs the driver in "total" the first
+time (creating MARKER), like an OOM kill; --password is only there to be redacted.
+"""
+import argparse
+import os
+import signal
+
+from pyspark.sql import SparkSession, functions as F
+
+import sparkrecover as sr
+
+parser = argparse.ArgumentParser()
+parser.add_argument("input")
+parser.add_argument("output")
+parser.add_argument("--fail-in")
+parser.add_argument("--die-once")
+parser.add_argument("--password")
+args = parser.parse_args()
+spark = SparkSession.builder.appName("tiny").getOrCreate()
+
+
+def maybe_fail(stage):
+    if args.fail_in == stage:
+        raise RuntimeError(f"deliberate failure in {stage}")
+    if stage == "total" and args.die_once and not os.path.exists(args.die_once):
+        open(args.die_once, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def load():
+    maybe_fail("load")
+    return spark.read.schema("key string, amount long").csv(args.input)
+
+
+rows = sr.checkpoint("load", load)
+
+
+def total():
+    maybe_fail("total")
+    return rows.groupBy("key").agg(F.sum("amount").alias("amount"))
+
+
+totals = sr.checkpoint("total", total)
+
+
+@sr.stage(outputs=[args.output])
+def report():
+    maybe_fail("report")
+    with open(args.output, "w") as handle:
+        for row in sorted(totals.collect()):
+            handle.write(f"{row.key},{row.amount}\n")
+
+
+report()
+spark.stop()

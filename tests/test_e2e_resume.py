@@ -1,0 +1,127 @@
+"""End to end on real Spark: a resume you can trust (stale stages, leases, retries, cron, secrets)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from sparkrecover.launcher import find_spark_submit
+from tests.helpers import (PIPELINE, SPARK_OPTIONS, events_of, run_cli, sparkrecover_command,
+                           submit_and_kill, wait_for)
+
+pytestmark = pytest.mark.e2e
+TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "tiny.py")
+
+
+@pytest.fixture
+def tiny_input(tmp_path):
+    path = tmp_path / "in.csv"
+    path.write_text("a,1\nb,2\na,3\n")
+    return str(path)
+
+
+def submit_tiny(root, run_id, *app_args, options=(), env=None):
+    return run_cli("submit", "--root", root, "--run-id", run_id, *options, "--", *SPARK_OPTIONS, TINY, *app_args,
+                   env=env)
+
+
+def stage_events(run_dir, attempt, types=("stage.skipped", "stage.invalidated", "stage.committed")):
+    return [(e["type"], e["stage"], e.get("reason")) for e in events_of(run_dir)
+            if e["attempt"] == attempt and e["type"] in types]
+
+
+def dry_run(root, run_id):
+    result = run_cli("resume", run_id, "--root", root, "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    return {s["stage"]: (s["decision"], s["reason"]) for s in orjson.loads(result.stdout)["stages"]}
+
+
+def test_changed_code_reruns_that_stage_and_downstream_only(tmp_path):
+    app = tmp_path / "pipeline.py"
+    shutil.copy(PIPELINE, app)
+    root, out = str(tmp_path / "root"), str(tmp_path / "out")
+    run_dir = submit_and_kill(root, "edited", [out, "--rows", "20000"], after_stage="daily", app=str(app))
+    app.write_text(app.read_text().replace('where("amount > 0")', 'where("amount > 500")'))
+    result = run_cli("resume", "edited", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert stage_events(run_dir, 2) == [
+        ("stage.skipped", "orders", "committed in attempt 1, output verified"),
+        ("stage.invalidated", "clean", "code changed"),
+        ("stage.committed", "clean", None),
+        ("stage.invalidated", "daily", "upstream changed (clean)"),
+        ("stage.committed", "daily", None),
+        ("stage.committed", "publish", None)]
+    scratch = tmp_path / "scratch"
+    plain = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, str(app), str(scratch), "--rows", "20000"],
+                           capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert open(os.path.join(out, "report.txt")).read() == (scratch / "report.txt").read_text()
+
+
+def test_changed_input_file_is_seen_before_launch(tmp_path, tiny_input):
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    died = submit_tiny(root, "inputs", tiny_input, report, "--die-once", str(tmp_path / "died"))
+    assert died.returncode == 137, died.stderr[-3000:]
+    with open(tiny_input, "a") as handle:
+        handle.write("c,5\n")
+    decision, reason = dry_run(root, "inputs")["load"]
+    assert (decision, reason) == ("rerun", f"input changed: {tiny_input}")
+    resumed = run_cli("resume", "inputs", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert open(report).read() == "a,4\nb,2\nc,5\n"
+
+
+def test_a_second_resume_of_a_live_run_is_refused(tmp_path, tiny_input):
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    assert submit_tiny(root, "busy", tiny_input, report, "--die-once", str(tmp_path / "died")).returncode == 137
+    run_dir = os.path.join(root, "busy")
+    first = subprocess.Popen(sparkrecover_command("resume", "busy", "--root", root),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(run_dir, "driver.started", process=first, attempt=2)
+        second = run_cli("resume", "busy", "--root", root)
+        assert second.returncode == 4
+        assert f"is being run by pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
+    finally:
+        assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
+    assert sorted({e["attempt"] for e in events_of(run_dir)}) == [1, 2]
+    assert open(report).read() == "a,4\nb,2\n"
+
+
+def test_retries_stop_when_an_attempt_makes_no_progress(tmp_path, tiny_input):
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    result = submit_tiny(root, "doomed", tiny_input, report, "--fail-in", "total", options=["--max-attempts", "3"])
+    assert result.returncode == 1
+    assert "not retrying: attempt 2 made no progress: stage total failed again with the same error" in result.stderr
+    assert sorted({e["attempt"] for e in events_of(os.path.join(root, "doomed"))}) == [1, 2]
+
+
+def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_input):
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    env = {**os.environ, "MY_API_TOKEN": "PLANTED-SECRET-ENV"}
+    line = dict(options=["--max-attempts", "3", "--checksums"], env=env)
+    app_args = [tiny_input, report, "--die-once", str(tmp_path / "died"), "--password", "PLANTED-SECRET-ARG"]
+    secret_conf = ["--conf", "spark.hadoop.fs.s3a.secret.key=PLANTED-SECRET-CONF"]
+    first = run_cli("submit", "--root", root, "--run-id", "nightly", *line["options"], "--", *SPARK_OPTIONS,
+                    *secret_conf, TINY, *app_args, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    run_dir = os.path.join(root, "nightly")
+    assert [(a, e["exit_code"]) for a, e in ((e["attempt"], e) for e in events_of(run_dir))
+            if e["type"] == "attempt.ended"] == [(1, 137), (2, 0)]
+    assert open(report).read() == "a,4\nb,2\n"
+    assert run_cli("resume", "nightly", "--root", root, "--dry-run", "--verify", "checksum").returncode == 0
+
+    again = run_cli("submit", "--root", root, "--run-id", "nightly", *line["options"], "--", *SPARK_OPTIONS,
+                    *secret_conf, TINY, *app_args, env=env)
+    assert again.returncode == 0 and "already completed successfully" in again.stderr
+    assert max(e["attempt"] for e in events_of(run_dir)) == 2
+
+    for folder, _, names in os.walk(run_dir):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as handle:
+                assert b"PLANTED-SECRET" not in handle.read(), os.path.join(folder, name)
