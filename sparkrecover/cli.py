@@ -114,19 +114,28 @@ def _log_crash() -> str:
     return path
 
 
+def _click_errors() -> tuple[type, type, type]:
+    """(Exit, Abort, ClickException) as the running typer raises them: recent typers vendor their
+    own copy of click, older ones use click itself, and a usage error of either must not be
+    mistaken for an internal error."""
+    import typer as typer_module
+
+    click_exception = next(c for c in typer_module.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return typer_module.Exit, typer_module.Abort, click_exception
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: the project's errors become one line and their exit code, never a traceback."""
-    import click
-
+    exit_error, abort_error, click_error = _click_errors()
     code: int
     try:
         result = app(args=argv, prog_name="sparkrecover", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except click.exceptions.Exit as stop:
+    except exit_error as stop:
         code = stop.exit_code
-    except click.exceptions.Abort:
+    except abort_error:
         code = EXIT_INTERRUPTED
-    except click.ClickException as problem:
+    except click_error as problem:
         problem.show()
         code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
     except SparkRecoverError as problem:
