@@ -32,6 +32,17 @@ ROOT_HELP = "Where runs live (any fsspec URL). Default: $SPARKRECOVER_ROOT, else
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
+def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Run ids under the root for shell completion; only a local root is listed, so TAB never
+    waits on the network."""
+    from sparkrecover import runs, storage
+
+    root = storage.resolve_root(ctx.params.get("root"))
+    if not storage.is_local(root):
+        return []
+    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -47,17 +58,18 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 @app.command(context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run (default: time, app and a random suffix)."),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
-    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, help="Seconds between journal flushes."),
-    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, help="Journal write buffer in bytes; a full buffer is flushed."),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
+    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."),
+    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
     Everything after the options above (or after --) goes to spark-submit untouched:
 
+    \b
         sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
     """
     from sparkrecover.commands import submit as command
@@ -69,19 +81,22 @@ def submit(
 @app.command(context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
-    run: str = typer.Argument(..., help="A run id under the root, or the URL of a run directory."),
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
-    rerun: List[str] = typer.Option([], "--rerun", help="Run this stage again even if it is intact (repeatable)."),
+    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
-    verify: str = typer.Option("size", "--verify", help="How to check committed outputs: size (files, sizes, _SUCCESS)."),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: the recorded one)."),
+    verify: str = typer.Option("size", "--verify", metavar="LEVEL", help="How to check committed outputs: size (files, sizes, _SUCCESS)."),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
     spark-submit options after -- are merged over the recorded ones:
 
+    \b
         sparkrecover resume nightly -- --driver-memory 8g
     """
     from sparkrecover.commands import resume as command
@@ -93,17 +108,52 @@ def resume(
 
 @app.command()
 def inspect(
-    run: Optional[str] = typer.Argument(None, help="A run id or run directory URL; without it, list the runs."),
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
+    run: Optional[str] = typer.Argument(None, metavar="RUN",
+                                        help="A run id or run directory URL; without it, list the runs.",
+                                        autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Watch a running run live until it ends, then show it as usual."),
 ) -> None:
     """Show what happened in a run, or list the runs under the root.
 
+    \b
+        sparkrecover inspect
         sparkrecover inspect nightly
+        sparkrecover inspect nightly --follow
     """
     from sparkrecover.commands import inspect as command
 
-    raise typer.Exit(command.run(run=run, root=root, json_output=json_output))
+    raise typer.Exit(command.run(run=run, root=root, json_output=json_output, follow=follow))
+
+
+@app.command()
+def replay(
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="SEQ|TIME",
+        help="Stop after this event and show the run as it stood then, with what resume would have "
+             "decided: an event number as replay prints it, ATTEMPT:WRITER:SEQ (2:driver:14) or an "
+             "ISO time (2026-11-22T03:15:00Z, UTC unless an offset is given)."),
+    verify: bool = typer.Option(False, "--verify",
+                                help="Check the whole journal instead (envelopes, seq numbers, order, torn "
+                                     "tails); exit 3 on corruption."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Show the journal as a timeline, one line per event, replayed as resume reads it.
+
+    \b
+        sparkrecover replay nightly
+        sparkrecover replay nightly --until 2:driver:14
+        sparkrecover replay nightly --verify
+    """
+    from sparkrecover.commands import replay as command
+
+    raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
 
 
 def _log_crash() -> str:

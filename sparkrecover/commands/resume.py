@@ -13,8 +13,9 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun, from_scratch=from_scratch,
-                                warn=render.warning)
+    with render.file_progress(enabled=not json_output) as progress:
+        plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun, from_scratch=from_scratch,
+                                    warn=render.warning, progress=progress)
     if plan.state.succeeded and not (rerun or from_scratch):
         if json_output:
             render.emit_json({**plan.dry_run(), "complete": True})
