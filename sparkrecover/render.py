@@ -207,14 +207,8 @@ def runs_table(rows: list[dict[str, Any]], root: str) -> None:
 
 # -- replay ---------------------------------------------------------------------------------------
 
-def timeline_line(record: dict[str, Any], fact: str, stage_width: int, index: Optional[int] = None) -> Text:
-    stage = record.get("stage") or "-"
-    line = Text(f"{index:>6}  " if index is not None else "")
-    line.append(f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  ")
-    line.append(f"{record['type']:<22}", style=EVENT_STYLE.get(record["type"], "dim" if
-                                                                  record["type"].startswith("spark.") else ""))
-    line.append(f"  {stage:<{stage_width}}  {fact}")
-    return line
+def _event_style(kind: str) -> str:
+    return EVENT_STYLE.get(kind, "dim" if kind.startswith("spark.") else "")
 
 
 def timeline(records: Iterable[dict[str, Any]], facts: Callable[[dict[str, Any]], str], *,
@@ -223,28 +217,39 @@ def timeline(records: Iterable[dict[str, Any]], facts: Callable[[dict[str, Any]]
     """One line per event; a date line whenever the (UTC) day changes (``day`` is the day of the
     lines already printed; the last day is returned). On a terminal long lines are cut at its
     width; on a pipe they are printed whole, for grep."""
-    chunk: list[Text] = []
+    out = console()
+    # Without colour there is nothing for rich to do but slow a million lines down: write them.
+    plain = out.no_color or out.color_system is None
+    lines: list[Any] = []
     if header:
-        title = Text(f"{'#':>6}  " if numbered else "", style="bold")
-        title.append(f"{'time (UTC)':<12}  att writer  {'event':<22}  {'stage':<{stage_width}}  fact", style="bold")
-        chunk.append(title)
+        title = (f"{'#':>6}  " if numbered else "") + \
+            f"{'time (UTC)':<12}  att writer  {'event':<22}  {'stage':<{stage_width}}  fact"
+        lines.append(title if plain else Text(title, style="bold"))
     for index, record in enumerate(records, start=1):
         if record["ts"][:10] != day:
             day = record["ts"][:10]
-            chunk.append(Text(f"── {day} ──", style="dim"))
-        chunk.append(timeline_line(record, facts(record), stage_width, index if numbered else None))
-        if len(chunk) >= 500:  # one print per chunk: printing line by line is slow for big journals
-            _print_lines(chunk)
-            chunk = []
-    _print_lines(chunk)
+            lines.append(f"── {day} ──" if plain else Text(f"── {day} ──", style="dim"))
+        head = (f"{index:>6}  " if numbered else "") + \
+            f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  "
+        tail = f"  {record.get('stage') or '-':<{stage_width}}  {facts(record)}"
+        kind = f"{record['type']:<22}"
+        lines.append(head + kind + tail if plain else Text.assemble(head, (kind, _event_style(record["type"])), tail))
+        if len(lines) >= 1000:  # one write per chunk, not per line
+            _print_lines(lines, plain)
+            lines = []
+    _print_lines(lines, plain)
     return day
 
 
-def _print_lines(lines: list[Text]) -> None:
+def _print_lines(lines: list[Any], plain: bool) -> None:
     if not lines:
         return
     out = console()
-    text = Text("\n").join(lines)
+    if plain and not out.is_terminal:
+        out.file.write("\n".join(lines) + "\n")
+        out.file.flush()
+        return
+    text = Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
     if out.is_terminal:
         out.print(text, no_wrap=True, overflow="ellipsis", crop=True)
     else:
