@@ -13,11 +13,8 @@ import os
 from collections import defaultdict
 from typing import Any, Callable, Optional
 
-import orjson
-
 from sparkrecover import events, storage
-from sparkrecover.errors import JournalError
-from sparkrecover.journal.reader import _check_envelope  # one envelope check for every reader
+from sparkrecover.journal.reader import parse_segment
 from sparkrecover.journal.segments import JOURNAL_DIR, Segment, parse_segment_name
 
 Warn = Callable[[str], None]
@@ -101,37 +98,29 @@ class JournalTail:
         end = data.rfind(b"\n") + 1
         self._pending[segment] = len(data) - end
         self._offsets[url] = offset + end
-        records = []
-        for line in data[:end].split(b"\n")[:-1]:
-            self._lines[url] = number = self._lines.get(url, 0) + 1
-            where = f"{url}:{number}"
-            try:
-                record = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                raise JournalError(f"{where}: malformed journal line") from None
-            _check_envelope(record, where, segment)
-            stream = (segment.attempt, segment.writer)
-            if record["seq"] <= self._last_seq[stream]:
-                continue
-            self._last_seq[stream] = record["seq"]
-            records.append(record)
-        return records
+        first_line = self._lines.get(url, 0) + 1
+        self._lines[url] = first_line - 1 + data.count(b"\n", 0, end)
+        return self._fresh(parse_segment(data[:end], segment, first_line=first_line), segment)
+
+    def _fresh(self, records: list[dict[str, Any]], segment: Segment) -> list[dict[str, Any]]:
+        """The records not seen yet: a segment read again repeats what it held before."""
+        stream = (segment.attempt, segment.writer)
+        fresh = []
+        for record in records:
+            if record["seq"] > self._last_seq[stream]:
+                self._last_seq[stream] = record["seq"]
+                fresh.append(record)
+        return fresh
 
     def drain(self) -> tuple[list[dict[str, Any]], list[str]]:
         """Once the writers are gone: the records of last lines that lack only their newline (the
         reader keeps those too), and a warning for each torn one."""
-        records, warnings = [], []
+        records: list[dict[str, Any]] = []
+        warnings: list[str] = []
         for segment, size in sorted(self._pending.items()):
-            if not size:
-                continue
-            where = f"{segment.url}:{self._lines.get(segment.url, 0) + 1}"
-            try:
-                record = orjson.loads(read_from(segment.url, self._offsets[segment.url]))
-            except orjson.JSONDecodeError:
-                warnings.append(f"{where}: dropped a torn last line ({size} bytes; the writer stopped mid-write)")
-                continue
-            _check_envelope(record, where, segment)
-            if record["seq"] > self._last_seq[(segment.attempt, segment.writer)]:
-                records.append(record)
+            if size:
+                rest = read_from(segment.url, self._offsets[segment.url])
+                first_line = self._lines.get(segment.url, 0) + 1
+                records += self._fresh(parse_segment(rest, segment, warnings.append, first_line), segment)
         self._pending.clear()
         return sorted(records, key=merge_key), warnings
