@@ -15,7 +15,7 @@ from rich.text import Text
 
 from sparkrecover import events as ev
 from sparkrecover import follow, humanize, render, replay, summary
-from sparkrecover.runstate import RunState, StageState
+from sparkrecover.runstate import STARTED, RunState, StageState
 
 STAGE_WIDTH = 16
 ICONS = {"committed": ("✓", "green"), "succeeded": ("✓", "green"), "skipped": ("↷", "cyan"),
@@ -92,7 +92,7 @@ def _seconds_since(ts: Optional[str]) -> Optional[float]:
 
 def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any]:
     last = state.last_attempt.number if state.last_attempt else 0
-    running = live and stage.status == "started" and stage.attempt == last
+    running = live and stage.status == STARTED and stage.attempt == last
     status = "running" if running else summary.stage_status(stage, last)
     if running:
         took = _seconds_since((stage.started or {}).get("ts"))
