@@ -168,10 +168,8 @@ def _click_errors() -> tuple[type, type, type]:
     """(Exit, Abort, ClickException) as the running typer raises them: recent typers vendor their
     own copy of click, older ones use click itself, and a usage error of either must not be
     mistaken for an internal error."""
-    import typer as typer_module
-
-    click_exception = next(c for c in typer_module.BadParameter.__mro__ if c.__name__ == "ClickException")
-    return typer_module.Exit, typer_module.Abort, click_exception
+    click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return typer.Exit, typer.Abort, click_exception
 
 
 def main(argv: Optional[list[str]] = None) -> None:
