@@ -34,6 +34,17 @@ MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this ma
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
+def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Run ids under the root for shell completion; only a local root is listed, so TAB never
+    waits on the network."""
+    from sparkrecover import runs, storage
+
+    root = storage.resolve_root(ctx.params.get("root"))
+    if not storage.is_local(root):
+        return []
+    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -49,12 +60,12 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 @app.command(context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Name the run (default: time, app and a random suffix)."),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
-    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, help="Seconds between journal flushes."),
-    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, help="Journal write buffer in bytes; a full buffer is flushed."),
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, help=MAX_ATTEMPTS_HELP),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
+    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."),
+    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
     checksums: bool = typer.Option(False, "--checksums", help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
@@ -62,6 +73,7 @@ def submit(
 
     Everything after the options above (or after --) goes to spark-submit untouched:
 
+    \b
         sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
 
     With --run-id of an existing run: a finished run is not launched again (exit 0), an
@@ -77,20 +89,23 @@ def submit(
 @app.command(context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
-    run: str = typer.Argument(..., help="A run id under the root, or the URL of a run directory."),
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
-    rerun: List[str] = typer.Option([], "--rerun", help="Run this stage again even if it is intact (repeatable)."),
+    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
-    verify: str = typer.Option("size", "--verify", help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic bytes), checksum (also content digests recorded with submit --checksums)."),
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, help=MAX_ATTEMPTS_HELP),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: the recorded one)."),
+    verify: str = typer.Option("size", "--verify", metavar="LEVEL", help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic bytes), checksum (also content digests recorded with submit --checksums)."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
     spark-submit options after -- are merged over the recorded ones:
 
+    \b
         sparkrecover resume nightly -- --driver-memory 8g
     """
     from sparkrecover.commands import resume as command
@@ -102,17 +117,52 @@ def resume(
 
 @app.command()
 def inspect(
-    run: Optional[str] = typer.Argument(None, help="A run id or run directory URL; without it, list the runs."),
-    root: Optional[str] = typer.Option(None, "--root", help=ROOT_HELP),
+    run: Optional[str] = typer.Argument(None, metavar="RUN",
+                                        help="A run id or run directory URL; without it, list the runs.",
+                                        autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Watch a running run live until it ends, then show it as usual."),
 ) -> None:
     """Show what happened in a run, or list the runs under the root.
 
+    \b
+        sparkrecover inspect
         sparkrecover inspect nightly
+        sparkrecover inspect nightly --follow
     """
     from sparkrecover.commands import inspect as command
 
-    raise typer.Exit(command.run(run=run, root=root, json_output=json_output))
+    raise typer.Exit(command.run(run=run, root=root, json_output=json_output, follow=follow))
+
+
+@app.command()
+def replay(
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="SEQ|TIME",
+        help="Stop after this event and show the run as it stood then, with what resume would have "
+             "decided: an event number as replay prints it, ATTEMPT:WRITER:SEQ (2:driver:14) or an "
+             "ISO time (2026-11-22T03:15:00Z, UTC unless an offset is given)."),
+    verify: bool = typer.Option(False, "--verify",
+                                help="Check the whole journal instead (envelopes, seq numbers, order, torn "
+                                     "tails); exit 3 on corruption."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Show the journal as a timeline, one line per event, replayed as resume reads it.
+
+    \b
+        sparkrecover replay nightly
+        sparkrecover replay nightly --until 2:driver:14
+        sparkrecover replay nightly --verify
+    """
+    from sparkrecover.commands import replay as command
+
+    raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
 
 
 def _log_crash() -> str:
@@ -123,19 +173,26 @@ def _log_crash() -> str:
     return path
 
 
+def _click_errors() -> tuple[type, type, type]:
+    """(Exit, Abort, ClickException) as the running typer raises them: recent typers vendor their
+    own copy of click, older ones use click itself, and a usage error of either must not be
+    mistaken for an internal error."""
+    click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return typer.Exit, typer.Abort, click_exception
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: the project's errors become one line and their exit code, never a traceback."""
-    import click
-
+    exit_error, abort_error, click_error = _click_errors()
     code: int
     try:
         result = app(args=argv, prog_name="sparkrecover", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except click.exceptions.Exit as stop:
+    except exit_error as stop:
         code = stop.exit_code
-    except click.exceptions.Abort:
+    except abort_error:
         code = EXIT_INTERRUPTED
-    except click.ClickException as problem:
+    except click_error as problem:
         problem.show()
         code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
     except SparkRecoverError as problem:

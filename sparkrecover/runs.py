@@ -50,13 +50,18 @@ def has_journal(run_dir: str) -> bool:
     return storage.exists(storage.join(run_dir, JOURNAL_DIR))
 
 
-def load_state(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] = None) -> RunState:
+def load_records(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] = None) -> list[dict]:
+    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
     if not has_journal(run_dir):
         raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
     records = read_journal(run_dir, warn)
     if not records:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return RunState.from_events(run_id, records)
+    return records
+
+
+def load_state(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] = None) -> RunState:
+    return RunState.from_events(run_id, load_records(run_dir, run_id, warn))
 
 
 def list_runs(root: str) -> list[tuple[str, str]]:

@@ -29,10 +29,14 @@ class StageState:
     invalidated: Optional[dict[str, Any]] = None
     upstream: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    last_event: str = ""  # the latest stage.* event ("started", ..., "invalidated")
     spark_jobs: int = 0
     spark_stages: int = 0
+    failed_spark_stages: int = 0
     tasks: int = 0
     failed_tasks: int = 0
+    # Rows Spark reports written, per attempt: a stage that ran twice must not count its rows twice.
+    output_records: dict[int, int] = field(default_factory=dict)
 
     @property
     def committed_attempt(self) -> Optional[int]:
@@ -47,6 +51,15 @@ class StageState:
     @property
     def duration_s(self) -> Optional[float]:
         return self.committed.get("duration_s") if self.committed else None
+
+    @property
+    def rows(self) -> Optional[int]:
+        """Rows of the committed output: as recorded at commit, else as Spark's metrics counted."""
+        if not self.committed:
+            return None
+        if self.committed.get("rows") is not None:
+            return int(self.committed["rows"])
+        return self.output_records.get(self.committed["attempt"])
 
 
 @dataclass
@@ -176,6 +189,7 @@ def _driver_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    stage.last_event = "started"
     stage.status, stage.attempt, stage.started = STARTED, record["attempt"], record
     stage.kind = record.get("kind", stage.kind)
     stage.upstream = list(record.get("upstream") or [])
@@ -184,6 +198,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
     attempt.committed.append(stage.name)
     if record.get("upstream") is not None:
@@ -192,17 +207,20 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    stage.last_event = "failed"
     stage.status, stage.attempt, stage.failed = FAILED, record["attempt"], record
     attempt.failures.append((stage.name, str(record.get("error") or "")))
     state.last_error = f"{record.get('stage')}: {record.get('error')}"
 
 
 def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
-    state._stage(record.get("stage")).skipped = record
+    stage = state._stage(record.get("stage"))
+    stage.skipped, stage.last_event = record, "skipped"
 
 
 def _stage_invalidated(state: RunState, record: dict, attempt: AttemptState) -> None:
-    state._stage(record.get("stage")).invalidated = record
+    stage = state._stage(record.get("stage"))
+    stage.invalidated, stage.last_event = record, "invalidated"
 
 
 def _spark_job_started(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -217,6 +235,12 @@ def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState)
         stage.spark_stages += 1
         stage.tasks += int(record.get("tasks") or 0)
         stage.failed_tasks += int(record.get("failed_tasks") or 0)
+        if record.get("failure"):
+            stage.failed_spark_stages += 1
+        written = (record.get("metrics") or {}).get("output_records")
+        if written:
+            number = record["attempt"]
+            stage.output_records[number] = stage.output_records.get(number, 0) + int(written)
 
 
 def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> None:

@@ -7,9 +7,13 @@ from sparkrecover import render, runs, storage, summary
 from sparkrecover.errors import SparkRecoverError
 
 
-def run(*, run: Optional[str], root: Optional[str], json_output: bool) -> int:
+def run(*, run: Optional[str], root: Optional[str], json_output: bool, follow: bool = False) -> int:
     root_url = storage.resolve_root(root)
     if run is None:
+        if follow:
+            from sparkrecover.errors import UsageError
+
+            raise UsageError("--follow needs a RUN to follow")
         items = []
         for run_id, run_dir in runs.list_runs(root_url):
             try:
@@ -23,9 +27,22 @@ def run(*, run: Optional[str], root: Optional[str], json_output: bool) -> int:
             render.runs_table(rows, root_url)
         return 0
     run_dir, run_id = runs.resolve_run(run, root_url)
-    details = summary.run_summary(runs.load_state(run_dir, run_id, render.warning), run_dir)
+    if follow:
+        from sparkrecover.commands import follow as following
+
+        details = following.watch(run_dir, run_id, quiet=json_output)
+    else:
+        details = summary.run_summary(runs.load_state(run_dir, run_id, render.warning), run_dir)
     if json_output:
         render.emit_json(details)
     else:
-        render.run_details(details)
+        render.run_details(details, hint=resume_hint(details, run, root))
     return 0
+
+
+def resume_hint(details: dict, run: str, root: Optional[str]) -> Optional[str]:
+    """Tired readers want the next command, not a manual."""
+    if details["status"] in ("running", "succeeded", "unknown"):
+        return None
+    where = "" if root is None else f" --root {root}"
+    return f"what resume would do now: sparkrecover resume {run}{where} --dry-run"

@@ -1,6 +1,7 @@
 """``sparkrecover resume``."""
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Optional
 
 from sparkrecover import recovery, render, runs, storage
@@ -14,8 +15,9 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     if dry_run:
-        plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun, from_scratch=from_scratch,
-                                    warn=render.warning)
+        with render.file_progress(enabled=not json_output) as progress:
+            plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun,
+                                        from_scratch=from_scratch, warn=render.warning, progress=progress)
         if json_output:
             render.emit_json(plan.dry_run())
         else:
@@ -29,15 +31,18 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
                     "(use --rerun STAGE or --from-scratch to run stages again)")
         return 0
     shown: list[recovery.ResumePlan] = []
-
-    def show(plan: recovery.ResumePlan) -> None:
-        shown.append(plan)
-        if not json_output:
-            render.plan(plan.dry_run())
-
     options = recovery.ResumeOptions(extra_options=tuple(extra), spark_submit=spark_submit, verify_level=verify,
                                      rerun=rerun, from_scratch=from_scratch, max_attempts=max_attempts)
-    code = recovery.resume(run_dir, run_id, options, notify=render.info, show_plan=show)
+    with ExitStack() as bar:
+        progress = bar.enter_context(render.file_progress(enabled=not json_output))
+
+        def show(plan: recovery.ResumePlan) -> None:
+            bar.close()  # the progress bar goes before the plan, and before the driver's output
+            shown.append(plan)
+            if not json_output:
+                render.plan(plan.dry_run())
+
+        code = recovery.resume(run_dir, run_id, options, notify=render.info, show_plan=show, progress=progress)
     if json_output:
         render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
     return code

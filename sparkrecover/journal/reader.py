@@ -39,12 +39,14 @@ def _check_envelope(record: Any, where: str, segment: Segment) -> None:
                            f"in a segment of attempt {segment.attempt}/{segment.writer}")
 
 
-def parse_segment(data: bytes, segment: Segment, warn: Warn | None = None) -> list[dict[str, Any]]:
-    """The records of one segment file, in file order."""
+def parse_segment(data: bytes, segment: Segment, warn: Warn | None = None,
+                  first_line: int = 1) -> list[dict[str, Any]]:
+    """The records of one segment file, in file order. ``first_line`` numbers the first line of
+    ``data`` when it is the rest of a segment read before (``inspect --follow``)."""
     lines = data.split(b"\n")
     unterminated = lines.pop()  # b"" when the file ends with a newline
     records = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first_line):
         where = f"{segment.url}:{number}"
         try:
             record = orjson.loads(line)
@@ -53,7 +55,7 @@ def parse_segment(data: bytes, segment: Segment, warn: Warn | None = None) -> li
         _check_envelope(record, where, segment)
         records.append(record)
     if unterminated:
-        where = f"{segment.url}:{len(lines) + 1}"
+        where = f"{segment.url}:{len(lines) + first_line}"
         try:
             record = orjson.loads(unterminated)
         except orjson.JSONDecodeError:

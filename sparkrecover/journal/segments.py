@@ -58,3 +58,9 @@ def list_segments(run_dir: str) -> list[Segment]:
 def next_attempt(run_dir: str) -> int:
     segments = list_segments(run_dir)
     return max((s.attempt for s in segments), default=0) + 1
+
+
+def parse_segment_name(name: str) -> tuple[int, str, int] | None:
+    """(attempt, writer, index) of a segment file name; None for any other file."""
+    match = _NAME.match(name)
+    return (int(match[1]), match[2], int(match[3])) if match else None

@@ -1,0 +1,156 @@
+"""The CLI as users meet it: completions, the generated reference, help texts, start-up, usage errors."""
+from __future__ import annotations
+
+import ast
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import typer
+
+from sparkrecover.cli import app
+from tests import journals
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def script(name: str):
+    """A module of scripts/ (not a package), loaded from its file."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def commands() -> dict:
+    return typer.main.get_command(app).commands
+
+
+def complete(cli, monkeypatch, words: str) -> list[str]:
+    """What bash gets from sparkrecover for the words typed so far (the last one being completed)."""
+    parts = words.split(" ")
+    monkeypatch.setenv("_SPARKRECOVER_COMPLETE", "complete_bash")
+    monkeypatch.setenv("COMP_WORDS", words)
+    monkeypatch.setenv("COMP_CWORD", str(len(parts) - 1))
+    code, out, err = cli()
+    monkeypatch.delenv("_SPARKRECOVER_COMPLETE")
+    assert (code, err) == (0, "")
+    return out.split()
+
+
+# -- completions ------------------------------------------------------------------------------------
+
+def test_completion_scripts_are_generated_from_the_cli():
+    generated = script("gen_completions").scripts()
+    assert sorted(generated) == sorted(os.listdir(os.path.join(ROOT, "completions")))
+    for name, content in generated.items():
+        with open(os.path.join(ROOT, "completions", name), encoding="utf-8") as handle:
+            assert handle.read() == content, f"completions/{name} is stale: run python scripts/gen_completions.py"
+
+
+@pytest.mark.parametrize("shell, name", [("bash", "sparkrecover.bash"), ("zsh", "sparkrecover.zsh"),
+                                         ("fish", "sparkrecover.fish")])
+def test_the_scripts_are_what_install_completion_installs(cli, monkeypatch, shell, name):
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")  # name the shell, don't guess it
+    code, out, err = cli("--show-completion", shell)
+    with open(os.path.join(ROOT, "completions", name), encoding="utf-8") as handle:
+        committed = handle.read().replace(script("gen_completions").HEADER, "")
+    assert (code, out.strip()) == (0, committed.strip())
+
+
+def test_completion_offers_every_command_and_each_of_its_options(cli, monkeypatch):
+    assert complete(cli, monkeypatch, "sparkrecover ") == list(commands())
+    assert complete(cli, monkeypatch, "sparkrecover re") == ["resume", "replay"]
+    for name, command in commands().items():
+        options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
+        assert complete(cli, monkeypatch, f"sparkrecover {name} --") == [*options, "--help"], name
+
+
+def test_completion_offers_the_run_ids_under_the_root(cli, monkeypatch, tmp_path):
+    journals.clean_run(tmp_path / "root")
+    journals.SyntheticRun(tmp_path / "root", "nightly-2").attempt().end(0)
+    root = str(tmp_path / "root")
+    assert complete(cli, monkeypatch, f"sparkrecover inspect --root {root} ") == ["nightly", "nightly-2"]
+    assert complete(cli, monkeypatch, f"sparkrecover replay --root {root} nightly-") == ["nightly-2"]
+    monkeypatch.setenv("SPARKRECOVER_ROOT", root)
+    assert complete(cli, monkeypatch, "sparkrecover resume n") == ["nightly", "nightly-2"]
+    monkeypatch.setenv("SPARKRECOVER_ROOT", "s3://bucket/runs")  # TAB never waits on the network
+    assert complete(cli, monkeypatch, "sparkrecover resume n") == []
+
+
+def test_the_bash_script_completes_in_bash(tmp_path):
+    shim = tmp_path / "bin" / "sparkrecover"
+    shim.parent.mkdir()
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m sparkrecover \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ROOT}
+    result = subprocess.run(
+        ["bash", "--norc", "-c", f"source {ROOT}/completions/sparkrecover.bash; "
+                                 "COMP_WORDS=(sparkrecover re); COMP_CWORD=1; _sparkrecover_completion sparkrecover; "
+                                 'echo "${COMPREPLY[*]}"'],
+        capture_output=True, text=True, env=env, timeout=60)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "resume replay\n", "")
+
+
+# -- the reference and the help texts ---------------------------------------------------------------
+
+def test_the_cli_reference_is_generated_from_help():
+    with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
+        assert handle.read() == script("gen_cli_docs").document(), \
+            "docs/cli.md is stale: run python scripts/gen_cli_docs.py"
+
+
+def test_every_command_and_option_has_help():
+    group = typer.main.get_command(app)
+    missing = [name for name, command in group.commands.items() if not (command.help or "").strip()]
+    for name, command in [("sparkrecover", group), *group.commands.items()]:
+        for param in command.params:
+            if not (getattr(param, "help", None) or "").strip():
+                missing.append(f"{name} {param.opts[0] if param.opts else param.name}")
+    assert missing == []
+
+
+def test_every_command_has_an_example():
+    for name, command in commands().items():
+        assert f"sparkrecover {name}" in command.help, name
+
+
+# -- rules of the house -----------------------------------------------------------------------------
+
+def test_the_core_never_imports_typer_or_rich():
+    package = os.path.join(ROOT, "sparkrecover")
+    offenders = []
+    for path in glob.glob(os.path.join(package, "**", "*.py"), recursive=True):
+        relative = os.path.relpath(path, package)
+        if relative in ("cli.py", "render.py") or relative.startswith("commands" + os.sep):
+            continue
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{relative}: {n}" for n in names if n.split(".")[0] in ("typer", "rich", "click")]
+    assert offenders == []
+
+
+def test_help_starts_without_heavy_imports():
+    probe = ("import sys\nfrom sparkrecover import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+             "heavy = [m for m in ('pyspark', 'fsspec', 'rich', 'orjson', 'sparkrecover.planner') if m in sys.modules]\n"
+             "print(heavy, file=sys.stderr)")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": ROOT})
+    assert result.stderr.strip().splitlines()[-1] == "[]"
+    assert "replay" in result.stdout
+
+
+@pytest.mark.parametrize("args", [["inspect", "--bogus"], ["replay"], ["resume", "r1", "--verify"]])
+def test_usage_errors_exit_2_with_a_message_not_a_crash(cli, args, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where a crash log would go
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    code, out, err = cli(*args)
+    assert (code, out) == (2, "")
+    assert "Error:" in err and "Traceback" not in err and "internal error" not in err
+    assert not glob.glob(str(tmp_path / "sparkrecover-crash-*"))

@@ -1,0 +1,256 @@
+"""inspect on synthetic journals (no Spark): whole outputs, with NO_COLOR and 120 columns."""
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from tests import journals
+
+RESUMED = """\
+run nightly  succeeded
+app:        /jobs/etl.py
+root:       <tmp>/root
+journal:    <tmp>/root/nightly
+time:       14.0s from first to last event, 13.0s in 2 attempts
+stages
+┏━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━┓
+┃ stage  ┃ status    ┃ attempt ┃ duration ┃  rows ┃ written ┃ jobs ┃ spark stages ┃ tasks ┃ failures ┃
+┡━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━┩
+│ orders │ skipped   │       1 │     2.0s │ 1,000 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ clean  │ skipped   │       1 │     2.0s │   800 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ daily  │ committed │       2 │     2.0s │    30 │ 3.0 KiB │    2 │            2 │     6 │ 1 task   │
+└────────┴───────────┴─────────┴──────────┴───────┴─────────┴──────┴──────────────┴───────┴──────────┘
+  orders, clean: skipped in attempt 2: committed in attempt 1, output verified
+attempts
+┏━━━━━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━━━━━┓
+┃ attempt     ┃ outcome   ┃ exit ┃ started (UTC)       ┃ duration ┃ plan          ┃ application id   ┃
+┡━━━━━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━━━━━┩
+│ 1           │ crashed   │ -    │ 2026-11-22 03:00:01 │ 7.5s     │ -             │ local-1700000001 │
+│ 2 (resumed) │ succeeded │ 0    │ 2026-11-22 03:00:09 │ 5.5s     │ 2 skip, 1 run │ local-1700000002 │
+└─────────────┴───────────┴──────┴─────────────────────┴──────────┴───────────────┴──────────────────┘
+"""
+
+
+def screen(text: str, tmp_path) -> str:
+    """Output as a reader sees it: temp paths replaced, trailing blanks (rich pads titles) dropped."""
+    return "".join(line.rstrip() + "\n" for line in text.replace(str(tmp_path), "<tmp>").splitlines())
+
+
+def inspect(cli, tmp_path, *args):
+    code, out, err = cli("inspect", *args, "--root", str(tmp_path / "root"))
+    return code, out, screen(err, tmp_path)
+
+
+def test_clean_run(cli, tmp_path):
+    journals.clean_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, out) == (0, "")
+    assert err == """\
+run nightly  succeeded
+app:        /jobs/etl.py
+root:       <tmp>/root
+journal:    <tmp>/root/nightly
+time:       9.5s from first to last event, 9.0s in 1 attempt
+stages
+┏━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━┓
+┃ stage  ┃ status    ┃ attempt ┃ duration ┃  rows ┃ written ┃ jobs ┃ spark stages ┃ tasks ┃ failures ┃
+┡━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━┩
+│ orders │ committed │       1 │     2.0s │ 1,000 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ clean  │ committed │       1 │     2.0s │   800 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ daily  │ committed │       1 │     2.0s │    30 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+└────────┴───────────┴─────────┴──────────┴───────┴─────────┴──────┴──────────────┴───────┴──────────┘
+attempts
+┏━━━━━━━━━┳━━━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━┓
+┃ attempt ┃ outcome   ┃ exit ┃ started (UTC)       ┃ duration ┃ plan ┃ application id   ┃
+┡━━━━━━━━━╇━━━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━┩
+│ 1       │ succeeded │ 0    │ 2026-11-22 03:00:01 │ 9.0s     │ -    │ local-1700000001 │
+└─────────┴───────────┴──────┴─────────────────────┴──────────┴──────┴──────────────────┘
+"""
+
+
+def test_crashed_run_says_where_it_died_and_what_to_run_next(cli, tmp_path):
+    journals.crashed_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, out) == (0, "")
+    assert err == """\
+run nightly  crashed
+app:        /jobs/etl.py
+root:       <tmp>/root
+journal:    <tmp>/root/nightly
+time:       8.0s from first to last event, 7.5s in 1 attempt
+stopped in: daily (started, never committed)
+stages
+┏━━━━━━━━┳━━━━━━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━━┓
+┃ stage  ┃ status     ┃ attempt ┃ duration ┃  rows ┃ written ┃ jobs ┃ spark stages ┃ tasks ┃ failures ┃
+┡━━━━━━━━╇━━━━━━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━━┩
+│ orders │ committed  │       1 │     2.0s │ 1,000 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ clean  │ committed  │       1 │     2.0s │   800 │ 3.0 KiB │    1 │            1 │     2 │ -        │
+│ daily  │ unfinished │       1 │        - │     - │       - │    1 │            1 │     4 │ 1 task   │
+└────────┴────────────┴─────────┴──────────┴───────┴─────────┴──────┴──────────────┴───────┴──────────┘
+attempts
+┏━━━━━━━━━┳━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━┳━━━━━━━━━━━━━━━━━━┓
+┃ attempt ┃ outcome ┃ exit ┃ started (UTC)       ┃ duration ┃ plan ┃ application id   ┃
+┡━━━━━━━━━╇━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━╇━━━━━━━━━━━━━━━━━━┩
+│ 1       │ crashed │ -    │ 2026-11-22 03:00:01 │ 7.5s     │ -    │ local-1700000001 │
+└─────────┴─────────┴──────┴─────────────────────┴──────────┴──────┴──────────────────┘
+what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run
+"""
+
+
+def test_resumed_run(cli, tmp_path):
+    journals.resumed_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, out, err) == (0, "", RESUMED)
+
+
+def test_run_directory_url_shows_the_same(cli, tmp_path):
+    run = journals.resumed_run(tmp_path / "root")
+    code, out, err = cli("inspect", "file://" + run.dir)
+    assert (code, out, screen(err, tmp_path)) == (0, "", RESUMED)
+
+
+def test_invalidated_stage_shows_why_and_failed_attempt(cli, tmp_path):
+    journals.invalidated_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, out) == (0, "")
+    lines = err.splitlines()
+    assert lines[:5] == ["run nightly  succeeded", "app:        /jobs/etl.py", "root:       <tmp>/root",
+                         "journal:    <tmp>/root/nightly",
+                         "time:       16.5s from first to last event, 15.5s in 2 attempts"]
+    assert lines[9:15] == [
+        "│ orders │ skipped   │       1 │     2.0s │ 1,000 │ 3.0 KiB │    1 │            1 │     2 │ -        │",
+        "│ clean  │ committed │       2 │     2.0s │   900 │ 3.0 KiB │    2 │            2 │     4 │ -        │",
+        "│ daily  │ committed │       2 │     2.0s │    31 │ 3.0 KiB │    1 │            1 │     2 │ -        │",
+        "└────────┴───────────┴─────────┴──────────┴───────┴─────────┴──────┴──────────────┴───────┴──────────┘",
+        "  orders: skipped in attempt 2: committed in attempt 1, output verified",
+        "  clean: invalidated in attempt 2: fingerprint changed: version None -> 2"]
+    assert lines[-3:] == [
+        "│ 1           │ failed    │ 1    │ 2026-11-22 03:00:01 │ 7.5s     │ -             │ local-1700000001 │",
+        "│ 2 (resumed) │ succeeded │ 0    │ 2026-11-22 03:00:09 │ 8.0s     │ 2 skip, 1 run │ local-1700000002 │",
+        "└─────────────┴───────────┴──────┴─────────────────────┴──────────┴───────────────┴──────────────────┘"]
+    assert "last error" not in err  # attempt 2 got past it: history, which replay shows
+
+
+def test_a_stage_invalidated_and_not_rebuilt_yet(cli, tmp_path):
+    run = journals.SyntheticRun(tmp_path / "root").attempt()
+    run.done("orders").end(0)
+    run.attempt(plan={"orders": "skip"}).invalidated("orders", "code changed").crash()
+    code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
+    stage = orjson.loads(out)["stages"][0]
+    assert (stage["status"], stage["invalidated"], stage["reason"]) == (
+        "invalidated", {"attempt": 2, "reason": "code changed"}, "code changed")
+
+
+def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
+    run = journals.SyntheticRun(tmp_path / "root").attempt()
+    run.done("orders").started("clean", ("orders",))
+    run.spark_work("clean", tasks=8, failed_tasks=4, failure="Job aborted due to stage failure")
+    run.failed("clean", "Py4JJavaError: An error occurred while calling o99.save.\n\tat Foo.bar")
+    run.end(1, error="Py4JJavaError: An error occurred while calling o99.save.")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    lines = err.splitlines()
+    assert lines[0] == "run nightly  failed"
+    assert "stopped in" not in err  # it failed in clean, it did not stop there unseen
+    assert lines[10] == ("│ clean  │ failed    │       1 │        - │     - │       - │    1 │            1 │     8 │ "
+                         "1 stage, 4 tasks │")
+    assert "  clean: failed in attempt 1: Py4JJavaError: An error occurred while calling o99.save." in lines
+    assert "│ 1       │ failed  │ 1    │ 2026-11-22 03:00:01 │" in err
+    assert lines[-2:] == ["last error: Py4JJavaError: An error occurred while calling o99.save.",
+                          "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run"]
+
+
+def test_killed_attempt_shows_its_signal(cli, tmp_path):
+    journals.SyntheticRun(tmp_path / "root").attempt().done("orders").end(137, signal=9)
+    code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
+    attempt = orjson.loads(out)["attempts"][0]
+    assert (attempt["outcome"], attempt["exit_code"], attempt["signal"], attempt["signal_name"]) == (
+        "failed", 137, 9, "SIGKILL")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert "│ 1       │ failed  │ 137 (SIGKILL) │" in err
+
+
+def test_json_carries_what_the_tables_show(cli, tmp_path):
+    journals.resumed_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly", "--json")
+    assert (code, err) == (0, "")
+    details = orjson.loads(out)
+    assert {k: details[k] for k in ("run", "status", "duration_s", "busy_s", "stopped_in", "last_error")} == {
+        "run": "nightly", "status": "succeeded", "duration_s": 14.0, "busy_s": 13.0, "stopped_in": [],
+        "last_error": None}
+    assert details["root"] == str(tmp_path / "root")
+    daily = details["stages"][2]
+    assert daily == {
+        "stage": "daily", "kind": "checkpoint", "status": "committed", "attempt": 2, "duration_s": 2.0,
+        "rows": 30, "bytes": 3072, "files": 2, "spark_jobs": 2, "spark_stages": 2, "failed_spark_stages": 0,
+        "tasks": 6, "failed_tasks": 1, "reason": None, "error": None, "skipped": None, "invalidated": None}
+    assert details["stages"][0]["skipped"] == {"attempt": 2, "reason": "committed in attempt 1, output verified"}
+    assert [(a["attempt"], a["outcome"], a["plan"], a["duration_s"]) for a in details["attempts"]] == [
+        (1, "crashed", None, 7.5), (2, "succeeded", {"skip": 2, "run": 1}, 5.5)]
+
+
+def test_runs_newest_first(cli, tmp_path):
+    root = tmp_path / "root"
+    journals.crashed_run(root)
+    later = journals.Clock()
+    later.tick(3600)
+    journals.SyntheticRun(root, "hourly", clock=later).attempt().done("orders").end(0)
+    code, out, err = cli("inspect", "--root", str(root))
+    assert (code, out) == (0, "")
+    assert screen(err, tmp_path) == """\
+runs under <tmp>/root
+┏━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┓
+┃ run     ┃ app    ┃ status    ┃ attempts ┃ stages ┃ last activity (UTC) ┃ duration ┃
+┡━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━╇━━━━━━━━━━━━━━━━━━━━━╇━━━━━━━━━━┩
+│ hourly  │ etl.py │ succeeded │ 1        │ 1/1    │ 2026-11-22 04:00:05 │ 4.5s     │
+│ nightly │ etl.py │ crashed   │ 1        │ 2/3    │ 2026-11-22 03:00:08 │ 8.0s     │
+└─────────┴────────┴───────────┴──────────┴────────┴─────────────────────┴──────────┘
+"""
+    rows = orjson.loads(cli("inspect", "--root", str(root), "--json")[1])["runs"]
+    assert [(r["run"], r["status"], r["stages_committed"], r["stages"]) for r in rows] == [
+        ("hourly", "succeeded", 1, 1), ("nightly", "crashed", 2, 3)]
+
+
+def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path):
+    run = journals.crashed_run(tmp_path / "root")
+    path = os.path.join(run.dir, "journal", "0001-driver-000000.jsonl")
+    lines = open(path, "rb").read().split(b"\n")
+    lines[2] = b'{"v": 1, "type": "spark.job.st'
+    with open(path, "wb") as handle:
+        handle.write(b"\n".join(lines))
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, out, err) == (
+        3, "", "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line\n")
+    code, out, err = inspect(cli, tmp_path)
+    assert code == 0
+    assert "│ nightly │ -   │ unreadable │ -        │ -      │ -                   │ -        │" in err
+    assert err.endswith("  nightly: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line\n")
+    code, out, err = inspect(cli, tmp_path, "--json")
+    assert orjson.loads(out)["runs"][0]["status"] == "unreadable"
+
+
+def test_empty_root(cli, tmp_path):
+    assert inspect(cli, tmp_path) == (0, "", "no runs under <tmp>/root\n")
+    code, out, err = inspect(cli, tmp_path, "--json")
+    assert (code, orjson.loads(out), err) == (0, {"root": str(tmp_path / "root"), "runs": []}, "")
+
+
+def test_narrow_terminal_keeps_the_columns_that_matter(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    journals.crashed_run(tmp_path / "root")
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert "┃ stage  ┃ status     ┃ attempt ┃ duration ┃ written ┃ tasks ┃ failures ┃" in err
+    assert "│ daily  │ unfinished │       1 │        - │       - │     4 │ 1 task   │" in err
+    # messages are never cut: a terminal wraps them, a log keeps them whole for grep
+    assert "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run\n" in err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--follow"], "error: --follow needs a RUN to follow\n"),
+    (["nope"], "error: no run 'nope' at <tmp>/root/nope\n"),
+    (["nope", "--follow"], "error: no run 'nope' at <tmp>/root/nope\n"),
+])
+def test_bad_input_is_one_line_and_its_exit_code(cli, tmp_path, args, message):
+    code, out, err = inspect(cli, tmp_path, *args)
+    assert (code, out, err) == (2 if "--follow needs" in message else 5, "", message)
