@@ -95,6 +95,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums)
     runtime.install(rt)
     _hook_spark_context(rt)
+    from sparkrecover import zerocode
+
+    zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     exit_code, error = 1, None
     try:
         exit_code = _run_script(script_argv[0], script_argv[1:])
