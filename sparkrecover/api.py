@@ -54,9 +54,11 @@ class _StageScope:
                           self.sc.getLocalProperty("spark.job.description"))
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self.name)
         self.sc.setJobDescription(f"sparkrecover stage {self.name}")
+        self.rt.enter_stage()  # writes made in here are this stage's, not implicit stages
         return self
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        self.rt.leave_stage()
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
         self.sc.setLocalProperty("spark.job.description", self._previous[1])
         if error is not None:
@@ -82,8 +84,13 @@ class _StageScope:
         """The plan said skip, but something the stage depends on changed: it runs (rule 5)."""
         self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
 
-    def commit(self, outputs: list[tuple[str, str]], upstream: list[str], **extra: Any) -> None:
+    def commit(self, outputs: list[tuple[str, str]], upstream: list[str],
+               added_since: Optional[list[dict[str, Any]]] = None, **extra: Any) -> None:
+        """``added_since``: what each output held before an append; its manifest then lists only
+        the files the append added."""
         manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
+        if added_since is not None:
+            manifest = [manifests.added_files(output, before) for output, before in zip(manifest, added_since)]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
         self.rt.writer.emit(
             ev.STAGE_COMMITTED, stage=self.name, manifest=manifest, manifest_ref=ref,

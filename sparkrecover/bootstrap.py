@@ -80,6 +80,16 @@ def _run_script(script: str, args: list[str]) -> int:
     return 0
 
 
+def _user_frames(tb: Any) -> Any:
+    """The traceback from the script's own frame on, as ``python script.py`` prints it: spark-submit
+    merges the driver's stderr into its stdout, so frames of ours would change what users see."""
+    while tb is not None and tb.tb_next is not None and (
+            tb.tb_frame.f_code.co_filename in (__file__, os.path.abspath(__file__))
+            or "runpy" in tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
     if not script_argv:
@@ -95,13 +105,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums)
     runtime.install(rt)
     _hook_spark_context(rt)
+    from sparkrecover import zerocode
+
+    zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     exit_code, error = 1, None
     try:
         exit_code = _run_script(script_argv[0], script_argv[1:])
     except KeyboardInterrupt:
         exit_code, error = 130, "interrupted"
     except BaseException as failure:  # noqa: BLE001 - report like python would, then record it
-        traceback.print_exc()
+        traceback.print_exception(type(failure), failure, _user_frames(failure.__traceback__))
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
     finally:
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error)

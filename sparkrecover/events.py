@@ -86,15 +86,22 @@ class Output(TypedDict, total=False):
     file_count: int
     bytes: int
     success: bool        # a _SUCCESS marker was present at commit
+    scope: str           # "added": only the files an append added (other files are not its own)
 
 
 class StageStartedPayload(TypedDict, total=False):
     stage: str
-    kind: Literal["checkpoint", "stage"]
+    kind: Literal["checkpoint", "stage", "write"]  # "write": an implicit stage (zero-code mode)
     fingerprint: dict[str, Any]
     outputs: list[str]
     before: list[Output]  # what the outputs held before this attempt wrote (for clean reruns)
     upstream: list[str]
+    # Implicit stages only: where the write was called, what it wrote to and how.
+    call_site: str        # "file:line"
+    ordinal: int          # 1 for the first write of this target and mode at this call site
+    target: str           # a path, "table NAME" or "<format> sink"
+    mode: str             # errorifexists, ignore, overwrite, append, or the DataFrameWriterV2 method
+    verifiable: bool      # False: no path or table location to check (e.g. a JDBC sink)
 
 
 class StageCommittedPayload(TypedDict, total=False):

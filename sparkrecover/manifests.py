@@ -121,6 +121,15 @@ def build_output(url: str, spark_path: str | None = None, checksums: bool = Fals
     return output
 
 
+def added_files(output: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+    """The part of an output an append added: its manifest checks those files only, so a later
+    append to the same place does not make this one look changed."""
+    held = {entry[0]: entry[1] for entry in before.get("files") or []}
+    entries = [entry for entry in output["files"] if held.get(entry[0]) != entry[1]]
+    return {**output, "files": entries, "file_count": len(entries),
+            "bytes": sum(entry[1] for entry in entries), "scope": "added"}
+
+
 def externalize(stage: str, manifest: list[dict[str, Any]], run_dir: str) -> tuple[list, str | None, str | None]:
     """Move file lists of large manifests to manifests/<stage>.json; returns the journal's view.
 
@@ -137,9 +146,14 @@ def externalize(stage: str, manifest: list[dict[str, Any]], run_dir: str) -> tup
 
 
 def manifest_file_name(stage: str) -> str:
+    """A safe file name for a stage: quoted, and shortened with a digest when long (the names of
+    implicit stages hold whole paths; file systems allow 255 bytes)."""
     from urllib.parse import quote
 
-    return quote(stage, safe="") + ".json"
+    quoted = quote(stage, safe="")
+    if len(quoted) > 150:
+        quoted = quoted[:100] + "-" + hashlib.sha256(stage.encode("utf-8")).hexdigest()[:32]
+    return quoted + ".json"
 
 
 def load_manifest(committed: dict[str, Any], run_dir: str) -> list[dict[str, Any]] | None:
@@ -179,7 +193,8 @@ def verify_output(output: dict[str, Any], level: str = "size") -> list[str]:
             if problem:
                 problems.append(problem)
     recorded = {entry[0] for entry in output.get("files") or []}
-    extra = sorted(set(current) - recorded)
+    # An append owns only the files it added: other files there are someone else's.
+    extra = sorted(set(current) - recorded) if output.get("scope") != "added" else []
     if extra:
         problems.append(f"{url}/{extra[0]} is new" + (f" (and {len(extra) - 1} more)" if len(extra) > 1 else ""))
     if output.get("success") and not success:

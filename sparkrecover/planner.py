@@ -76,7 +76,8 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
 
 def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
     def decide(decision: str, reason: str) -> Decision:
-        return Decision(stage.name, decision, reason, kind=stage.kind, upstream=list(stage.upstream),
+        return Decision(stage.name, decision, reason + _caveat(stage, decision), kind=stage.kind,
+                        upstream=list(stage.upstream),
                         committed=_read_back(stage), restore=_restore(stage),
                         fingerprint=(stage.started or {}).get("fingerprint") if stage.status == COMMITTED else None)
 
@@ -101,7 +102,23 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         return decide(RERUN, f"input changed: {changed[0]}{more}")
+    if (stage.started or {}).get("verifiable") is False:
+        return decide(SKIP, f"committed in attempt {stage.committed_attempt}")
     return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
+
+
+def _caveat(stage: StageState, decision: str) -> str:
+    """What the plan cannot promise for an implicit write with nothing to check (a JDBC sink, a
+    save() without a path): said in the plan rather than guessed."""
+    started = stage.started or {}
+    if stage.kind != "write" or started.get("verifiable") is not False:
+        return ""
+    note = f"; {started.get('target') or 'its output'} cannot be verified"
+    if started.get("mode") == "append" and decision == RUN:
+        note += ": an interrupted append to it may have left partial rows, and it is appended again"
+    elif started.get("mode") == "append" and decision == RERUN:
+        note += ": it is appended again, and the rows it appended before stay"
+    return note
 
 
 def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
@@ -128,7 +145,7 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
                 after = decisions[child]
                 if after.decision in (SKIP, LOST):
                     after.decision = RERUN
-                    after.reason = f"upstream {name} runs again"
+                    after.reason = f"upstream {name} runs again" + _caveat(state.stages[child], RERUN)
                     changed = True
 
 
@@ -136,9 +153,14 @@ def _read_back(stage: StageState) -> Optional[dict[str, Any]]:
     committed = stage.committed
     if not committed:
         return None
-    return {"attempt": committed["attempt"], "format": committed.get("format"),
+    back = {"attempt": committed["attempt"], "format": committed.get("format"),
             "schema": committed.get("schema"),
             "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []]}
+    if stage.kind == "write":
+        # An implicit append that reruns removes exactly the files it added (zero-code mode).
+        back.update(manifest=committed.get("manifest"), manifest_ref=committed.get("manifest_ref"),
+                    manifest_sha256=committed.get("manifest_sha256"))
+    return back
 
 
 def _restore(stage: StageState) -> list[dict[str, Any]]:

@@ -35,6 +35,21 @@ class Runtime:
             if (entry.get("fingerprint") or {}).get("digest")}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
+        # Per thread, like the Spark local property: a write made while a stage runs belongs to
+        # that stage, while another thread's write is its own implicit stage (zero-code mode).
+        self._scopes = threading.local()
+        # Zero-code mode: writes seen so far per (call site, mode, target), for their ordinals.
+        self.write_ordinals: dict[tuple[str, str, str], int] = {}
+
+    @property
+    def in_stage(self) -> bool:
+        return getattr(self._scopes, "depth", 0) > 0
+
+    def enter_stage(self) -> None:
+        self._scopes.depth = getattr(self._scopes, "depth", 0) + 1
+
+    def leave_stage(self) -> None:
+        self._scopes.depth = max(0, getattr(self._scopes, "depth", 0) - 1)
 
     def decision(self, name: str) -> Optional[dict[str, Any]]:
         return self.decisions.get(name)

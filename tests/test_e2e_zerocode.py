@@ -1,0 +1,137 @@
+"""Zero-code mode end to end: unmodified scripts on real spark-submit, real SIGKILL, resume."""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pyspark
+import pytest
+
+from sparkrecover.launcher import find_spark_submit
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, submit_and_kill, wait_for
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "zerocode_app.py")
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "examples", "src", "main", "python")
+SEED = '{"id": 1}\n{"id": 2}\n'
+PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+
+def stage_of(marker: str, mode: str, target: str) -> str:
+    """The implicit stage name of the app's write on the line holding ``marker``."""
+    with open(APP) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if marker in text)
+    return f"zerocode_app.py:{line}#1 {mode} {target}"
+
+
+def prepare(folder) -> str:
+    """A working folder whose OUT/events already holds data; returns OUT."""
+    out = folder / "out"
+    (out / "events").mkdir(parents=True)
+    (out / "events" / "part-seed.json").write_text(SEED)
+    return str(out)
+
+
+def csv_lines(folder: str) -> list[str]:
+    lines = []
+    for name in sorted(glob.glob(os.path.join(folder, "part-*"))):
+        lines += open(name).read().splitlines()
+    return lines
+
+
+def event_ids(out: str) -> list[int]:
+    ids = []
+    for name in glob.glob(os.path.join(out, "events", "*.json")):
+        ids += [int(line.split(":")[1].strip(" }")) for line in open(name).read().splitlines() if line]
+    return sorted(ids)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The app under plain spark-submit: its report, and proof sparkrecover stays out of it."""
+    folder = tmp_path_factory.mktemp("plain")
+    out = prepare(folder)
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, APP, out], capture_output=True, text=True,
+                            timeout=600, env=PLAIN_ENV, cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not (folder / ".sparkrecover").exists()
+    assert event_ids(out) == [1, 2, *range(100, 140)]
+    return csv_lines(os.path.join(out, "report"))
+
+
+def test_killed_after_the_append_and_table_commit_resumes_without_duplicates(tmp_path, uninterrupted):
+    out, root = prepare(tmp_path), str(tmp_path / "root")
+    base = stage_of(".parquet(f\"{out}/base\")", "overwrite", f"{out}/base")
+    append = stage_of('mode("append")', "append", f"{out}/events")
+    table = stage_of("saveAsTable", "errorifexists", "table events_copy")
+    run_dir = submit_and_kill(root, "zc", [out], after_stage=table, cwd=str(tmp_path), app=APP)
+    assert event_ids(out) == [1, 2, *range(100, 140)]
+
+    result = run_cli("resume", "zc", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert event_ids(out) == [1, 2, *range(100, 140)]  # each row exactly once
+    assert csv_lines(os.path.join(out, "report")) == uninterrupted
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"].startswith("stage.")]
+    assert [(e["type"], e["stage"]) for e in second if e["type"] != "stage.started"][:3] == [
+        ("stage.skipped", base), ("stage.skipped", append), ("stage.skipped", table)]
+    assert [e["stage"].split(" ", 1)[1] for e in second if e["type"] == "stage.committed"] == [
+        f"overwrite {out}/report"]
+
+
+def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path, uninterrupted):
+    out, root = prepare(tmp_path), str(tmp_path / "root")
+    append = stage_of('mode("append")', "append", f"{out}/events")
+    run_dir = os.path.join(root, "half")
+    # Commit algorithm 2 moves each finished task's files into the target at once: a job killed
+    # half way leaves part files there, as well as its _temporary folder.
+    options = [*SPARK_OPTIONS, "--conf", "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version=2"]
+    process = subprocess.Popen(
+        sparkrecover_command("submit", "--root", root, "--run-id", "half", "--", *options, APP, out,
+                             "--slow-marker", str(tmp_path / "slowed")),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(tmp_path))
+    try:
+        wait_for(run_dir, "stage.started", append, process=process)
+        deadline = time.monotonic() + 120
+        while len(glob.glob(os.path.join(out, "events", "part-0*"))) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    partial = glob.glob(os.path.join(out, "events", "part-0*"))
+    assert len(partial) == 3 and os.path.isdir(os.path.join(out, "events", "_temporary"))
+    assert not any(e["type"] == "stage.committed" and e["stage"] == append for e in events_of(run_dir))
+
+    result = run_cli("resume", "half", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert event_ids(out) == [1, 2, *range(100, 140)]
+    assert not set(partial) & set(glob.glob(os.path.join(out, "events", "*")))
+    assert not os.path.exists(os.path.join(out, "events", "_temporary"))
+    assert csv_lines(os.path.join(out, "report")) == uninterrupted
+    restarted, = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started"
+                  and e["stage"] == append]
+    assert set(partial) | {os.path.join(out, "events", "_temporary")} <= set(restarted["cleaned"])
+
+
+@pytest.mark.parametrize("example", ["wordcount.py", "sort.py", "sql/basic.py"])
+def test_pyspark_examples_print_the_same_under_submit(tmp_path, example):
+    words = tmp_path / "words.txt"  # numbers: sort.py reads integers
+    words.write_text("3 1 2 10\n20 4 1\n")
+    resources = tmp_path / "examples" / "src" / "main" / "resources"  # sql/basic.py reads from its cwd
+    resources.mkdir(parents=True)
+    (resources / "people.json").write_text('{"name":"Michael"}\n{"name":"Andy", "age":30}\n'
+                                           '{"name":"Justin", "age":19}\n')
+    (resources / "people.txt").write_text("Michael, 29\nAndy, 30\nJustin, 19\n")
+    script = os.path.normpath(os.path.join(EXAMPLES, example))
+    args = [] if example.startswith("sql/") else [str(words)]
+    plain = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, script, *args], capture_output=True, text=True,
+                           timeout=600, env=PLAIN_ENV, cwd=tmp_path)
+    wrapped = run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, script, *args,
+                      cwd=str(tmp_path), timeout=600)
+    assert plain.stdout and (wrapped.returncode, wrapped.stdout) == (plain.returncode, plain.stdout), \
+        wrapped.stderr[-3000:]

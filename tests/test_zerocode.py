@@ -1,0 +1,274 @@
+"""Zero-code mode in-process: DataFrame writes as implicit stages, against a real SparkSession."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import sparkrecover as sr
+from sparkrecover import events as ev
+from sparkrecover import manifests, planner, runtime, zerocode
+from sparkrecover.journal import read_journal
+from sparkrecover.runstate import RunState
+from tests.test_api import install_runtime, journal, numbers
+
+HERE = os.path.basename(__file__)
+
+
+@pytest.fixture(autouse=True)
+def patched():
+    zerocode.install(__file__)
+    yield
+    zerocode.uninstall()
+
+
+def line_of(marker: str) -> int:
+    """The line of this file holding ``marker`` in a comment: call sites without counting."""
+    with open(__file__) as handle:
+        for number, text in enumerate(handle, 1):
+            if text.rstrip().endswith(f"# {marker}"):
+                return number
+    raise AssertionError(marker)
+
+
+def writes_started(rt) -> list[dict]:
+    return [r for r in journal(rt, ev.STAGE_STARTED) if r["kind"] == "write"]
+
+
+def resume(tmp_path, rt, **options):
+    rt.writer.close()
+    state = RunState.from_events("run1", read_journal(rt.run_dir))
+    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir), **options)
+    attempt = max(state.attempts) + 1
+    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+
+
+def rows(spark, path, fmt="json"):
+    return sorted(r.id for r in spark.read.schema("id long").format(fmt).load(path).collect())
+
+
+def append(spark, path, n=3):
+    """One call site for the write, as a script rerun by resume has."""
+    return numbers(spark, n).write.mode("append").json(str(path))
+
+
+def data_files(path) -> list[str]:
+    found = []
+    for folder, dirs, names in os.walk(path):
+        found += [os.path.relpath(os.path.join(folder, n), path) for n in names]
+    return sorted(found)
+
+
+def test_a_write_is_named_by_call_site_ordinal_mode_and_target(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "out")
+    for _ in range(2):
+        numbers(spark, 5).write.mode("append").parquet(out)  # loop
+    numbers(spark, 5).write.parquet(str(tmp_path / "other"))  # default mode
+    started = writes_started(rt)
+    loop, default = line_of("loop"), line_of("default mode")
+    assert [r["stage"] for r in started] == [
+        f"{HERE}:{loop}#1 append {out}", f"{HERE}:{loop}#2 append {out}",
+        f"{HERE}:{default}#1 errorifexists {tmp_path / 'other'}"]
+    first = started[0]
+    assert (first["call_site"], first["ordinal"], first["mode"], first["target"], first["verifiable"]) == (
+        f"{HERE}:{loop}", 1, "append", out, True)
+    assert [r["stage"] for r in journal(rt, ev.STAGE_COMMITTED)] == [r["stage"] for r in started]
+    assert sorted(r.id for r in spark.read.parquet(out).collect()) == sorted(list(range(5)) * 2)
+
+
+@pytest.mark.parametrize("write, mode", [
+    (lambda df, p: df.write.mode("append").json(p), "append"),
+    (lambda df, p: df.write.json(p, mode="overwrite"), "overwrite"),
+    (lambda df, p: df.write.mode("overwrite").json(p, mode="ignore"), "ignore"),
+    (lambda df, p: df.write.format("json").mode("error").save(p), "errorifexists"),
+    (lambda df, p: df.write.save(p, format="json", mode="APPEND"), "append"),
+    (lambda df, p: df.write.format("json").option("path", p).mode("overwrite").save(), "overwrite"),
+    (lambda df, p: df.write.options(path=p).format("json").save(), "errorifexists"),
+    (lambda df, p: df.select(df.id.cast("string")).write.mode("append").text(p), "append"),
+])
+def test_modes_and_paths_are_tracked_as_pyspark_passes_them_to_the_jvm(spark, tmp_path, write, mode):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "out")
+    write(numbers(spark, 3), out)
+    started, = writes_started(rt)
+    assert (started["mode"], started["target"]) == (mode, out)
+    assert started["stage"].endswith(f"#1 {mode} {out}")
+    assert os.path.exists(os.path.join(out, "_SUCCESS"))
+
+
+def test_a_skipped_write_returns_without_writing(spark, tmp_path):
+    out = tmp_path / "events"
+    rt = install_runtime(tmp_path)
+    assert append(spark, out, 4) is None
+    before = {name: os.stat(out / name).st_mtime_ns for name in os.listdir(out)}
+    rt2 = resume(tmp_path, rt)
+    assert append(spark, out, 4) is None
+    assert {name: os.stat(out / name).st_mtime_ns for name in os.listdir(out)} == before
+    assert rows(spark, str(out)) == [0, 1, 2, 3]
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [(r["type"], r["reason"]) for r in second] == [
+        ("stage.skipped", "committed in attempt 1, output verified")]
+
+
+def test_a_committed_append_that_reruns_is_appended_once(spark, tmp_path):
+    out = tmp_path / "events"
+    out.mkdir()
+    (out / "part-seed.json").write_text('{"id": 100}\n')
+    rt = install_runtime(tmp_path)
+    append(spark, out)
+    committed, = journal(rt, ev.STAGE_COMMITTED)
+    assert committed["manifest"][0]["scope"] == "added"
+    assert "part-seed.json" not in [f[0] for f in committed["manifest"][0]["files"]]
+    # A later append to the same folder does not make the first one look changed.
+    assert planner.verifier_for(rt.run_dir)(RunState.from_events("run1", journal(rt)).stages[committed["stage"]]) == []
+    resume(tmp_path, rt, rerun=[committed["stage"]])
+    append(spark, out)
+    assert rows(spark, str(out)) == [0, 1, 2, 100]
+
+
+def test_an_interrupted_append_has_its_partial_files_removed(spark, tmp_path):
+    out = tmp_path / "events"
+    out.mkdir()
+    (out / "part-seed.json").write_text('{"id": 100}\n')
+    (out / "_SUCCESS").write_text("")
+    rt = install_runtime(tmp_path)
+    append(spark, out)
+    name = writes_started(rt)[0]["stage"]
+    # As if the driver died before the job commit: drop the commit, leave partial files behind.
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
+    partial = out / "part-00001-dead.json"
+    partial.write_text('{"id": 1}\n')
+    (out / ".part-00001-dead.json.crc").write_text("x")
+    (out / "_temporary" / "0" / "task_1").mkdir(parents=True)
+    (out / "_temporary" / "0" / "task_1" / "part-00002-dead.json").write_text('{"id": 2}\n')
+    state = RunState.from_events("run1", records)
+    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    assert decisions[0].decision == "run"
+    rt2 = install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    append(spark, out)
+    assert rows(spark, str(out)) == [0, 1, 2, 100]
+    assert not partial.exists() and not (out / "_temporary").exists()
+    assert not [f for f in data_files(out) if "dead" in f]
+    started = [r for r in writes_started(rt2) if r["attempt"] == 2]
+    assert started[0]["stage"] == name and len(started[0]["cleaned"]) >= 3
+
+
+def test_a_rerun_of_a_write_that_created_its_target_removes_it_first(spark, tmp_path):
+    out = str(tmp_path / "report")
+    rt = install_runtime(tmp_path)
+    for attempt in (1, 2):
+        numbers(spark, 3).write.json(out)  # errorifexists: the rerun would fail if out stayed
+        if attempt == 1:
+            resume(tmp_path, rt, rerun=[writes_started(rt)[0]["stage"]])
+    assert rows(spark, out) == [0, 1, 2]
+
+
+def test_upstream_edges_come_from_what_the_written_frame_reads(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    first, second = str(tmp_path / "a"), str(tmp_path / "b")
+    numbers(spark, 5).write.mode("overwrite").parquet(first)
+    checkpointed = sr.checkpoint("doubled", lambda: numbers(spark, 5).selectExpr("id * 2 AS id"))
+    spark.read.parquet(first).union(checkpointed.select("id", "id")).write.parquet(second)
+    started = {r["stage"]: r["upstream"] for r in journal(rt, ev.STAGE_STARTED)}
+    names = list(started)
+    assert started[names[2]] == [names[0], "doubled"]
+
+
+def test_writes_inside_a_stage_or_checkpoint_belong_to_it(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    sr.checkpoint("kept", lambda: numbers(spark, 3), path=str(tmp_path / "kept"))
+
+    @sr.stage(outputs=[str(tmp_path / "published")])
+    def publish():
+        numbers(spark, 3).write.mode("overwrite").parquet(str(tmp_path / "published"))
+
+    publish()
+    assert [(r["stage"], r["kind"]) for r in journal(rt, ev.STAGE_STARTED)] == [
+        ("kept", "checkpoint"), ("publish", "stage")]
+    assert not rt.in_stage
+
+
+def test_outside_submit_writes_are_untouched(spark, tmp_path):
+    assert runtime.current() is None
+    out = str(tmp_path / "plain")
+    numbers(spark, 3).write.mode("append").json(out)
+    numbers(spark, 3).write.mode("append").json(out)
+    assert rows(spark, out) == [0, 0, 1, 1, 2, 2]
+    assert not (tmp_path / "root").exists()
+
+
+def test_tables_are_verified_through_their_location(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    # A database of its own: the shared session's warehouse is wherever the test run started.
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS zerocode LOCATION '{tmp_path / 'zerocode.db'}'")
+    table = "zerocode.sales"
+    def write():
+        numbers(spark, 4).write.saveAsTable(table)  # would fail if it ran twice: the table exists
+        numbers(spark, 2).write.insertInto(table)
+
+    try:
+        write()
+        location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").first()[1]
+        started = writes_started(rt)
+        assert [r["stage"].split(" ", 1)[1] for r in started] == [
+            f"errorifexists table {table}", f"append table {table}"]
+        committed = journal(rt, ev.STAGE_COMMITTED)
+        assert [c["manifest"][0]["spark_path"] for c in committed] == [location, location]
+        assert location.startswith(f"file:{tmp_path}/zerocode.db/")
+        assert committed[1]["manifest"][0]["scope"] == "added"
+        assert started[1]["upstream"] == [started[0]["stage"]]
+        rt2 = resume(tmp_path, rt)
+        # Only the last write describes the whole location: the first one's files are not all
+        # there is any more, so it shows as lost (and is not redone: nothing needs it).
+        decisions = [(d["decision"], d["reason"]) for d in rt2.decisions.values()]
+        assert decisions[0][0] == "lost" and "is new" in decisions[0][1]
+        assert decisions[1] == ("skip", "committed in attempt 1, output verified")
+        write()
+        assert spark.table(table).count() == 6
+        assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 2
+        assert planner.verifier_for(rt2.run_dir)(RunState.from_events("run1", journal(rt2)).stages[started[1]["stage"]]) == []
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS zerocode CASCADE")
+
+
+def test_a_write_without_a_place_to_check_says_so_in_the_plan(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    numbers(spark, 3).write.format("noop").mode("append").save()
+    started, = writes_started(rt)
+    assert (started["target"], started["verifiable"], started["outputs"]) == ("noop sink", False, [])
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
+    decision, = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert decision.reason == ("started in attempt 1 but not committed; noop sink cannot be verified: an "
+                               "interrupted append to it may have left partial rows, and it is appended again")
+    rt2 = resume(tmp_path, rt)
+    assert [d["reason"] for d in rt2.decisions.values()] == ["committed in attempt 1; noop sink cannot be verified"]
+
+
+def test_long_stage_names_get_safe_manifest_file_names():
+    name = "app.py:12#1 append /" + "/".join(["deep-folder"] * 40)
+    file_name = manifests.manifest_file_name(name)
+    assert len(file_name) < 200 and "/" not in file_name
+    assert file_name != manifests.manifest_file_name(name + "x")
+    assert manifests.manifest_file_name("clean") == "clean.json"
+
+
+def test_dataframe_writer_v2_calls_are_implicit_stages(spark, tmp_path):
+    from pyspark.errors import AnalysisException
+
+    spark.sql(f"CREATE DATABASE IF NOT EXISTS zerocode2 LOCATION '{tmp_path / 'zerocode2.db'}'")
+    rt = install_runtime(tmp_path)
+    try:
+        numbers(spark, 3).writeTo("zerocode2.t").using("parquet").create()
+        # The session catalog's parquet tables are v1 tables: Spark refuses a V2 append to them,
+        # and the error is pyspark's own, journaled as the stage's failure.
+        with pytest.raises(AnalysisException):
+            numbers(spark, 2).writeTo("zerocode2.t").append()
+        started = writes_started(rt)
+        assert [(r["mode"], r["target"], r["verifiable"]) for r in started] == [
+            ("create", "table zerocode2.t", True), ("append", "table zerocode2.t", True)]
+        assert spark.table("zerocode2.t").count() == 3
+        assert [r["stage"] for r in journal(rt, ev.STAGE_COMMITTED)] == [started[0]["stage"]]
+        assert [r["stage"] for r in journal(rt, ev.STAGE_FAILED)] == [started[1]["stage"]]
+    finally:
+        spark.sql("DROP DATABASE IF EXISTS zerocode2 CASCADE")
