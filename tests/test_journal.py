@@ -185,9 +185,11 @@ def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):
         assert fs.cat_file(f"{memory_run}/journal/0001-driver-{index:06d}.jsonl") == content
         if len(content) >= 400:
             index, content = index + 1, b""
-    journal.close()
     assert index >= 2  # it rolled over to new objects
     assert [s.index for s in list_segments(memory_run)] == list(range(index + (1 if content else 0)))
+    assert read_journal(memory_run) == records
+    journal.close()  # a clean close compacts the attempt's segments into one object
+    assert [s.index for s in list_segments(memory_run)] == [0]
     assert read_journal(memory_run) == records
 
 
