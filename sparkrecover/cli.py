@@ -52,6 +52,7 @@ def submit(
     spark_submit: Optional[str] = typer.Option(None, "--spark-submit", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
     flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, help="Seconds between journal flushes."),
     buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, help="Journal write buffer in bytes; a full buffer is flushed."),
+    checkpoint_root: Optional[str] = typer.Option(None, "--checkpoint-root", help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). Default: the run directory. Recorded: resume uses it too."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -63,7 +64,8 @@ def submit(
     from sparkrecover.commands import submit as command
 
     raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
-                                 buffer_size=buffer_size, json_output=json_output, args=list(ctx.args)))
+                                 buffer_size=buffer_size, json_output=json_output, args=list(ctx.args),
+                                 checkpoint_root=checkpoint_root))
 
 
 @app.command(context_settings={"allow_extra_args": True})

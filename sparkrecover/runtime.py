@@ -16,9 +16,11 @@ STAGE_PROPERTY = "sparkrecover.stage"
 
 
 class Runtime:
-    def __init__(self, writer: Any, run_dir: str, plan: Optional[dict[str, Any]] = None):
+    def __init__(self, writer: Any, run_dir: str, plan: Optional[dict[str, Any]] = None,
+                 checkpoint_root: Optional[str] = None):
         self.writer = writer
         self.run_dir = run_dir
+        self.checkpoint_root = checkpoint_root
         self.decisions: dict[str, dict[str, Any]] = {
             entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
         self.reached: list[str] = []
@@ -29,6 +31,15 @@ class Runtime:
                 self.producers[storage.from_spark_path(path)] = name
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
+
+    def checkpoint_url(self, name: str) -> str:
+        """Default place of a checkpoint: <run dir>/checkpoints/<name>, or with --checkpoint-root
+        <checkpoint root>/<run id>/<name> (an fsspec URL; Spark gets it through to_spark_path)."""
+        from urllib.parse import quote
+
+        if self.checkpoint_root:
+            return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
+        return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
 
     def decision(self, name: str) -> Optional[dict[str, Any]]:
         return self.decisions.get(name)

@@ -29,7 +29,8 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
         return 0
     if not json_output:
         render.plan(plan.dry_run())
-    code = recovery.launch_resume(plan, extra, spark_submit=spark_submit, notify=render.info)
+    code = recovery.launch_resume(plan, extra, spark_submit=spark_submit, notify=render.info,
+                                  warn=render.warning)
     if json_output:
         render.emit_json({**plan.dry_run(), "exit_code": code})
     return code

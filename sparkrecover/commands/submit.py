@@ -7,10 +7,11 @@ from sparkrecover import recovery, render, runs, storage
 
 
 def run(*, root: Optional[str], run_id: Optional[str], spark_submit: Optional[str], flush_interval: float,
-        buffer_size: int, json_output: bool, args: list[str]) -> int:
+        buffer_size: int, json_output: bool, args: list[str], checkpoint_root: Optional[str] = None) -> int:
     root_url = storage.resolve_root(root)
     run_id, code = recovery.submit(root_url, run_id, args, spark_submit=spark_submit,
-                                   flush_interval=flush_interval, buffer_size=buffer_size, notify=render.info)
+                                   flush_interval=flush_interval, buffer_size=buffer_size, notify=render.info,
+                                   checkpoint_root=checkpoint_root, warn=render.warning)
     if json_output:
         render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})
     elif code != 0:
