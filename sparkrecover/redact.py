@@ -12,8 +12,12 @@ _SECRET_KEY = re.compile(
 )
 
 
+# Keys that name where credentials come from, not credentials: resume needs them as they were.
+_NOT_SECRET = re.compile(r"(provider|providers|\.class|\.type)$", re.IGNORECASE)
+
+
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key))
+    return bool(_SECRET_KEY.search(key)) and not _NOT_SECRET.search(key.strip())
 
 
 def redact_args(args: list[str]) -> list[str]:

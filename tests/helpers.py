@@ -50,21 +50,30 @@ def events_of(run_dir: str) -> list[dict]:
     return read_journal(run_dir)
 
 
+def _segment_contents(run_dir: str):
+    """The bytes of every journal segment of a run, local or on any fsspec URL."""
+    from sparkrecover import storage
+    from sparkrecover.journal.segments import list_segments
+
+    for segment in list_segments(run_dir):
+        try:
+            yield storage.read_bytes(segment.url)
+        except FileNotFoundError:  # compacted away between the listing and the read
+            continue
+
+
 def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout: float = 240,
              process: Optional[subprocess.Popen] = None) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        journal = os.path.join(run_dir, "journal")
-        if os.path.isdir(journal):
-            for name in sorted(os.listdir(journal)):
-                with open(os.path.join(journal, name), "rb") as handle:
-                    for line in handle.read().split(b"\n"):
-                        try:
-                            record = orjson.loads(line)
-                        except orjson.JSONDecodeError:
-                            continue
-                        if record.get("type") == event_type and (stage is None or record.get("stage") == stage):
-                            return record
+        for content in _segment_contents(run_dir):
+            for line in content.split(b"\n"):
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if record.get("type") == event_type and (stage is None or record.get("stage") == stage):
+                    return record
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")
         time.sleep(0.1)
@@ -72,14 +81,19 @@ def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout
 
 
 def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
-                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE) -> str:
+                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE,
+                    submit_options: tuple[str, ...] = (), spark_options: tuple[str, ...] = (),
+                    env: Optional[dict] = None) -> str:
     """Submit a real run in its own process group and SIGKILL the whole group right after
-    ``event`` (by default the commit) of ``after_stage`` appears in the journal. Returns the run
-    directory."""
-    run_dir = os.path.join(root, run_id)
+    ``event`` (by default the commit) of ``after_stage`` appears in the journal. ``root`` is a
+    local folder or any fsspec URL. Returns the run directory."""
+    from sparkrecover import storage
+
+    run_dir = storage.join(root, run_id)
     process = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", run_id, "--", *SPARK_OPTIONS, app, *app_args),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+        sparkrecover_command("submit", "--root", root, "--run-id", run_id, *submit_options, "--",
+                             *SPARK_OPTIONS, *spark_options, app, *app_args),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env)
     try:
         wait_for(run_dir, event, after_stage, process=process)
     finally:

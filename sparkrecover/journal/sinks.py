@@ -30,48 +30,57 @@ COMPACT_MAX_BYTES = 256 << 20
 
 
 class LocalSink:
-    """Appends to a segment file; a failed write moves on to a fresh segment so a torn line
-    can only ever be the last line of its segment (which readers tolerate)."""
+    """Appends to a segment file. A write that fails half-way is cut back off the file, so a
+    retry never leaves a record twice; if even that fails, the writer moves on to a fresh
+    segment (a torn line can then only be the last line of its segment, which readers drop, and
+    readers also drop a repeated record)."""
 
     def __init__(self, run_dir: str, attempt: int, writer: str, segment_bytes: int | None = None):
         self._args = (storage.normalize(run_dir), attempt, writer)
         self._segment_bytes = segment_bytes or LOCAL_SEGMENT_BYTES
         self._index = 0
-        self._handle: Any = None
-        self._written = 0
+        self._fd: int | None = None
+        self._written = 0  # bytes of whole records in the current segment
 
     def write(self, data: bytes, durable: bool) -> None:
-        if self._handle is None:
+        if self._fd is None:
             path = segment_url(*self._args, self._index)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            self._handle = open(path, "ab")
-            self._written = 0
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+            self._written = os.fstat(self._fd).st_size
         try:
-            self._handle.write(data)
-            self._handle.flush()
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view):]
             if durable:
-                os.fsync(self._handle.fileno())
+                os.fsync(self._fd)
         except BaseException:
-            self._roll()
+            self._undo()
             raise
         self._written += len(data)
         if self._written >= self._segment_bytes:
             self._roll()
 
+    def _undo(self) -> None:
+        try:
+            os.ftruncate(self._fd, self._written)  # type: ignore[arg-type]
+        except OSError:
+            self._roll()
+
     def _roll(self) -> None:
-        if self._handle is not None:
+        if self._fd is not None:
             try:
-                self._handle.close()
+                os.close(self._fd)
             except OSError:
                 pass
-        self._handle = None
+        self._fd = None
         self._index += 1
 
     def close(self, compact: bool = True) -> None:
         # Appending needs no compaction: a local segment only rolls at segment_bytes.
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 class ObjectSink:

@@ -136,7 +136,7 @@ class JournalWriter:
 
     # -- internals ----------------------------------------------------------------------------
 
-    def _append(self, event_type: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _append(self, event_type: str, payload: dict[str, Any], capped: bool = True) -> dict[str, Any]:
         record = {
             "v": events.SCHEMA_VERSION,
             "type": event_type,
@@ -152,7 +152,7 @@ class JournalWriter:
         if not self._closed:
             self._buffer += line
             self._buffer += b"\n"
-            if len(self._buffer) > self._max_pending:
+            if capped and len(self._buffer) > self._max_pending:
                 enforce_cap(self._buffer, self._max_pending, self._dropped)
         return record
 
@@ -215,7 +215,8 @@ class JournalWriter:
             since, error, dropped = self._degraded_since, self._degraded_error, self._dropped
             self._degraded_since, self._backoff, self._dropped = None, 0.0, Dropped()
             self._append(events.JOURNAL_DEGRADED, {"since": since, "until": self._timestamp(),
-                                                    "error": error, **dropped.payload()})
+                                                    "error": error, **dropped.payload()},
+                         capped=False)  # the record of what was lost is the one line never to lose
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)
