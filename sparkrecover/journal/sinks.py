@@ -105,12 +105,16 @@ class ObjectSink:
         now = time.monotonic()
         if self._content and now - self._opened >= self._segment_age:
             self._roll()
-        candidate = bytes(self._content) + data
-        fs, path = storage.filesystem(segment_url(*self._args, self._index))
-        fs.pipe_file(path, candidate)  # one PUT: readers see the old or the new object, never half
-        if not self._content:
+        url = segment_url(*self._args, self._index)
+        fs, path = storage.filesystem(url)
+        self._content += data
+        try:
+            fs.pipe_file(path, bytes(self._content))  # one PUT: readers see the old or the new object
+        except BaseException:
+            del self._content[len(self._content) - len(data):]  # as it was: the writer retries data
+            raise
+        if len(self._content) == len(data):
             self._opened = now
-        self._content = bytearray(candidate)
         self._total += len(data)
         if len(self._content) >= self._segment_bytes:
             self._roll()
@@ -137,7 +141,8 @@ class ObjectSink:
         # Segment 0 is read before the upload opens: some backends (memory://) truncate at open.
         first_part = last if count == 1 and last is not None else fs.cat_file(first)
         # Streamed through one upload, a part at a time: memory stays at about two segments.
-        with fs.open(first, "wb") as handle:
+        # A part size of one segment (S3's minimum part is 5 MiB) keeps s3fs from buffering 50 MiB.
+        with fs.open(first, "wb", block_size=max(self._segment_bytes, 5 << 20)) as handle:
             handle.write(first_part)
             for index in range(1, count):
                 if index == count - 1 and last is not None:

