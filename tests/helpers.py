@@ -20,6 +20,35 @@ SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
                  "--conf", "spark.sql.shuffle.partitions=2"]
 
 
+@contextlib.contextmanager
+def memory_run_dir():
+    """A fresh ``memory://`` run directory, removed afterwards (memory:// lives in this process)."""
+    import uuid
+
+    import fsspec
+
+    base = f"memory://sparkrecover-test-{uuid.uuid4().hex}"
+    try:
+        yield base + "/r1"
+    finally:
+        fs = fsspec.filesystem("memory")
+        if fs.exists(base):
+            fs.rm(base, recursive=True)
+
+
+def plain_report(out) -> str:
+    """The demo pipeline's report under plain spark-submit, without sparkrecover."""
+    from sparkrecover.launcher import find_spark_submit
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not os.path.exists(os.path.join(str(out), ".sparkrecover"))
+    with open(os.path.join(str(out), "report.txt")) as handle:
+        return handle.read()
+
+
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     """The CLI's main() in this process: (exit code, stdout, stderr)."""
     from sparkrecover import cli, render

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 
 import fsspec
@@ -15,6 +14,7 @@ from sparkrecover import events
 from sparkrecover.errors import JournalError
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal.segments import list_segments
+from tests.helpers import memory_run_dir
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -166,11 +166,8 @@ def test_segments_roll_over_at_segment_bytes(tmp_path):
 
 @pytest.fixture
 def memory_run():
-    base = f"memory://sparkrecover-test-{uuid.uuid4().hex}"
-    yield base + "/r1"
-    fs = fsspec.filesystem("memory")
-    if fs.exists(base):
-        fs.rm(base, recursive=True)
+    with memory_run_dir() as run_dir:
+        yield run_dir
 
 
 def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):

@@ -19,6 +19,7 @@ from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal.pending import Dropped, enforce_cap
 from sparkrecover.journal.segments import list_segments, segment_url
 from sparkrecover.runstate import RunState
+from tests.helpers import memory_run_dir
 
 
 @pytest.fixture(params=["local", "memory", "s3"])
@@ -27,22 +28,16 @@ def run_dir(request, tmp_path):
     if request.param == "local":
         yield str(tmp_path / "root" / "r1")
     elif request.param == "memory":
-        base = f"memory://sparkrecover-{uuid.uuid4().hex}"
-        yield base + "/r1"
-        fs = fsspec.filesystem("memory")
-        if fs.exists(base):
-            fs.rm(base, recursive=True)
+        with memory_run_dir() as memory:
+            yield memory
     else:
         yield request.getfixturevalue("s3").prefix + "/r1"
 
 
 @pytest.fixture
 def memory_dir():
-    base = f"memory://sparkrecover-{uuid.uuid4().hex}"
-    yield base + "/r1"
-    fs = fsspec.filesystem("memory")
-    if fs.exists(base):
-        fs.rm(base, recursive=True)
+    with memory_run_dir() as run_dir:
+        yield run_dir
 
 
 def writer_at(run_dir, attempt=1, writer="driver", **options) -> JournalWriter:

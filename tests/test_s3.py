@@ -15,8 +15,8 @@ import orjson
 import pytest
 
 from sparkrecover import storage
-from sparkrecover.launcher import find_spark_submit
-from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, submit_and_kill, sparkrecover_command, wait_for
+from tests.helpers import (PIPELINE, SPARK_OPTIONS, events_of, plain_report, run_cli, sparkrecover_command,
+                           submit_and_kill, wait_for)
 
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
 SECRET = "sparkrecover-test-secret-7f3a"  # moto takes any key: a distinctive one to look for
@@ -72,7 +72,7 @@ def test_unreachable_s3_is_one_line_and_exit_3(cli, monkeypatch, s3):
     assert err.count("error:") == 1  # one message (rich may wrap it at the terminal width)
 
 
-def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3):
+def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3, monkeypatch):
     from sparkrecover import events
     from sparkrecover.journal import JournalWriter
 
@@ -86,6 +86,24 @@ def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3):
     assert [row["run"] for row in orjson.loads(out)["runs"]] == ["r9"]
     code, out, _ = cli("inspect", run_dir, "--json")
     assert orjson.loads(out)["status"] == "succeeded"
+    monkeypatch.setenv("SPARKRECOVER_ROOT", s3.prefix)
+    code, out, _ = cli("inspect", "r9", "--json")
+    assert (code, orjson.loads(out)["run_dir"]) == (0, run_dir)
+
+
+def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
+    from sparkrecover.errors import LeaseHeldError
+    from sparkrecover.lease import Lease
+
+    run_dir = s3.prefix + "/held"
+    first = Lease(run_dir, "held").acquire()
+    try:
+        with pytest.raises(LeaseHeldError):
+            Lease(run_dir, "held").acquire()
+    finally:
+        first.release()
+    assert not storage.exists(run_dir + "/lease.json")
+    Lease(run_dir, "held").acquire().release()
 
 
 # -- end to end: real spark-submit, journal on S3 --------------------------------------------------
@@ -93,12 +111,7 @@ def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The pipeline's report under plain spark-submit, without sparkrecover."""
-    out = tmp_path_factory.mktemp("plain")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
-                            capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return (out / "report.txt").read_text()
+    return plain_report(tmp_path_factory.mktemp("plain"))
 
 
 def all_bytes_under(url: str) -> bytes:
