@@ -20,3 +20,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet -e "$spec"
   touch "$stamp"
 fi
+# The s3a:// end-to-end test needs hadoop-aws, which pyspark does not bundle (see the script).
+case ",$extras," in
+  *,test,*) .venv/bin/python scripts/fetch_s3a_jars.py ;;
+esac

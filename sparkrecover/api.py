@@ -10,7 +10,6 @@ import functools
 import re
 import time
 from typing import Any, Callable, Iterable, Optional
-from urllib.parse import quote
 
 from sparkrecover import events as ev
 from sparkrecover import fingerprints, manifests, runtime, storage
@@ -128,7 +127,7 @@ def checkpoint(name: str, build: Any, *, path: Optional[str] = None, format: str
         rt.writer.emit(ev.STAGE_SKIPPED, stage=name, reason=entry["reason"] + (f"; {stale}" if stale else ""))
         return frame
     if path is None:
-        url = storage.join(rt.run_dir, "checkpoints", quote(name, safe=""))
+        url = rt.checkpoint_url(name)
         spark_path = storage.to_spark_path(url)
     else:
         url, spark_path = _qualify(spark, path)

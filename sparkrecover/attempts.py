@@ -17,7 +17,7 @@ import orjson
 
 from sparkrecover import __version__, events as ev, launcher, redact, runs, storage
 from sparkrecover.errors import UsageError
-from sparkrecover.journal import JournalWriter
+from sparkrecover.journal import JournalWriter, reader
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 
 
@@ -31,6 +31,8 @@ class LaunchSpec:
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     buffer_size: int = DEFAULT_BUFFER_SIZE
     checksums: bool = False  # record content digests of outputs at commit (--verify checksum)
+    # Where checkpoints without an explicit path= go, when not <run dir>/checkpoints (an fsspec URL).
+    checkpoint_root: Optional[str] = None
 
     def run_started_payload(self) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class LaunchSpec:
             "flush_interval": self.flush_interval,
             "buffer_size": self.buffer_size,
             "checksums": self.checksums,
+            "checkpoint_root": self.checkpoint_root,
             "versions": {"sparkrecover": __version__, "python": platform.python_version()},
         }
 
@@ -70,7 +73,8 @@ class LaunchSpec:
                    submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
                    flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
                    buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
-                   checksums=bool(record.get("checksums")))
+                   checksums=bool(record.get("checksums")),
+                   checkpoint_root=record.get("checkpoint_root") or None)
 
 
 def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
@@ -104,7 +108,8 @@ def _option_key(options: list[str], index: int) -> str:
 
 def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
                 plan: Optional[dict[str, Any]] = None, first: bool = False,
-                notify: Callable[[str], None] = lambda message: None) -> int:
+                notify: Callable[[str], None] = lambda message: None,
+                warn: Optional[Callable[[str], None]] = None) -> int:
     """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
     the run's lease."""
     writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
@@ -116,6 +121,8 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
                           "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
         if spec.checksums:
             bootstrap_args.append("--checksums")
+        if spec.checkpoint_root:
+            bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
         if plan is not None:
             url = runs.plan_url(run_dir, attempt)
             storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
@@ -130,9 +137,28 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
         writer.emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:
         writer.close()
-    if writer.warnings:
-        notify("the journal had storage problems during this attempt; it recorded the gap as journal.degraded")
+    _report_journal_health(run_dir, attempt, code, writer, warn or notify)
     return code
+
+
+def _report_journal_health(run_dir: str, attempt: int, code: int, writer: JournalWriter,
+                           warn: Callable[[str], None]) -> None:
+    """Rule 7 says the journal warns: the driver's warnings went to its stderr, which may be a
+    cluster log nobody reads, so the CLI repeats them from the journal once the attempt is over."""
+    gaps, driver_ended = reader.attempt_health(run_dir, attempt)
+    for gap in gaps:
+        lost = ""
+        if gap.get("dropped_events"):
+            lost = f"; {gap['dropped_events']} events were dropped"
+            if gap.get("dropped_stages"):
+                lost += f" (stages {', '.join(map(str, gap['dropped_stages']))} will run again on resume)"
+        warn(f"the journal's storage failed from {gap.get('since')} to {gap.get('until')} during attempt "
+             f"{attempt} ({gap.get('error')}){lost}")
+    if writer.warnings and not any(gap.get("writer") == ev.WRITER_CLI for gap in gaps):
+        warn(f"the journal's storage failed during attempt {attempt}: {writer.warnings[-1]}")
+    if code == 0 and not driver_ended:
+        warn(f"the driver's journal of attempt {attempt} is incomplete (no driver.ended record): its "
+             "storage may have failed; resume reruns whatever it cannot prove finished")
 
 
 def _user() -> str:

@@ -1,7 +1,7 @@
 """The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
 
     bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
-                 [--buffer-size B] [--checksums] -- script.py [script args]
+                 [--buffer-size B] [--checksums] [--checkpoint-root URL] -- script.py [script args]
 
 It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
 creation to register the listener and record ``driver.started``, runs the script as
@@ -37,6 +37,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--flush-interval", type=float, default=1.0)
     parser.add_argument("--buffer-size", type=int, default=1 << 20)
     parser.add_argument("--checksums", action="store_true")
+    parser.add_argument("--checkpoint-root")
     return parser.parse_args(argv[:split]), argv[split + 1:]
 
 
@@ -102,7 +103,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
                            buffer_size=options.buffer_size, flush_interval=options.flush_interval)
     plan = orjson.loads(storage.read_bytes(options.plan)) if options.plan else None
-    rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums)
+    rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
+                         checkpoint_root=options.checkpoint_root)
     runtime.install(rt)
     _hook_spark_context(rt)
     from sparkrecover import zerocode

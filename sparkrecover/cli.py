@@ -67,6 +67,7 @@ def submit(
     buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
     checksums: bool = typer.Option(False, "--checksums", help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more)."),
+    checkpoint_root: Optional[str] = typer.Option(None, "--checkpoint-root", metavar="URI", help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). Default: the run directory. Recorded: resume uses it too."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -83,7 +84,7 @@ def submit(
 
     raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
                                  buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
-                                 json_output=json_output, args=list(ctx.args)))
+                                 checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))
 
 
 @app.command(context_settings={"allow_extra_args": True})

@@ -27,6 +27,11 @@ class JournalError(SparkRecoverError):
     exit_code = EXIT_JOURNAL
 
 
+class StorageError(JournalError):
+    """The storage under the root could not be reached or refused a request (exit 3 like any
+    journal that cannot be read)."""
+
+
 class LeaseHeldError(SparkRecoverError):
     """Another live process is running this run."""
 

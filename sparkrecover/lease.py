@@ -128,8 +128,8 @@ class Lease:
                 if landed is not None and landed.get("token") not in (None, self.token):
                     return  # taken over by someone who judged us dead; do not fight
                 storage.write_atomic(self.url, self._document())
-            except OSError:
-                pass  # a missed heartbeat is retried; the TTL covers a few
+            except Exception:  # noqa: BLE001 - storage down: a missed heartbeat is retried; the TTL covers a few
+                pass
 
     def release(self) -> None:
         self._stop.set()
@@ -140,7 +140,7 @@ class Lease:
             if landed is not None and landed.get("token") == self.token:
                 fs, path = storage.filesystem(self.url)
                 fs.rm(path)
-        except OSError:
+        except Exception:  # noqa: BLE001 - a lease left behind goes stale and is taken over
             pass
 
 

@@ -53,6 +53,14 @@ def list_files(url: str) -> tuple[dict[str, int], bool, bool]:
                     files[relative] = os.path.getsize(os.path.join(folder, name))
         return files, success, True
     fs, path = storage.filesystem(url)
+    with storage.guard(url, "list"):
+        return _list_remote(fs, path)
+
+
+def _list_remote(fs: Any, path: str) -> tuple[dict[str, int], bool, bool]:
+    # Spark (another process, or the JVM) wrote here since fsspec last looked: never trust its cache.
+    fs.invalidate_cache(path)
+    files: dict[str, int] = {}
     if not fs.exists(path):
         return {}, False, False
     if fs.isfile(path):

@@ -87,6 +87,9 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
         if stage.status == FAILED:
             error = (stage.failed or {}).get("error") or "unknown error"
             return decide(RUN, f"failed in attempt {stage.attempt}: {error.splitlines()[0][:200]}")
+        if stage.records_lost is not None:
+            return decide(RUN, f"its journal records of attempt {stage.attempt} were lost while the "
+                               "journal's storage was failing")
         return decide(RUN, f"started in attempt {stage.attempt} but not committed")
     if from_scratch:
         return decide(RERUN, "--from-scratch")

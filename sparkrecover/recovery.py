@@ -49,7 +49,8 @@ class ResumeOptions:
 
 def submit(root: str, run_id: Optional[str], submit_args: list[str], *, spark_submit: Optional[str],
            flush_interval: float, buffer_size: int, checksums: bool = False, max_attempts: int = 1,
-           notify: Notify, show_plan: ShowPlan = lambda plan: None) -> tuple[str, int]:
+           checkpoint_root: Optional[str] = None, notify: Notify, warn: Optional[Notify] = None,
+           show_plan: ShowPlan = lambda plan: None) -> tuple[str, int]:
     """Start a run, or carry on with an existing one of that id; returns (run id, exit code).
 
     An existing run that succeeded is not launched again (so one cron line is safe to repeat);
@@ -58,9 +59,12 @@ def submit(root: str, run_id: Optional[str], submit_args: list[str], *, spark_su
     """
     parsed = launcher.split_submit_args(submit_args)
     launcher.check_application(parsed)
-    if parsed.deploy_mode == "cluster" and (storage.is_local(root) or storage.scheme_of(root) == "memory"):
-        raise UsageError(f"--deploy-mode cluster needs a root on shared storage (s3://, hdfs://, ...): the "
-                         f"driver runs on the cluster and cannot write to the local root {root}")
+    checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
+    if parsed.deploy_mode == "cluster":
+        for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
+            if where is not None and launcher_is_local_root(where):
+                raise UsageError(f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
+                                 f"...): the driver runs on the cluster and cannot write to {where}")
     run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)
     if runs.has_journal(run_dir):
@@ -71,16 +75,23 @@ def submit(root: str, run_id: Optional[str], submit_args: list[str], *, spark_su
         notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
         options = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
                                 max_attempts=max_attempts, app_args_now=parsed.app_args)
-        return run_id, resume(run_dir, run_id, options, notify=notify, show_plan=show_plan)
+        return run_id, resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
     spec = attempts.LaunchSpec(spark_submit=launcher.find_spark_submit(spark_submit), submit_args=parsed,
-                               flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums)
-    notify(f"run {run_id}: journal in {run_dir}")
+                               flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums,
+                               checkpoint_root=checkpoint_root)
+    notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
     with _lease(run_dir, run_id, notify):
-        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify)
+        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn)
         # Retries relaunch this very command line: its secrets are in memory, never in the journal.
         retry = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
                               max_attempts=max_attempts, app_args_now=parsed.app_args)
-        return run_id, _retry(run_dir, run_id, code, 1, retry, notify, show_plan)
+        return run_id, _retry(run_dir, run_id, code, 1, retry, notify, show_plan, warn)
+
+
+def launcher_is_local_root(root: str) -> bool:
+    """A root the driver of a cluster could not reach: this machine's disk, or this process's
+    memory (``memory://`` lives and dies with one Python process)."""
+    return storage.is_local(root) or storage.scheme_of(root) == "memory"
 
 
 def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun: tuple[str, ...] = (),
@@ -93,7 +104,7 @@ def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun:
 
 
 def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
-           show_plan: ShowPlan = lambda plan: None,
+           warn: Optional[Notify] = None, show_plan: ShowPlan = lambda plan: None,
            progress: Optional[Callable[[int], None]] = None) -> int:
     """Plan and launch the next attempt under the run's lease (planned after taking it, so no
     other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
@@ -101,21 +112,21 @@ def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, rerun=options.rerun,
                            from_scratch=options.from_scratch, warn=notify, progress=progress)
         show_plan(plan)
-        code = _launch(plan, options, notify)
-        return _retry(run_dir, run_id, code, 1, options, notify, show_plan)
+        code = _launch(plan, options, notify, warn)
+        return _retry(run_dir, run_id, code, 1, options, notify, show_plan, warn)
 
 
-def _launch(plan: ResumePlan, options: ResumeOptions, notify: Notify) -> int:
+def _launch(plan: ResumePlan, options: ResumeOptions, notify: Notify, warn: Optional[Notify] = None) -> int:
     if not plan.state.run:
         raise UsageError(f"run {plan.run_id} has no run.started record: it cannot be relaunched")
     spec = attempts.LaunchSpec.from_run_started(plan.state.run, list(options.extra_options),
                                                 options.spark_submit, options.app_args_now)
     return attempts.run_attempt(plan.run_dir, plan.run_id, plan.attempt, spec, plan=plan.document(),
-                                notify=notify)
+                                notify=notify, warn=warn)
 
 
 def _retry(run_dir: str, run_id: str, code: int, made: int, options: ResumeOptions, notify: Notify,
-           show_plan: ShowPlan) -> int:
+           show_plan: ShowPlan, warn: Optional[Notify] = None) -> int:
     """After a driver failure, resume again until success, ``max_attempts`` attempts, or an
     attempt that made no progress (retrying a deterministic failure wastes the cluster)."""
     while code != 0 and code not in _STOPPED and made < options.max_attempts:
@@ -128,7 +139,7 @@ def _retry(run_dir: str, run_id: str, code: int, made: int, options: ResumeOptio
                f"({made + 1} of {options.max_attempts})")
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, warn=notify)
         show_plan(plan)
-        code = _launch(plan, options, notify)
+        code = _launch(plan, options, notify, warn)
         made += 1
     return code
 

@@ -66,17 +66,10 @@ def load_state(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] 
 
 def list_runs(root: str) -> list[tuple[str, str]]:
     """(run id, run directory) of every run under the root."""
-    if storage.is_local(root):
-        try:
-            names = sorted(os.listdir(storage.normalize(root)))
-        except FileNotFoundError:
-            return []
-    else:
-        fs, path = storage.filesystem(root)
-        try:
-            names = sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
-        except FileNotFoundError:
-            return []
+    try:
+        names = sorted(storage.listdir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
     found = []
     for name in names:
         if _RUN_ID.match(name):

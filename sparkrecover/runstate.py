@@ -28,6 +28,7 @@ class StageState:
     skipped: Optional[dict[str, Any]] = None    # latest stage.skipped
     invalidated: Optional[dict[str, Any]] = None
     upstream: list[str] = field(default_factory=list)
+    records_lost: Optional[dict[str, Any]] = None  # the journal.degraded that lost some of its records
     outputs: list[str] = field(default_factory=list)
     last_event: str = ""  # the latest stage.* event ("started", ..., "invalidated")
     spark_jobs: int = 0
@@ -191,6 +192,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
     stage = state._stage(record.get("stage"))
     stage.last_event = "started"
     stage.status, stage.attempt, stage.started = STARTED, record["attempt"], record
+    stage.records_lost = None
     stage.kind = record.get("kind", stage.kind)
     stage.upstream = list(record.get("upstream") or [])
     stage.outputs = list(record.get("outputs") or [])
@@ -201,6 +203,7 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
     attempt.committed.append(stage.name)
+    stage.records_lost = None
     if record.get("upstream") is not None:
         stage.upstream = list(record["upstream"])
 
@@ -245,6 +248,12 @@ def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState)
 
 def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> None:
     state.degraded.append(record)
+    # Records of these stages were dropped while storage was down, a commit among them perhaps:
+    # what the journal still says about them cannot be trusted to be the last word, so they
+    # count as unfinished (a lost commit reruns a stage, never the other way round).
+    for name in record.get("dropped_stages") or []:
+        stage = state._stage(name if isinstance(name, str) else str(name))
+        stage.status, stage.attempt, stage.records_lost = STARTED, record["attempt"], record
 
 
 def _ignore(state: RunState, record: dict, attempt: AttemptState) -> None:

@@ -17,10 +17,11 @@ STAGE_PROPERTY = "sparkrecover.stage"
 
 class Runtime:
     def __init__(self, writer: Any, run_dir: str, plan: Optional[dict[str, Any]] = None,
-                 checksums: bool = False):
+                 checksums: bool = False, checkpoint_root: Optional[str] = None):
         self.writer = writer
         self.run_dir = run_dir
         self.checksums = checksums  # record content digests of outputs at commit
+        self.checkpoint_root = checkpoint_root
         self.decisions: dict[str, dict[str, Any]] = {
             entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
         self.reached: list[str] = []
@@ -50,6 +51,15 @@ class Runtime:
 
     def leave_stage(self) -> None:
         self._scopes.depth = max(0, getattr(self._scopes, "depth", 0) - 1)
+
+    def checkpoint_url(self, name: str) -> str:
+        """Default place of a checkpoint: <run dir>/checkpoints/<name>, or with --checkpoint-root
+        <checkpoint root>/<run id>/<name> (an fsspec URL; Spark gets it through to_spark_path)."""
+        from urllib.parse import quote
+
+        if self.checkpoint_root:
+            return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
+        return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
 
     def decision(self, name: str) -> Optional[dict[str, Any]]:
         return self.decisions.get(name)

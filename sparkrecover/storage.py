@@ -6,9 +6,12 @@ Hadoop (``file:/abs/path``, ``s3a://``). Every URL crossing that border goes thr
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
-from typing import Any
+from typing import Any, Iterator
+
+from sparkrecover.errors import StorageError, UsageError
 
 ROOT_ENV = "SPARKRECOVER_ROOT"
 DEFAULT_ROOT = ".sparkrecover"
@@ -57,11 +60,51 @@ def join(url: str, *parts: str) -> str:
     return posixpath.join(url, *parts)
 
 
+# The package that gives fsspec each protocol, for a useful message when it is missing.
+_BACKENDS = {"s3": "s3fs (pip install 'sparkrecover[s3]')", "gs": "gcsfs", "gcs": "gcsfs",
+             "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
+
+
 def filesystem(url: str) -> tuple[Any, str]:
-    """The fsspec filesystem for ``url`` and the path inside it. fsspec is imported here, late."""
+    """The fsspec filesystem for ``url`` and the path inside it. fsspec is imported here, late.
+
+    Credentials and endpoints come from where each backend looks for them (for S3: the AWS
+    credential chain, ``AWS_ENDPOINT_URL``, fsspec's configuration), never from the run.
+    """
     from fsspec.core import url_to_fs
 
-    return url_to_fs(url)
+    try:
+        return url_to_fs(url)
+    except ImportError as error:
+        scheme = scheme_of(url)
+        needs = _BACKENDS.get(scheme, f"the fsspec backend for {scheme}://")
+        raise UsageError(f"{url}: {scheme}:// needs {needs}: {error}") from None
+    except ValueError as error:  # an unknown protocol
+        raise UsageError(f"{url}: {error}") from None
+
+
+@contextlib.contextmanager
+def guard(url: str, doing: str) -> Iterator[None]:
+    """Turn a backend's failure (a botocore error, a timeout) into one line with exit 3.
+
+    ``FileNotFoundError`` passes through: callers decide what a missing file means.
+    """
+    try:
+        yield
+    except (FileNotFoundError, StorageError, UsageError):
+        raise
+    except Exception as error:  # noqa: BLE001 - every backend raises its own types
+        raise StorageError(f"{url}: could not {doing}: {type(error).__name__}: {error}") from None
+
+
+def listdir(url: str) -> list[str]:
+    """Names in a folder, read fresh (fsspec caches listings, and other processes write here)."""
+    if is_local(url):
+        return os.listdir(normalize(url))
+    fs, path = filesystem(url)
+    with guard(url, "list"):
+        fs.invalidate_cache(path)
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)]
 
 
 def to_spark_path(url: str) -> str:
@@ -97,7 +140,8 @@ def write_atomic(url: str, data: bytes) -> None:
         os.replace(tmp, path)
         return
     fs, path = filesystem(url)
-    fs.pipe_file(path, data)  # a single PUT is atomic on object stores
+    with guard(url, "write"):
+        fs.pipe_file(path, data)  # a single PUT is atomic on object stores
 
 
 def read_bytes(url: str) -> bytes:
@@ -105,7 +149,8 @@ def read_bytes(url: str) -> bytes:
         with open(normalize(url), "rb") as handle:
             return handle.read()
     fs, path = filesystem(url)
-    return fs.cat_file(path)
+    with guard(url, "read"):
+        return fs.cat_file(path)
 
 
 def stat(url: str) -> tuple[int, float | None]:
@@ -129,4 +174,6 @@ def exists(url: str) -> bool:
     if is_local(url):
         return os.path.exists(normalize(url))
     fs, path = filesystem(url)
-    return fs.exists(path)
+    with guard(url, "look up"):
+        fs.invalidate_cache(path)
+        return fs.exists(path)

@@ -48,3 +48,29 @@ def spark():
 def cli():
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""
     return helpers.run_cli_inprocess
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """One moto S3 server on 127.0.0.1 (a random free port) for the whole session."""
+    from tests.s3server import MotoS3
+
+    server = MotoS3()
+    server.create_bucket()
+    yield server
+    if server.running:
+        server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch):
+    """The S3 server, running, with the standard AWS variables pointing at it (for this process
+    and the processes it starts) and a fresh s3:// prefix in its bucket as ``s3.prefix``."""
+    if not s3_server.running:
+        s3_server.start()
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    s3_server.prefix = s3_server.unique_prefix()
+    yield s3_server
+    if not s3_server.running:
+        s3_server.start()

@@ -20,6 +20,35 @@ SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
                  "--conf", "spark.sql.shuffle.partitions=2"]
 
 
+@contextlib.contextmanager
+def memory_run_dir():
+    """A fresh ``memory://`` run directory, removed afterwards (memory:// lives in this process)."""
+    import uuid
+
+    import fsspec
+
+    base = f"memory://sparkrecover-test-{uuid.uuid4().hex}"
+    try:
+        yield base + "/r1"
+    finally:
+        fs = fsspec.filesystem("memory")
+        if fs.exists(base):
+            fs.rm(base, recursive=True)
+
+
+def plain_report(out) -> str:
+    """The demo pipeline's report under plain spark-submit, without sparkrecover."""
+    from sparkrecover.launcher import find_spark_submit
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert not os.path.exists(os.path.join(str(out), ".sparkrecover"))
+    with open(os.path.join(str(out), "report.txt")) as handle:
+        return handle.read()
+
+
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     """The CLI's main() in this process: (exit code, stdout, stderr)."""
     from sparkrecover import cli, render
@@ -50,22 +79,31 @@ def events_of(run_dir: str) -> list[dict]:
     return read_journal(run_dir)
 
 
+def _segment_contents(run_dir: str):
+    """The bytes of every journal segment of a run, local or on any fsspec URL."""
+    from sparkrecover import storage
+    from sparkrecover.journal.segments import list_segments
+
+    for segment in list_segments(run_dir):
+        try:
+            yield storage.read_bytes(segment.url)
+        except FileNotFoundError:  # compacted away between the listing and the read
+            continue
+
+
 def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout: float = 240,
              process: Optional[subprocess.Popen] = None, attempt: Optional[int] = None) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        journal = os.path.join(run_dir, "journal")
-        if os.path.isdir(journal):
-            for name in sorted(os.listdir(journal)):
-                with open(os.path.join(journal, name), "rb") as handle:
-                    for line in handle.read().split(b"\n"):
-                        try:
-                            record = orjson.loads(line)
-                        except orjson.JSONDecodeError:
-                            continue
-                        if record.get("type") == event_type and (stage is None or record.get("stage") == stage) \
-                                and (attempt is None or record.get("attempt") == attempt):
-                            return record
+        for content in _segment_contents(run_dir):
+            for line in content.split(b"\n"):
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if record.get("type") == event_type and (stage is None or record.get("stage") == stage) \
+                        and (attempt is None or record.get("attempt") == attempt):
+                    return record
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")
         time.sleep(0.1)
@@ -73,14 +111,19 @@ def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout
 
 
 def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
-                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE) -> str:
+                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE,
+                    submit_options: tuple[str, ...] = (), spark_options: tuple[str, ...] = (),
+                    env: Optional[dict] = None) -> str:
     """Submit a real run in its own process group and SIGKILL the whole group right after
-    ``event`` (by default the commit) of ``after_stage`` appears in the journal. Returns the run
-    directory."""
-    run_dir = os.path.join(root, run_id)
+    ``event`` (by default the commit) of ``after_stage`` appears in the journal. ``root`` is a
+    local folder or any fsspec URL. Returns the run directory."""
+    from sparkrecover import storage
+
+    run_dir = storage.join(root, run_id)
     process = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", run_id, "--", *SPARK_OPTIONS, app, *app_args),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
+        sparkrecover_command("submit", "--root", root, "--run-id", run_id, *submit_options, "--",
+                             *SPARK_OPTIONS, *spark_options, app, *app_args),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env)
     try:
         wait_for(run_dir, event, after_stage, process=process)
     finally:

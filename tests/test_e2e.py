@@ -3,14 +3,11 @@ from __future__ import annotations
 
 import glob
 import os
-import subprocess
-import sys
 
 import orjson
 import pytest
 
-from sparkrecover.launcher import find_spark_submit
-from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+from tests.helpers import events_of, plain_report, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
@@ -19,13 +16,7 @@ APP_ARGS = ["--rows", "60000", "--pause", "1"]
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """The report of the pipeline under plain spark-submit, without sparkrecover."""
-    out = tmp_path_factory.mktemp("plain")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
-                            capture_output=True, text=True, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert not (out / ".sparkrecover").exists()
-    return (out / "report.txt").read_text()
+    return plain_report(tmp_path_factory.mktemp("plain"))
 
 
 def dry_run(root: str, run_id: str) -> dict:

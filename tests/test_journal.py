@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import re
 import time
-import uuid
 from datetime import datetime, timezone
 
 import fsspec
@@ -15,6 +14,7 @@ from sparkrecover import events
 from sparkrecover.errors import JournalError
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal.segments import list_segments
+from tests.helpers import memory_run_dir
 
 TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -166,11 +166,8 @@ def test_segments_roll_over_at_segment_bytes(tmp_path):
 
 @pytest.fixture
 def memory_run():
-    base = f"memory://sparkrecover-test-{uuid.uuid4().hex}"
-    yield base + "/r1"
-    fs = fsspec.filesystem("memory")
-    if fs.exists(base):
-        fs.rm(base, recursive=True)
+    with memory_run_dir() as run_dir:
+        yield run_dir
 
 
 def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):
@@ -185,9 +182,11 @@ def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):
         assert fs.cat_file(f"{memory_run}/journal/0001-driver-{index:06d}.jsonl") == content
         if len(content) >= 400:
             index, content = index + 1, b""
-    journal.close()
     assert index >= 2  # it rolled over to new objects
     assert [s.index for s in list_segments(memory_run)] == list(range(index + (1 if content else 0)))
+    assert read_journal(memory_run) == records
+    journal.close()  # a clean close compacts the attempt's segments into one object
+    assert [s.index for s in list_segments(memory_run)] == [0]
     assert read_journal(memory_run) == records
 
 
@@ -240,7 +239,7 @@ def test_sink_raising_a_few_times_loses_nothing(tmp_path):
 
 
 def test_a_write_that_fails_half_way_keeps_every_record_once(tmp_path, monkeypatch):
-    from sparkrecover.journal import writer as writer_module
+    from sparkrecover.journal import sinks
 
     journal = writer_at(tmp_path, buffer_size=1 << 20)
     records = [journal.emit("spark.job.started", stage="a", job=i) for i in range(6)]
@@ -255,7 +254,7 @@ def test_a_write_that_fails_half_way_keeps_every_record_once(tmp_path, monkeypat
             raise OSError(28, "No space left on device")
         return real_write(fd, data)
 
-    monkeypatch.setattr(writer_module.os, "write", torn_write)
+    monkeypatch.setattr(sinks.os, "write", torn_write)
     assert journal.flush() is False
     journal.close()
     warnings: list[str] = []

@@ -42,7 +42,7 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
             if not json_output:
                 render.plan(plan.dry_run())
 
-        code = recovery.resume(run_dir, run_id, options, notify=render.info, show_plan=show, progress=progress)
+        code = recovery.resume(run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress)
     if json_output:
         render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
     return code

@@ -7,11 +7,13 @@ from sparkrecover import recovery, render, runs, storage
 
 
 def run(*, root: Optional[str], run_id: Optional[str], spark_submit: Optional[str], flush_interval: float,
-        buffer_size: int, max_attempts: int, checksums: bool, json_output: bool, args: list[str]) -> int:
+        buffer_size: int, max_attempts: int, checksums: bool, json_output: bool, args: list[str],
+        checkpoint_root: Optional[str] = None) -> int:
     root_url = storage.resolve_root(root)
     run_id, code = recovery.submit(root_url, run_id, args, spark_submit=spark_submit,
                                    flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums,
-                                   max_attempts=max_attempts, notify=render.info,
+                                   max_attempts=max_attempts, checkpoint_root=checkpoint_root,
+                                   notify=render.info, warn=render.warning,
                                    show_plan=lambda plan: None if json_output else render.plan(plan.dry_run()))
     if json_output:
         render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})

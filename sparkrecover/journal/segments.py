@@ -33,19 +33,10 @@ def segment_url(run_dir: str, attempt: int, writer: str, index: int) -> str:
 def list_segments(run_dir: str) -> list[Segment]:
     """Every segment of the run, in (attempt, writer, index) order; files of other names are ignored."""
     journal_dir = storage.join(run_dir, JOURNAL_DIR)
-    if storage.is_local(journal_dir):
-        import os
-
-        try:
-            names = os.listdir(storage.normalize(journal_dir))
-        except FileNotFoundError:
-            return []
-    else:
-        fs, path = storage.filesystem(journal_dir)
-        try:
-            names = [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)]
-        except FileNotFoundError:
-            return []
+    try:
+        names = storage.listdir(journal_dir)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
     found = []
     for name in names:
         match = _NAME.match(name)
