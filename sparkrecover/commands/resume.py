@@ -18,10 +18,16 @@ def run(*, run: str, root: Optional[str], dry_run: bool, rerun: tuple[str, ...],
         with render.file_progress(enabled=not json_output) as progress:
             plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun,
                                         from_scratch=from_scratch, warn=render.warning, progress=progress)
+        document = plan.dry_run()
+        complete = plan.state.succeeded and not (rerun or from_scratch)
+        if complete:
+            document["complete"] = True  # nothing will run unless --rerun or --from-scratch says so
         if json_output:
-            render.emit_json(plan.dry_run())
+            render.emit_json(document)
         else:
-            render.plan(plan.dry_run())
+            render.plan(document)
+            if complete:
+                render.info(f"run {run_id} already completed successfully; resume would launch nothing")
         return 0
     state = runs.load_state(run_dir, run_id, render.warning)
     if state.succeeded and not (rerun or from_scratch):
