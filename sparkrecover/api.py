@@ -69,6 +69,7 @@ class _StageScope:
     def commit(self, outputs: list[tuple[str, str]], upstream: list[str], **extra: Any) -> None:
         manifest = [manifests.build_output(url, spark_path) for url, spark_path in outputs]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
+        self.rt.sync_telemetry()
         self.rt.writer.emit(
             ev.STAGE_COMMITTED, stage=self.name, manifest=manifest, manifest_ref=ref,
             manifest_sha256=digest, duration_s=round(time.monotonic() - self.started, 3),

@@ -29,6 +29,7 @@ class Runtime:
                 self.producers[storage.from_spark_path(path)] = name
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
+        self.telemetry: Any = None  # listener_bridge.Telemetry, set by the bootstrap
 
     def decision(self, name: str) -> Optional[dict[str, Any]]:
         return self.decisions.get(name)
@@ -56,6 +57,11 @@ class Runtime:
         return found
 
     # Telemetry from the listener thread: never used for decisions (rule 6).
+    def sync_telemetry(self) -> None:
+        """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""
+        if self.telemetry is not None:
+            self.telemetry.sync()
+
     def note_job(self, stage: Optional[str], job_id: int) -> None:
         if stage is not None:
             with self._lock:
