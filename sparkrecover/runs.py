@@ -9,7 +9,7 @@ from typing import Callable, Optional
 
 from sparkrecover import storage
 from sparkrecover.errors import RunNotFoundError, UsageError
-from sparkrecover.journal import read_journal
+from sparkrecover.journal.reader import iter_journal
 from sparkrecover.journal.segments import JOURNAL_DIR
 from sparkrecover.runstate import RunState
 
@@ -53,10 +53,10 @@ def has_journal(run_dir: str) -> bool:
 def load_state(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] = None) -> RunState:
     if not has_journal(run_dir):
         raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    records = read_journal(run_dir, warn)
-    if not records:
+    state = RunState.from_events(run_id, iter_journal(run_dir, warn))
+    if not state.event_count:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return RunState.from_events(run_id, records)
+    return state
 
 
 def list_runs(root: str) -> list[tuple[str, str]]:

@@ -92,7 +92,7 @@ def test_stage_summaries_carry_the_pipeline_stage_and_match_the_status_tracker(s
         assert record["killed_tasks"] == 0 and record["failure"] is None
         assert record["metrics"]["duration_ms"] >= 0
         assert record["metrics"]["executor_run_time_ms"] >= 0
-    assert sum(r["metrics"]["shuffle_write_records"] for r in daily) > 0
+    assert sum(r["metrics"]["shuffle_write_bytes"] for r in daily) > 0
     started = journaled(rt, telemetry, ev.SPARK_JOB_STARTED)
     assert {r["stage"] for r in started} == {"daily", None}
     assert rt.jobs_of("daily") == [r["job"] for r in started if r["stage"] == "daily"]
