@@ -116,17 +116,22 @@ def _log_crash() -> str:
 
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: the project's errors become one line and their exit code, never a traceback."""
-    import click
+    try:
+        # typer 0.2x carries its own copy of click (and no longer installs click): its errors are
+        # not click's.
+        from typer._click.exceptions import ClickException
+    except ImportError:
+        from click import ClickException
 
     code: int
     try:
         result = app(args=argv, prog_name="sparkrecover", standalone_mode=False)
         code = result if isinstance(result, int) else 0
-    except click.exceptions.Exit as stop:
+    except typer.Exit as stop:
         code = stop.exit_code
-    except click.exceptions.Abort:
+    except typer.Abort:
         code = EXIT_INTERRUPTED
-    except click.ClickException as problem:
+    except ClickException as problem:
         problem.show()
         code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
     except SparkRecoverError as problem:
