@@ -17,9 +17,6 @@ import hashlib
 import os
 import re
 import shutil
-import subprocess
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from typing import Optional
 
@@ -134,6 +131,10 @@ def ensure_jar(spark_submit: str) -> ListenerJar:
 def _compile(javac: str, jars_dir: str, jar: str) -> Optional[str]:
     """Compile into a scratch folder and move the jar into place whole, so concurrent first uses
     never see half a jar. Returns what went wrong, or None."""
+    import subprocess
+    import tempfile
+    import zipfile
+
     with tempfile.TemporaryDirectory(prefix="sparkrecover-javac-", dir=os.path.dirname(jar)) as scratch:
         classes = os.path.join(scratch, "classes")
         os.makedirs(classes)
