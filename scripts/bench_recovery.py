@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,6 +111,8 @@ def main() -> int:
           f"{driver_start:.2f}) = {resume / strict:.3f}")
     print(f"plain re-submission / (stage 4 alone + one driver start) = {plain:.2f} / {alone:.2f} = "
           f"{plain / alone:.3f}")
+    for data in ("plain", "alone", "recovered", "root"):  # gigabytes of checkpoints; the log stays
+        shutil.rmtree(os.path.join(work, data), ignore_errors=True)
     print(f"done {_bench.load_note()}")
     return 0
 

@@ -10,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from sparkrecover import listener_jar
 from sparkrecover.errors import LaunchError, UsageError
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
@@ -25,8 +26,7 @@ SWITCHES = frozenset({"--help", "-h", "--supervise", "--usage-error", "--verbose
                       "--load-spark-defaults"})
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
-# The JVM listener's class (sparkrecover/jvm/SparkRecoverListener.java).
-LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
+LISTENER_CLASS = listener_jar.CLASS_NAME
 
 
 @dataclass

@@ -20,10 +20,11 @@ from typing import Any, Callable, Optional
 import orjson
 
 from sparkrecover import events as ev
+from sparkrecover.listener_jar import CLASS_NAME
 from sparkrecover.runtime import Runtime
 
 JVM, PY4J = "jvm", "py4j"
-JVM_CLASS = "sparkrecover.jvm.SparkRecoverListener"
+JVM_CLASS = CLASS_NAME
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
 
