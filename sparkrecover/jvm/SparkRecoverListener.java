@@ -252,20 +252,9 @@ public final class SparkRecoverListener extends SparkListener {
 
     /** Task outcomes counted as Spark's status store counts them, metrics of successful tasks. */
     static final class Tally {
-        int completed;
-        int failed;
-        int killed;
-        long runTimeMs;
-        long cpuTimeNs;
-        long gcTimeMs;
-        long inputBytes;
-        long outputBytes;
-        long outputRecords;
-        long shuffleReadBytes;
-        long shuffleWriteBytes;
-        long spilledDiskBytes;
-        long peakExecutionMemory;
-        long longestTaskMs;
+        int completed, failed, killed;
+        long runTimeMs, cpuTimeNs, gcTimeMs, longestTaskMs, peakExecutionMemory;
+        long inputBytes, outputBytes, outputRecords, shuffleReadBytes, shuffleWriteBytes, spilledDiskBytes;
 
         void add(SparkListenerTaskEnd event) {
             TaskEndReason reason = event.reason();
