@@ -6,6 +6,10 @@ cd "$(dirname "$0")/.."
 extras="${1:-}"
 python="${PYTHON:-python3}"
 command -v java >/dev/null || { echo "setup: java not found: Spark needs a JDK/JRE 17 on PATH" >&2; exit 1; }
+if ! command -v javac >/dev/null && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/javac" ]; then
+  # Not fatal: without a JDK, sparkrecover journals Spark's events through its slower Py4J listener.
+  echo "setup: note: no javac (JDK) found: sparkrecover will use its Py4J listener instead of the JVM one" >&2
+fi
 "$python" -c 'import sys; sys.exit(sys.version_info < (3, 10))' \
   || { echo "setup: $python is older than Python 3.10" >&2; exit 1; }
 if [ ! -x .venv/bin/python ]; then

@@ -91,6 +91,7 @@ class _StageScope:
         if added_since is not None:
             manifest = [manifests.added_files(output, before) for output, before in zip(manifest, added_since)]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
+        self.rt.sync_telemetry()
         self.rt.writer.emit(
             ev.STAGE_COMMITTED, stage=self.name, manifest=manifest, manifest_ref=ref,
             manifest_sha256=digest, duration_s=round(time.monotonic() - self.started, 3),

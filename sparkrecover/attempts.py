@@ -127,7 +127,10 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
             url = runs.plan_url(run_dir, attempt)
             storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
             bootstrap_args += ["--plan", url]
-        command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args)
+        jar = _listener_jar(spec.spark_submit, notify)
+        bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
+        command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args,
+                                             listener_jar=jar)
         writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
         if plan is not None:
             writer.emit(ev.PLAN_CREATED, plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
@@ -159,6 +162,21 @@ def _report_journal_health(run_dir: str, attempt: int, code: int, writer: Journa
     if code == 0 and not driver_ended:
         warn(f"the driver's journal of attempt {attempt} is incomplete (no driver.ended record): its "
              "storage may have failed; resume reruns whatever it cannot prove finished")
+_said_why: set[str] = set()
+
+
+def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> Optional[str]:
+    """The JVM listener's jar for this Spark, or None (said once per process, with why)."""
+    from sparkrecover import listener_jar
+
+    found = listener_jar.ensure_jar(spark_submit)
+    if found.compiled:
+        notify(f"compiled the JVM listener for this Spark into {found.path}")
+    if found.path is None and found.reason not in _said_why:
+        _said_why.add(found.reason or "")
+        notify(f"Spark events are journaled through the slower Py4J listener, which can fall behind "
+               f"on task-heavy jobs: {found.reason}")
+    return found.path
 
 
 def _user() -> str:

@@ -1,11 +1,14 @@
 """The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
 
     bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
-                 [--buffer-size B] [--checksums] [--checkpoint-root URL] -- script.py [script args]
+                 [--buffer-size B] [--checksums] [--checkpoint-root URL] [--listener jvm|py4j]
+                 -- script.py [script args]
 
 It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
-creation to register the listener and record ``driver.started``, runs the script as
+creation to attach the listener bridge and record ``driver.started``, runs the script as
 ``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
+``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
+JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
 """
 from __future__ import annotations
 
@@ -38,28 +41,28 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--buffer-size", type=int, default=1 << 20)
     parser.add_argument("--checksums", action="store_true")
     parser.add_argument("--checkpoint-root")
+    parser.add_argument("--listener", choices=("jvm", "py4j"), default="py4j")
     return parser.parse_args(argv[:split]), argv[split + 1:]
 
 
 def _hook_spark_context(rt: Any) -> None:
-    """Register the listener and record driver.started as soon as the script's SparkContext exists."""
+    """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
     from sparkrecover import events as ev
-    from sparkrecover import listener
 
     original_init = SparkContext.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         try:
-            rt.listener = listener.register(self, rt)
+            rt.telemetry.attach(self)
         except Exception as error:  # noqa: BLE001 - rule 6: telemetry is optional
             print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
         conf = self.getConf()
         rt.writer.emit(ev.DRIVER_STARTED, app_id=self.applicationId, master=self.master,
                        deploy_mode=conf.get("spark.submit.deployMode", "client"),
-                       spark_version=self.version, pid=os.getpid())
+                       spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind)
 
     SparkContext.__init__ = init
 
@@ -91,6 +94,14 @@ def _user_frames(tb: Any) -> Any:
     return tb
 
 
+def _close_telemetry(rt: Any) -> dict[str, Any]:
+    try:
+        return rt.telemetry.close()
+    except Exception as error:  # noqa: BLE001 - rule 6
+        print(f"sparkrecover: warning: Spark listener events lost: {error}", file=sys.stderr)
+        return {}
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
     if not script_argv:
@@ -99,12 +110,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     from sparkrecover import runtime
     from sparkrecover import storage
     from sparkrecover.journal import JournalWriter
+    from sparkrecover.listener_bridge import Telemetry
 
     writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
                            buffer_size=options.buffer_size, flush_interval=options.flush_interval)
     plan = orjson.loads(storage.read_bytes(options.plan)) if options.plan else None
     rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
                          checkpoint_root=options.checkpoint_root)
+    rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
     from sparkrecover import zerocode
@@ -119,7 +132,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         traceback.print_exception(type(failure), failure, _user_frames(failure.__traceback__))
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
     finally:
-        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error)
+        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))
         writer.close()
         if writer.degraded or writer.warnings:
             print("sparkrecover: warning: the journal had storage problems during this attempt; "

@@ -27,6 +27,7 @@ SPARK_JOB_STARTED = "spark.job.started"
 SPARK_JOB_ENDED = "spark.job.ended"
 SPARK_STAGE_COMPLETED = "spark.stage.completed"
 SPARK_EXECUTOR_REMOVED = "spark.executor.removed"
+SPARK_EVENTS_DROPPED = "spark.events.dropped"
 JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
 ATTEMPT_ENDED = "attempt.ended"
@@ -77,6 +78,7 @@ class DriverStartedPayload(TypedDict, total=False):
     deploy_mode: str
     spark_version: str
     pid: int
+    listener: Optional[Literal["jvm", "py4j"]]  # which listener journals Spark's events
 
 
 class Output(TypedDict, total=False):
@@ -133,15 +135,28 @@ class SparkStageCompletedPayload(TypedDict, total=False):
     spark_stage: int
     spark_attempt: int
     name: str
-    tasks: int
+    tasks: int            # tasks of the Spark stage attempt
+    completed_tasks: int  # task ends as Spark's status store counts them (JVM listener only)
     failed_tasks: int
+    killed_tasks: int
     failure: Optional[str]
+    # JVM listener: summed over successful tasks (duration_ms is the stage attempt's wall time,
+    # longest_task_ms and peak_execution_memory_bytes are maxima); Py4J listener: Spark's own.
     metrics: dict[str, int]
+
+
+class SparkEventsDroppedPayload(TypedDict, total=False):
+    stage: None
+    dropped: int               # Spark's cumulative count over all listener queues
+    queues: dict[str, int]     # the same per queue (shared, appStatus, eventLog, ...)
+    listener_overflow: int     # lines the JVM listener could not buffer (nobody drained them)
 
 
 class DriverEndedPayload(TypedDict, total=False):
     exit_code: int
     error: Optional[str]
+    listener: Optional[Literal["jvm", "py4j"]]
+    spark_events_dropped: Optional[int]  # None when no SparkContext was created
 
 
 class AttemptEndedPayload(TypedDict, total=False):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
+from sparkrecover import listener_jar
 from sparkrecover.errors import LaunchError, UsageError
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
@@ -24,6 +26,7 @@ SWITCHES = frozenset({"--help", "-h", "--supervise", "--usage-error", "--verbose
                       "--load-spark-defaults"})
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bootstrap.py")
+LISTENER_CLASS = listener_jar.CLASS_NAME
 
 
 @dataclass
@@ -125,10 +128,13 @@ def find_spark_submit(explicit: Optional[str] = None) -> str:
     raise LaunchError("spark-submit not found: pass --spark-submit PATH, set SPARK_HOME, or install pyspark")
 
 
-def bootstrap_command(spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str]) -> list[str]:
+def bootstrap_command(spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str],
+                      listener_jar: Optional[str] = None) -> list[str]:
     """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>."""
     app = parsed.app
     options = list(parsed.options)
+    if listener_jar:
+        options = with_listener(options, listener_jar, _defaults_file_values(parsed, spark_submit))
     if parsed.deploy_mode == "cluster":
         # The driver runs elsewhere: ship the script and refer to it by its name there.
         options = _merge_list_option(options, "--files", app)
@@ -145,6 +151,104 @@ def _merge_list_option(options: list[str], name: str, value: str) -> list[str]:
             merged[index + 1] = f"{merged[index + 1]},{value}"
             return merged
     return merged + [name, value]
+
+
+def with_listener(options: list[str], jar: str, defaults: dict[str, str]) -> list[str]:
+    """The options with the JVM listener added: its jar to the jars and its class to
+    ``spark.extraListeners``, each appended to what the user set there rather than replacing it,
+    whether that came from ``--jars``, ``--conf`` or the properties file (which any value given on
+    the command line would otherwise override)."""
+    merged = list(options)
+    found = _last_option_value(merged, "--jars") or _last_conf_value(merged, "spark.jars")
+    if found is not None:
+        _append_at(merged, found, jar)
+    else:
+        merged += ["--jars", _append_csv(defaults.get("spark.jars", ""), jar)]
+    found = _last_conf_value(merged, "spark.extraListeners")
+    if found is not None:
+        _append_at(merged, found, LISTENER_CLASS)
+    else:
+        listeners = _append_csv(defaults.get("spark.extraListeners", ""), LISTENER_CLASS)
+        merged += ["--conf", f"spark.extraListeners={listeners}"]
+    return merged
+
+
+def _append_csv(text: str, value: str) -> str:
+    """A comma-separated list with ``value`` appended, once."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return ",".join(items if value in items else [*items, value])
+
+
+def _append_at(options: list[str], found: tuple[int, int], value: str) -> None:
+    """Append to the list held in ``options[index][offset:]``."""
+    index, offset = found
+    options[index] = options[index][:offset] + _append_csv(options[index][offset:], value)
+
+
+def _last_option_value(options: list[str], name: str) -> Optional[tuple[int, int]]:
+    """Where the last value of an option is: (item index, offset in the item)."""
+    found = None
+    for index, item in enumerate(options):
+        if item == name and index + 1 < len(options):
+            found = (index + 1, 0)
+        elif item.startswith(name + "="):
+            found = (index, len(name) + 1)
+    return found
+
+
+def _last_conf_value(options: list[str], key: str) -> Optional[tuple[int, int]]:
+    """Where the value of the last ``--conf key=value`` (or ``-c``, ``--conf=``) is."""
+    found = None
+    for index, item in enumerate(options):
+        if item in ("--conf", "-c") and index + 1 < len(options):
+            name, sep, _ = options[index + 1].partition("=")
+            if sep and name.strip() == key:
+                found = (index + 1, len(name) + 1)
+        elif item.startswith("--conf="):
+            name, sep, _ = item[len("--conf="):].partition("=")
+            if sep and name.strip() == key:
+                found = (index, len("--conf=") + len(name) + 1)
+    return found
+
+
+def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, str]:
+    """``spark.jars`` and ``spark.extraListeners`` as spark-submit would read them from
+    ``--properties-file`` or ``spark-defaults.conf``."""
+    files = []
+    given = parsed.option("--properties-file")
+    if given:
+        files.append(given)
+    if not given or "--load-spark-defaults" in parsed.options:
+        home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(spark_submit)))
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+        files.append(os.path.join(conf_dir, "spark-defaults.conf"))
+    values: dict[str, str] = {}
+    for path in files:
+        for key, value in _read_properties(path).items():
+            if key in ("spark.jars", "spark.extraListeners"):
+                values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
+    return values
+
+
+_PROPERTY = re.compile(r"^((?:[^\\=:\s]|\\.)+)\s*[=:\s]\s*(.*)$")
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    """The simple ``key value`` / ``key=value`` lines of a Java properties file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return {}
+    values = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match:
+            values[match[1]] = match[2].strip()
+    return values
 
 
 def child_environment(parsed: SubmitArgs) -> dict[str, str]:

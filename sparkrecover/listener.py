@@ -34,9 +34,11 @@ class JournalListener:
         self.stage_of_spark_stage: dict[int, Optional[str]] = {}
         self.stage_of_job: dict[int, Optional[str]] = {}
         self.failed_tasks: dict[tuple[int, int], int] = {}
+        self.closed = False  # set at driver end: Spark keeps calling back, nothing is journaled
 
     def _emit(self, event_type: str, **payload: Any) -> None:
-        self.rt.writer.emit(event_type, **payload)
+        if not self.closed:
+            self.rt.writer.emit(event_type, **payload)
 
     def onJobStart(self, event: Any) -> None:
         try:

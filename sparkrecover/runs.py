@@ -8,8 +8,8 @@ import time
 from typing import Callable, Optional
 
 from sparkrecover import storage
-from sparkrecover.errors import RunNotFoundError, UsageError
-from sparkrecover.journal import read_journal
+from sparkrecover.errors import JournalError, RunNotFoundError, UsageError
+from sparkrecover.journal.reader import iter_journal, read_journal
 from sparkrecover.journal.segments import JOURNAL_DIR
 from sparkrecover.runstate import RunState
 
@@ -61,7 +61,20 @@ def load_records(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]
 
 
 def load_state(run_dir: str, run_id: str, warn: Optional[Callable[[str], None]] = None) -> RunState:
-    return RunState.from_events(run_id, load_records(run_dir, run_id, warn))
+    """The run folded as the journal streams by: a million events in bounded memory."""
+    if not has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    for _ in range(3):
+        try:
+            state = RunState.from_events(run_id, iter_journal(run_dir, warn))
+            break
+        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
+            continue
+    else:
+        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+    if not state.event_count:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return state
 
 
 def list_runs(root: str) -> list[tuple[str, str]]:

@@ -110,11 +110,80 @@ class RunState:
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> "RunState":
         state = cls(run_id)
-        for record in records:
-            state.apply(record)
+        state.apply_all(records)
         return state
 
     # -- folding --------------------------------------------------------------------------------
+
+    def apply_all(self, records: Iterable[dict[str, Any]]) -> None:
+        """``apply`` for each record, in one loop: a journal can hold a million events, mostly
+        Spark telemetry, and ``resume`` folds them all before it plans. The two telemetry events
+        that only add to a stage's counters are tallied here and added at the end; the result is
+        the same as ``apply``'s."""
+        handlers, ignore = _HANDLERS, _ignore
+        job_started, stage_completed = ev.SPARK_JOB_STARTED, ev.SPARK_STAGE_COMPLETED
+        stages = self.stages
+        # stage -> [spark jobs, spark stages, tasks, failed tasks, failed spark stages]
+        tallies: dict[str, list[int]] = {}
+        rows: dict[tuple[str, int], int] = {}  # (stage, attempt) -> rows Spark reports written
+        number: Any = _NO_ATTEMPT
+        attempt: Optional[AttemptState] = None
+        first, last = self.first_ts, self.last_ts
+        count = other = 0
+        try:
+            for record in records:
+                kind, last = record["type"], record["ts"]
+                first = first or last
+                if record["attempt"] != number:
+                    if attempt is not None:
+                        attempt.last_ts = previous
+                    number = record["attempt"]
+                    attempt = self._attempt(number)
+                previous = last
+                count += 1
+                if kind == job_started or kind == stage_completed:
+                    name = record.get("stage")
+                    if name is None:
+                        continue
+                    tally = tallies.get(name)
+                    if tally is None:
+                        if name not in stages:
+                            self._stage(name)  # first seen here: its place in pipeline order
+                        tally = tallies[name] = [0, 0, 0, 0, 0]
+                    if kind == job_started:
+                        tally[0] += 1
+                    else:
+                        tally[1] += 1
+                        tally[2] += int(record.get("tasks") or 0)
+                        tally[3] += int(record.get("failed_tasks") or 0)
+                        if record.get("failure"):
+                            tally[4] += 1
+                        written = (record.get("metrics") or {}).get("output_records")
+                        if written:
+                            key = (name, number)
+                            rows[key] = rows.get(key, 0) + int(written)
+                    continue
+                handler = handlers.get(kind)
+                if handler is None:
+                    other += 1
+                elif handler is not ignore:
+                    handler(self, record, attempt)
+        finally:
+            if attempt is not None:
+                attempt.last_ts = last
+            self.first_ts, self.last_ts = first, last
+            self.event_count += count
+            self.other_events += other
+            for name, (jobs, spark_stages, tasks, failed, failed_stages) in tallies.items():
+                stage = stages[name]
+                stage.spark_jobs += jobs
+                stage.spark_stages += spark_stages
+                stage.tasks += tasks
+                stage.failed_tasks += failed
+                stage.failed_spark_stages += failed_stages
+            for (name, number), written in rows.items():
+                output = stages[name].output_records
+                output[number] = output.get(number, 0) + written
 
     def apply(self, record: dict[str, Any]) -> None:
         self.event_count += 1
@@ -259,6 +328,8 @@ def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> N
 def _ignore(state: RunState, record: dict, attempt: AttemptState) -> None:
     """A known event that changes nothing the planner or inspect needs."""
 
+
+_NO_ATTEMPT = object()
 
 _HANDLERS = {
     ev.RUN_STARTED: _run_started,

@@ -41,6 +41,7 @@ class Runtime:
         self._scopes = threading.local()
         # Zero-code mode: writes seen so far per (call site, mode, target), for their ordinals.
         self.write_ordinals: dict[tuple[str, str, str], int] = {}
+        self.telemetry: Any = None  # listener_bridge.Telemetry, set by the bootstrap
 
     @property
     def in_stage(self) -> bool:
@@ -100,6 +101,11 @@ class Runtime:
         return (self.decisions.get(name) or {}).get("decision") == "lost"
 
     # Telemetry from the listener thread: never used for decisions (rule 6).
+    def sync_telemetry(self) -> None:
+        """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""
+        if self.telemetry is not None:
+            self.telemetry.sync()
+
     def note_job(self, stage: Optional[str], job_id: int) -> None:
         if stage is not None:
             with self._lock:

@@ -9,10 +9,19 @@ import pytest
 from tests import helpers
 
 
+@pytest.fixture(scope="session")
+def listener_cache(tmp_path_factory):
+    """One cache of the JVM listener's jar for the whole run: compiled once (javac takes seconds),
+    never in the real home folder."""
+    return str(tmp_path_factory.mktemp("listener-cache"))
+
+
 @pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
+def isolated(tmp_path, monkeypatch, listener_cache):
     """Every test runs in its own folder, with no colour, a fixed width and no inherited root."""
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SPARKRECOVER_CACHE", listener_cache)
+    monkeypatch.delenv("SPARKRECOVER_NO_JVM_LISTENER", raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "120")
     monkeypatch.setenv("TERM", "dumb")

@@ -1,0 +1,239 @@
+"""The JVM listener's per-stage summaries against Spark's own status tracker, and the listener
+end to end under submit: the JVM listener by default, the Py4J one when the jar is hidden."""
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from sparkrecover import events as ev
+from sparkrecover import launcher, listener_jar
+from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.listener_bridge import JVM, JVM_CLASS, Telemetry, _parse_lines
+from sparkrecover.runtime import STAGE_PROPERTY, Runtime
+from tests.helpers import run_cli
+
+
+# -- in process: the listener added to the shared session through its own class loader -----------
+
+@pytest.fixture(scope="module")
+def jvm_listener(spark, listener_cache):
+    """The listener's drain as the bootstrap sees it. The shared session started without the jar,
+    so the class is loaded here, on top of Spark's class loader, and added to the running context."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPARKRECOVER_CACHE", listener_cache)
+        jar = listener_jar.ensure_jar(launcher.find_spark_submit()).path
+    assert jar, "the listener jar could not be built"
+    sc = spark.sparkContext
+    gateway, jvm, jsc = sc._gateway, sc._jvm, sc._jsc.sc()
+    urls = gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(jar).toURI().toURL()
+    loader = jvm.java.net.URLClassLoader(urls, jsc.getClass().getClassLoader())
+    cls = loader.loadClass(JVM_CLASS)
+    listener = cls.getConstructor(gateway.new_array(jvm.java.lang.Class, 0)).newInstance(
+        gateway.new_array(jvm.java.lang.Object, 0))
+    jsc.addSparkListener(listener)
+    parameters = gateway.new_array(jvm.java.lang.Class, 1)
+    parameters[0] = jsc.getClass()
+    method = cls.getMethod("drain", parameters)
+
+    def drain() -> list[dict]:
+        jsc.listenerBus().waitUntilEmpty(60_000)  # both the status store and the listener are fed
+        arguments = gateway.new_array(jvm.java.lang.Object, 1)
+        arguments[0] = jsc
+        return _parse_lines(method.invoke(None, arguments))
+
+    drain()  # whatever earlier tests left
+    yield drain
+    jsc.removeSparkListener(listener)
+
+
+def journal_of(tmp_path, drain) -> tuple[Runtime, Telemetry]:
+    run_dir = str(tmp_path / "run")
+    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
+    telemetry = Telemetry(rt)
+    telemetry.use(JVM, drain)
+    return rt, telemetry
+
+
+def journaled(rt: Runtime, telemetry: Telemetry, event_type: str) -> list[dict]:
+    telemetry.sync()
+    rt.writer.flush()
+    return [r for r in read_journal(rt.run_dir) if r["type"] == event_type]
+
+
+def tracker_counts(spark, spark_stage: int) -> dict:
+    info = spark.sparkContext.statusTracker().getStageInfo(spark_stage)
+    return {"tasks": info.numTasks, "completed_tasks": info.numCompletedTasks,
+            "failed_tasks": info.numFailedTasks}
+
+
+def summary_counts(record: dict) -> dict:
+    return {key: record[key] for key in ("tasks", "completed_tasks", "failed_tasks")}
+
+
+def test_stage_summaries_carry_the_pipeline_stage_and_match_the_status_tracker(spark, tmp_path, jvm_listener):
+    rt, telemetry = journal_of(tmp_path, jvm_listener)
+    sc = spark.sparkContext
+    sc.setLocalProperty(STAGE_PROPERTY, "daily")
+    try:
+        rows = spark.range(1000, numPartitions=5).selectExpr("id % 3 AS k").groupBy("k").count().collect()
+    finally:
+        sc.setLocalProperty(STAGE_PROPERTY, None)
+    assert sorted(r["count"] for r in rows) == [333, 333, 334]
+    spark.range(10, numPartitions=2).count()  # outside any pipeline stage
+
+    completed = journaled(rt, telemetry, ev.SPARK_STAGE_COMPLETED)
+    daily = [r for r in completed if r["stage"] == "daily"]
+    assert daily and {r["stage"] for r in completed} == {"daily", None}
+    for record in completed:
+        assert summary_counts(record) == tracker_counts(spark, record["spark_stage"])
+        assert record["killed_tasks"] == 0 and record["failure"] is None
+        assert record["metrics"]["duration_ms"] >= 0
+        assert record["metrics"]["executor_run_time_ms"] >= 0
+    assert sum(r["metrics"]["shuffle_write_bytes"] for r in daily) > 0
+    started = journaled(rt, telemetry, ev.SPARK_JOB_STARTED)
+    assert {r["stage"] for r in started} == {"daily", None}
+    assert rt.jobs_of("daily") == [r["job"] for r in started if r["stage"] == "daily"]
+    ended = journaled(rt, telemetry, ev.SPARK_JOB_ENDED)
+    assert sorted(r["job"] for r in ended) == sorted(r["job"] for r in started)
+    assert all(r["succeeded"] for r in ended)
+
+
+def _fail(_):
+    raise ValueError("deliberate task failure")
+
+
+def test_a_failing_task_is_counted_as_the_status_tracker_counts_it(spark, tmp_path, jvm_listener):
+    rt, telemetry = journal_of(tmp_path, jvm_listener)
+    sc = spark.sparkContext
+    sc.setLocalProperty(STAGE_PROPERTY, "doomed")
+    try:
+        with pytest.raises(Exception, match="deliberate task failure"):
+            sc.parallelize([1], 1).map(_fail).collect()
+    finally:
+        sc.setLocalProperty(STAGE_PROPERTY, None)
+    record, = journaled(rt, telemetry, ev.SPARK_STAGE_COMPLETED)
+    assert record["stage"] == "doomed"
+    assert summary_counts(record) == tracker_counts(spark, record["spark_stage"]) == {
+        "tasks": 1, "completed_tasks": 0, "failed_tasks": 1}
+    assert "deliberate task failure" in record["failure"]
+    ended, = journaled(rt, telemetry, ev.SPARK_JOB_ENDED)
+    assert ended["stage"] == "doomed" and ended["succeeded"] is False and "JobFailed" in ended["failure"]
+
+
+# -- end to end: real spark-submit ----------------------------------------------------------------
+
+FLAKY_APP = '''
+import json, sys
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+import sparkrecover as sr
+
+spark = SparkSession.builder.getOrCreate()
+sc = spark.sparkContext
+
+def flaky(index, rows):
+    if index == 1 and TaskContext.get().attemptNumber() == 0:
+        raise RuntimeError("deliberate failure of a first attempt")
+    return rows
+
+sr.checkpoint("flaky", lambda: spark.createDataFrame(
+    sc.parallelize(range(100), 4).mapPartitionsWithIndex(flaky).map(lambda x: (x,)), "x long"))
+sc._jsc.sc().listenerBus().waitUntilEmpty(60000)
+tracker = sc.statusTracker()
+stages = {}
+for job in tracker.getJobIdsForGroup(None):
+    for stage in tracker.getJobInfo(job).stageIds:
+        info = tracker.getStageInfo(stage)
+        if info is not None:
+            stages[stage] = {"tasks": info.numTasks, "completed_tasks": info.numCompletedTasks,
+                             "failed_tasks": info.numFailedTasks}
+json.dump(stages, open(sys.argv[1], "w"))
+spark.stop()
+'''
+# local[2,2]: two threads, and a failed task is tried again once (plain local[2] never retries).
+FLAKY_OPTIONS = ["--master", "local[2,2]", "--conf", "spark.ui.enabled=false",
+                 "--conf", "spark.sql.shuffle.partitions=2"]
+
+
+def submit_flaky(tmp_path, env=None) -> tuple[object, list[dict], dict]:
+    app = tmp_path / "flaky.py"
+    app.write_text(FLAKY_APP)
+    root, tracked = str(tmp_path / "root"), str(tmp_path / "tracker.json")
+    result = run_cli("submit", "--root", root, "--run-id", "flaky", "--", *FLAKY_OPTIONS,
+                     "--conf", "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener",
+                     str(app), tracked, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with open(tracked, "rb") as handle:
+        tracker = {int(stage): counts for stage, counts in orjson.loads(handle.read()).items()}
+    return result, read_journal(os.path.join(root, "flaky")), tracker
+
+
+def of_type(records: list[dict], event_type: str) -> list[dict]:
+    return [r for r in records if r["type"] == event_type]
+
+
+@pytest.mark.e2e
+def test_submit_uses_the_jvm_listener_and_its_counts_match_spark(tmp_path):
+    result, records, tracker = submit_flaky(tmp_path)
+    command = of_type(records, ev.ATTEMPT_STARTED)[0]["command"]
+    jar = command[command.index("--jars") + 1]
+    assert jar.startswith(os.environ["SPARKRECOVER_CACHE"]) and os.path.isfile(jar)
+    assert ("spark.extraListeners=org.apache.spark.scheduler.StatsReportListener,"
+            "sparkrecover.jvm.SparkRecoverListener") in command
+    assert of_type(records, ev.DRIVER_STARTED)[0]["listener"] == "jvm"
+    ended = of_type(records, ev.DRIVER_ENDED)[0]
+    assert (ended["listener"], ended["spark_events_dropped"]) == ("jvm", 0)
+    assert "Py4J" not in result.stderr
+
+    flaky = [r for r in of_type(records, ev.SPARK_STAGE_COMPLETED) if r["stage"] == "flaky"]
+    assert flaky, "no Spark stage attributed to the pipeline stage"
+    for record in flaky:
+        assert summary_counts(record) == tracker[record["spark_stage"]]
+    assert sum(r["failed_tasks"] for r in flaky) == 1  # the first attempt failed, the retry won
+    assert all(r["completed_tasks"] == r["tasks"] and r["failure"] is None for r in flaky)
+    jobs = [r["job"] for r in of_type(records, ev.SPARK_JOB_STARTED) if r["stage"] == "flaky"]
+    committed, = of_type(records, ev.STAGE_COMMITTED)
+    assert jobs and committed["spark_jobs"] == jobs
+    last_spark_event = max(r["seq"] for r in records if r["type"].startswith("spark.") and r["stage"] == "flaky")
+    assert last_spark_event < committed["seq"]  # drained before the commit was written
+
+
+@pytest.mark.e2e
+def test_without_the_jar_the_py4j_listener_takes_over_and_says_so_once(tmp_path):
+    env = {**os.environ, "SPARKRECOVER_NO_JVM_LISTENER": "1"}
+    result, records, tracker = submit_flaky(tmp_path, env=env)
+    assert result.stderr.count("Py4J listener") == 1
+    assert "SPARKRECOVER_NO_JVM_LISTENER" in result.stderr
+    command = of_type(records, ev.ATTEMPT_STARTED)[0]["command"]
+    assert "--jars" not in command and "sparkrecover.jvm.SparkRecoverListener" not in " ".join(command)
+    assert of_type(records, ev.DRIVER_STARTED)[0]["listener"] == "py4j"
+    ended = of_type(records, ev.DRIVER_ENDED)[0]
+    assert (ended["listener"], ended["spark_events_dropped"]) == ("py4j", 0)
+    flaky = [r for r in of_type(records, ev.SPARK_STAGE_COMPLETED) if r["stage"] == "flaky"]
+    assert flaky and sum(r["failed_tasks"] for r in flaky) == 1
+    assert all(r["tasks"] == tracker[r["spark_stage"]]["tasks"] for r in flaky)
+    assert {r["stage"] for r in of_type(records, ev.SPARK_JOB_STARTED)} == {"flaky"}
+
+
+def test_the_bootstrap_falls_back_when_the_class_is_missing(spark, tmp_path, capsys):
+    """--listener jvm but no jar on the classpath (a user overrode --jars in a strange way): the
+    Py4J listener is used, with a warning, and events are still journaled."""
+    run_dir = str(tmp_path / "run")
+    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
+    telemetry = Telemetry(rt, JVM, interval=0.05)
+    telemetry.attach(spark.sparkContext)
+    try:
+        assert telemetry.kind == "py4j"
+        assert "not registered" in capsys.readouterr().err
+        spark.sparkContext.setLocalProperty(STAGE_PROPERTY, "late")
+        spark.range(10, numPartitions=2).count()
+    finally:
+        spark.sparkContext.setLocalProperty(STAGE_PROPERTY, None)
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60_000)
+        closing = telemetry.close()  # the Py4J listener goes quiet; it stays on the shared session
+    rt.writer.close()
+    assert closing == {"listener": "py4j", "spark_events_dropped": 0}
+    assert "late" in {r["stage"] for r in read_journal(run_dir) if r["type"] == ev.SPARK_JOB_STARTED}
