@@ -27,11 +27,15 @@ SPARK = ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "
 SPARKRECOVER = [sys.executable, "-m", "sparkrecover"]
 
 
+# The driver and workers run on this Python (which has sparkrecover), as `submit` arranges too.
+ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+
 def run_maybe_killed(command: list[str], kill_after: float | None, log) -> tuple[int | None, float]:
     """Run a command in its own process group; SIGKILL the group after kill_after seconds.
     Returns (exit code or None when killed, seconds)."""
     started = time.monotonic()
-    child = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True)
+    child = subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True, env=ENV)
     try:
         child.wait(timeout=kill_after)
         return child.returncode, time.monotonic() - started
@@ -49,7 +53,6 @@ def main() -> int:
     parser.add_argument("--max-resumes", type=int, default=5)
     options = parser.parse_args()
     rng = random.Random(options.seed)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     from sparkrecover.launcher import find_spark_submit
 
     work = tempfile.mkdtemp(prefix="sparkrecover-chaos-")

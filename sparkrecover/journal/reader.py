@@ -2,9 +2,9 @@
 
 A torn last line of a segment (a writer killed mid-write) is dropped with a warning; any other
 malformed line is corruption and raises ``JournalError`` naming the file and line. A record seen
-twice in one writer's stream (the same seq, byte for byte the same line) is kept once: a
+twice in one writer's stream is kept once: a
 compaction between its upload and its deletes, or a write retried after a partial failure, leaves
-such copies. Storage errors while reading are ``JournalError`` too (exit 3).
+such copies; seqs only grow, so any record at or below the last seq read is one. Storage errors while reading are ``JournalError`` too (exit 3).
 
 Order: by attempt, then by time; within an attempt the CLI and driver streams interleave by
 timestamp, the driver's event first on a tie (the CLI only writes ``attempt.ended`` after the
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import heapq
 import io
-from array import array
 from itertools import chain, groupby
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -72,9 +71,9 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
     million-line journal fold in about a second."""
     loads, version = orjson.loads, events.SCHEMA_VERSION
     index, count = 0, len(others)
-    # The hash of each seq's line (8 bytes a record): a seq seen again is dropped when its line
-    # is the same, so a million-record stream still costs megabytes, not the records themselves.
-    seen, last_seq = array("q"), -1
+    # A writer numbers its records 0, 1, 2, ... and never goes back: a seq at or below one already
+    # read can only be a copy (a compaction caught between upload and deletes, a retried write).
+    last_seq = -1
     head_ts = others[0]["ts"] if count else None
     for segment in segments:
         attempt, writer = segment.attempt, segment.writer
@@ -100,15 +99,9 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
                     usual = False
                 if not usual:
                     _check_envelope(record, f"{segment.url}:{number}", segment)
-                seq, digest = record["seq"], hash(line.rstrip(b"\n"))
-                if seq <= last_seq:
-                    if 0 <= seq < len(seen) and seen[seq] == digest:
-                        continue  # a copy of a record already read
-                elif seq >= 0:
-                    if seq > len(seen):
-                        seen.extend([0] * (seq - len(seen)))
-                    seen.append(digest)
-                    last_seq = seq
+                if record["seq"] <= last_seq:
+                    continue
+                last_seq = record["seq"]
                 if head_ts is not None and record["ts"] > head_ts:
                     while head_ts is not None and record["ts"] > head_ts:
                         yield others[index]
