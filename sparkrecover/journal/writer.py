@@ -92,12 +92,9 @@ class JournalWriter:
     def emit(self, event_type: str, **payload: Any) -> dict[str, Any]:
         """Append one event; returns the full record as written."""
         # _append, inlined: this runs for every Spark event, and a call costs a tenth of it.
-        now_ms = int(time.time() * 1000)
         with self._lock:
-            if now_ms != self._ts_ms:
-                self._timestamp()
             record = {"v": SCHEMA_VERSION, "type": event_type, "run": self.run_id, "attempt": self.attempt,
-                      "writer": self.writer, "seq": self._seq, "ts": self._ts_text}
+                      "writer": self.writer, "seq": self._seq, "ts": self._timestamp()}
             record.update(payload)
             try:
                 line = orjson.dumps(record)
