@@ -129,6 +129,7 @@ class RunState:
         number: Any = _NO_ATTEMPT
         attempt: Optional[AttemptState] = None
         first, last = self.first_ts, self.last_ts
+        previous = last  # the timestamp of the record before the current one
         count = other = 0
         try:
             for record in records:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 
 from sparkrecover import storage
 from sparkrecover.journal.segments import segment_url

@@ -14,7 +14,7 @@ check goes on and classifies what it finds:
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
