@@ -38,7 +38,7 @@ class JournalListener:
 
     def _emit(self, event_type: str, **payload: Any) -> None:
         if not self.closed:
-            self.rt.writer.emit(event_type, **payload)
+            self.rt.writer.append(event_type, payload)
 
     def onJobStart(self, event: Any) -> None:
         try:

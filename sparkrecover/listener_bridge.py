@@ -135,7 +135,7 @@ class Telemetry:
                                   "full); the journal's Spark telemetry is incomplete")
         elif event_type == ev.SPARK_JOB_STARTED:
             self.rt.note_job(record["stage"], record.get("job"))
-        self.rt.writer.emit(event_type, **record)
+        self.rt.writer.append(event_type, record)
 
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from datetime import datetime, timezone
 
@@ -262,6 +263,94 @@ def test_a_write_that_fails_half_way_keeps_every_record_once(tmp_path, monkeypat
     assert [r["type"] for r in read[-1:]] == ["journal.degraded"]
     assert read[:-1] == records
     assert warnings == []
+
+
+# -- a full buffer goes to the flusher thread; backpressure -------------------------------------------
+
+class GatedSink:
+    """Wraps a sink: each write waits for ``gate`` (a slow upload), noting which thread wrote."""
+
+    def __init__(self, sink):
+        self.sink, self.gate, self.threads, self.started = sink, threading.Event(), [], threading.Event()
+
+    def write(self, data, durable):
+        self.threads.append(threading.current_thread().name)
+        self.started.set()
+        assert self.gate.wait(30), "the test never opened the gate"
+        return self.sink.write(data, durable)
+
+    def close(self, compact=True):
+        return self.sink.close(compact)
+
+
+def fill(journal, count, start=0):
+    return [journal.emit("spark.job.started", stage="s", job=i) for i in range(start, start + count)]
+
+
+def test_a_full_buffer_is_written_by_the_flusher_not_the_emitting_thread(tmp_path):
+    journal = writer_at(tmp_path, buffer_size=200, backlog_size=1 << 20, flush_interval=60)
+    sink = journal._sink = GatedSink(journal._sink)
+    records = fill(journal, 5)  # past 200 bytes: handed over, and emit returned while the write waits
+    assert sink.started.wait(30)
+    assert sink.threads == ["sparkrecover-journal-flush"]
+    records += fill(journal, 5, start=5)  # the application goes on meanwhile
+    sink.gate.set()
+    journal.close()
+    assert read_journal(str(tmp_path)) == records
+
+
+def test_emit_waits_for_a_slow_flusher_past_the_backlog_then_loses_nothing(tmp_path):
+    journal = writer_at(tmp_path, buffer_size=200, backlog_size=1000, flush_interval=60)
+    sink = journal._sink = GatedSink(journal._sink)
+    records = fill(journal, 5)
+    assert sink.started.wait(30)  # the flusher holds the first batch and waits at the gate
+    waited: list[float] = []
+
+    def emit_past_the_backlog():
+        started = time.monotonic()
+        records.extend(fill(journal, 30, start=5))  # ~2,000 bytes: more than the backlog
+        waited.append(time.monotonic() - started)
+
+    emitter = threading.Thread(target=emit_past_the_backlog)
+    emitter.start()
+    emitter.join(0.5)
+    assert emitter.is_alive()  # backpressure: emit waits for the upload instead of buffering on
+    sink.gate.set()
+    emitter.join(30)
+    assert waited and waited[0] >= 0.5
+    journal.close()
+    assert read_journal(str(tmp_path)) == records
+
+
+def test_backpressure_gives_up_on_a_hung_upload(tmp_path, monkeypatch):
+    from sparkrecover.journal import writer as writer_module
+
+    monkeypatch.setattr(writer_module, "BACKPRESSURE_MAX_WAIT", 0.3)
+    journal = writer_at(tmp_path, buffer_size=200, backlog_size=1000, flush_interval=60)
+    sink = journal._sink = GatedSink(journal._sink)
+    records = fill(journal, 5)
+    assert sink.started.wait(30)
+    started = time.monotonic()
+    records += fill(journal, 200, start=5)  # one wait of 0.3 s, then no more until a write lands
+    assert time.monotonic() - started < 10
+    sink.gate.set()
+    journal.close()
+    assert read_journal(str(tmp_path)) == records
+
+
+def test_no_backpressure_while_storage_is_failing(tmp_path):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "journal").write_bytes(b"")  # writes fail
+    journal = writer_at(run_dir, buffer_size=200, backlog_size=1000, flush_interval=0.05,
+                        retry_initial=60, retry_max=60, close_timeout=0.5)
+    journal.emit("stage.started", stage="a")
+    journal.flush(durable=False)  # fails at once: degraded, next retry in a minute
+    assert journal.degraded
+    started = time.monotonic()
+    fill(journal, 500)  # far past the backlog: emit never waits on failing storage
+    assert time.monotonic() - started < 5
+    journal.close()
 
 
 # -- reading --------------------------------------------------------------------------------------

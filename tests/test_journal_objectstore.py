@@ -279,6 +279,35 @@ def test_an_attempt_can_be_read_alone(memory_dir):
     assert {r["attempt"] for r in read_journal(memory_dir, attempt=2)} == {2}
 
 
+class ThreadNotingSink:
+    """Wraps a sink, noting which thread made each write."""
+
+    def __init__(self, sink):
+        self.sink, self.threads = sink, []
+
+    def write(self, data, durable):
+        self.threads.append(threading.current_thread().name)
+        return self.sink.write(data, durable)
+
+    def close(self, compact=True):
+        return self.sink.close(compact)
+
+
+def test_full_buffers_are_uploaded_by_the_flusher_and_nothing_is_lost(run_dir):
+    journal = writer_at(run_dir, buffer_size=2000, backlog_size=8000, segment_bytes=20_000, flush_interval=30)
+    sink = journal._sink = ThreadNotingSink(journal._sink)
+    records = [journal.emit(events.SPARK_JOB_STARTED, stage="s", job=i) for i in range(1000)]
+    journal.append(events.SPARK_JOB_ENDED, {"stage": "s", "job": 1000})
+    committed = journal.emit(events.STAGE_COMMITTED, stage="s", manifest=[], upstream=[])
+    assert sink.threads[-1] == "MainThread"  # a commit is on storage before emit returns
+    journal.close()
+    assert len(sink.threads) > 10  # ~130 kB of events in buffers of 2 kB
+    assert set(sink.threads[:-1]) == {"sparkrecover-journal-flush"}  # every full buffer
+    read = read_journal(run_dir)
+    assert read[:1000] == records and read[1001] == committed
+    assert read[1000]["type"] == events.SPARK_JOB_ENDED and read[1000]["seq"] == 1000
+
+
 def test_concurrent_emitters_keep_one_order_per_writer(memory_dir):
     journal = writer_at(memory_dir, buffer_size=512, segment_bytes=4096, flush_interval=0.01)
 

@@ -120,3 +120,41 @@ def test_a_whole_record_without_its_newline_is_kept(items, layout, seq):
         read = read_journal(run_dir, warnings.append)
         assert read[:len(records)] == records
         assert read[len(records):] == [extra] and warnings == []
+
+
+# -- append() and emit() write the same bytes --------------------------------------------------------
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 63), max_value=2 ** 64 - 1),
+              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(st.one_of(st.text(max_size=8), st.integers(0, 9)), inner, max_size=4)),
+    max_leaves=12,
+)
+# Any key but the envelope's, which payloads must not repeat.
+payload_keys = st.text(max_size=12).filter(lambda key: key not in {"v", "type", "run", "attempt", "writer", "seq", "ts"})
+
+
+class FixedClock(JournalWriter):
+    """Both writers stamp the same time, so their lines can be compared byte for byte."""
+
+    def _timestamp(self) -> str:
+        return "2026-11-22T03:00:00.000Z"
+
+
+@SETTINGS
+@given(items=st.lists(st.tuples(event_types | st.text(max_size=20), st.dictionaries(payload_keys, json_values, max_size=6)),
+                      min_size=1, max_size=20),
+       run_id=st.text(min_size=1, max_size=12), attempt=st.integers(1, 10 ** 6))
+def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):
+    with tempfile.TemporaryDirectory() as emitted, tempfile.TemporaryDirectory() as appended:
+        by_emit = FixedClock(emitted, run_id, attempt, "driver", flush_interval=0)
+        by_append = FixedClock(appended, run_id, attempt, "driver", flush_interval=0)
+        for kind, payload in items:
+            by_emit.emit(kind, **payload)
+            by_append.append(kind, dict(payload))
+        by_emit.close()
+        by_append.close()
+        with open(last_segment(emitted), "rb") as one, open(last_segment(appended), "rb") as other:
+            assert one.read() == other.read()
+        assert len(read_journal(appended)) == len(items)

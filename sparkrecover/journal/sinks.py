@@ -91,7 +91,7 @@ class ObjectSink:
         self._segment_bytes = segment_bytes or OBJECT_SEGMENT_BYTES
         self._segment_age = segment_age or OBJECT_SEGMENT_AGE
         self._index = 0
-        self._content = bytearray()
+        self._content = b""  # the current segment as uploaded; immutable, so no copy to upload it
         self._opened = 0.0
         self._total = 0
 
@@ -106,21 +106,18 @@ class ObjectSink:
             self._roll()
         url = segment_url(*self._args, self._index)
         fs, path = storage.filesystem(url)
-        self._content += data
-        try:
-            fs.pipe_file(path, bytes(self._content))  # one PUT: readers see the old or the new object
-        except BaseException:
-            del self._content[len(self._content) - len(data):]  # as it was: the writer retries data
-            raise
-        if len(self._content) == len(data):
+        content = self._content + data
+        fs.pipe_file(path, content)  # one PUT: readers see the old or the new object
+        if not self._content:  # on failure nothing changed here: the writer retries data
             self._opened = now
+        self._content = content
         self._total += len(data)
-        if len(self._content) >= self._segment_bytes:
+        if len(content) >= self._segment_bytes:
             self._roll()
 
     def _roll(self) -> None:
         self._index += 1
-        self._content = bytearray()
+        self._content = b""
 
     def close(self, compact: bool = True) -> None:
         if compact and self.segments > 1 and self._total <= COMPACT_MAX_BYTES:
@@ -136,7 +133,7 @@ class ObjectSink:
         count = self.segments
         urls = [segment_url(*self._args, index) for index in range(count)]
         fs, first = storage.filesystem(urls[0])
-        last = bytes(self._content) if self._content else None
+        last = self._content or None
         # Segment 0 is read before the upload opens: some backends (memory://) truncate at open.
         first_part = last if count == 1 and last is not None else fs.cat_file(first)
         # Streamed through one upload, a part at a time: memory stays at about two segments.
@@ -150,4 +147,4 @@ class ObjectSink:
                     handle.write(fs.cat_file(storage.filesystem(urls[index])[1]))
         for url in urls[1:]:
             fs.rm_file(storage.filesystem(url)[1])
-        self._index, self._content = 0, bytearray()
+        self._index, self._content = 0, b""

@@ -10,6 +10,15 @@ Storage failures never propagate to the application (rule 7). The pending bytes 
 ``retry_initial`` to ``retry_max`` seconds so a dead endpoint is not hit on every flush; while
 storage is failing only the background thread retries, so the application never waits on it;
 once a write succeeds again a ``journal.degraded`` event records the gap and what was lost.
+
+When a flusher thread runs (``flush_interval`` > 0), a full buffer is handed to it instead of
+being written by the thread that emitted the event: an upload to an object store takes
+milliseconds to seconds, and meanwhile the application goes on filling a fresh buffer. If it
+fills ``backlog_size`` bytes before the upload finishes, emit waits for the flusher
+(backpressure: memory stays bounded and nothing is lost while storage is healthy), but never
+longer than ``BACKPRESSURE_MAX_WAIT`` seconds per upload and never while storage is failing:
+a hung or failing endpoint must not stall the job (rule 7), and past that the memory cap
+applies. Urgent events are still written before emit returns.
 """
 from __future__ import annotations
 
@@ -29,6 +38,11 @@ from sparkrecover.journal.sinks import LocalSink, ObjectSink
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_FLUSH_INTERVAL = 1.0
 MAX_PENDING_BYTES = 64 << 20
+# Bytes emit may buffer while the flusher uploads before it waits: a few buffers' worth, so the
+# application rarely waits, and far below the memory cap, which is for failing storage.
+BACKLOG_BUFFERS = 8
+MIN_BACKLOG = 1 << 20
+BACKPRESSURE_MAX_WAIT = 5.0
 RETRY_INITIAL = 0.5
 RETRY_MAX = 30.0
 CLOSE_TIMEOUT = 10.0
@@ -47,6 +61,7 @@ class JournalWriter:
         segment_bytes: int | None = None,
         segment_age: float | None = None,
         max_pending_bytes: int = MAX_PENDING_BYTES,
+        backlog_size: int | None = None,
         retry_initial: float = RETRY_INITIAL,
         retry_max: float = RETRY_MAX,
         close_timeout: float = CLOSE_TIMEOUT,
@@ -59,6 +74,10 @@ class JournalWriter:
         self.writer = writer
         self._buffer_size = buffer_size
         self._max_pending = max_pending_bytes
+        # emit looks at one number after appending: the buffer is full, or over the cap
+        self._full_at = min(buffer_size, max_pending_bytes + 1)
+        self._backlog = backlog_size or min(max(buffer_size * BACKLOG_BUFFERS, MIN_BACKLOG),
+                                            max(max_pending_bytes // 2, 1))
         self._retry = (retry_initial, retry_max)
         self._close_timeout = close_timeout
         if storage.is_local(run_dir):
@@ -68,8 +87,10 @@ class JournalWriter:
         self._buffer = bytearray()
         self._seq = 0
         self._lock = threading.RLock()    # the buffer and seq: held for microseconds
+        self._drained = threading.Condition(self._lock)  # the flusher took the buffer (backpressure)
         self._io_lock = threading.Lock()  # one sink write at a time, in buffer order
         self._closed = False
+        self._stalled = False  # a backpressure wait timed out: no more waits until a write lands
         self._degraded_since: str | None = None
         self._degraded_error = ""
         self._retry_at = 0.0
@@ -78,7 +99,11 @@ class JournalWriter:
         self.warnings: list[str] = []
         self._ts_ms = -1
         self._ts_text = ""
+        self._ts_seen = ""             # append's cache of the timestamp as JSON bytes
+        self._ts_json = b'""'
+        self._prefixes: dict[str, bytes] = {}  # event type -> the envelope up to "seq":
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a full buffer for the flusher, before its interval ends
         self._flusher = None
         if flush_interval and flush_interval > 0:
             self._flusher = threading.Thread(
@@ -90,12 +115,14 @@ class JournalWriter:
     # -- writing ------------------------------------------------------------------------------
 
     def emit(self, event_type: str, **payload: Any) -> dict[str, Any]:
-        """Append one event; returns the full record as written."""
-        # _append, inlined: this runs for every Spark event, and a call costs a tenth of it.
+        """Append one event; returns the full record as written.
+
+        Payload keys must not repeat the envelope's (``v``, ``type``, ``run``, ``attempt``,
+        ``writer``, ``seq``, ``ts``)."""
+        # _append, inlined: this runs for every pipeline event, and a call costs a tenth of it.
         with self._lock:
             record = {"v": SCHEMA_VERSION, "type": event_type, "run": self.run_id, "attempt": self.attempt,
-                      "writer": self.writer, "seq": self._seq, "ts": self._timestamp()}
-            record.update(payload)
+                      "writer": self.writer, "seq": self._seq, "ts": self._timestamp(), **payload}
             try:
                 line = orjson.dumps(record)
             except orjson.JSONEncodeError:
@@ -106,13 +133,34 @@ class JournalWriter:
             buffer = self._buffer
             buffer += line
             buffer += b"\n"
-            if len(buffer) > self._max_pending:
-                enforce_cap(buffer, self._max_pending, self._dropped)
-            urgent = event_type in URGENT_TYPES
-            full = len(buffer) >= self._buffer_size
-        if urgent or full:
-            self._flush(durable=urgent)
+            size = len(buffer)
+        if size >= self._full_at or event_type in URGENT_TYPES:
+            self._after_append(event_type in URGENT_TYPES)
         return record
+
+    def append(self, event_type: str, payload: dict[str, Any]) -> None:
+        """emit() for a payload the caller already holds in a dict, when no record is wanted back:
+        the listener bridge's path for every Spark event. It writes the same bytes as emit(), but
+        from a cached envelope prefix and the payload alone, without building the record."""
+        try:
+            body = orjson.dumps(payload)
+        except orjson.JSONEncodeError:
+            body = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS, default=str)
+        with self._lock:
+            prefix = self._prefixes.get(event_type) or self._prefix(event_type)
+            stamp = self._timestamp()
+            if stamp is not self._ts_seen:  # a new millisecond: serialize it once
+                self._ts_seen, self._ts_json = stamp, orjson.dumps(stamp)
+            seq = self._seq
+            self._seq = seq + 1
+            if self._closed:
+                return
+            buffer = self._buffer
+            # body[1:] drops the payload's "{"; an empty payload is just "}"
+            buffer += b'%b%d,"ts":%b%b%b\n' % (prefix, seq, self._ts_json, b"," if len(body) > 2 else b"", body[1:])
+            size = len(buffer)
+        if size >= self._full_at or event_type in URGENT_TYPES:
+            self._after_append(event_type in URGENT_TYPES)
 
     def flush(self, durable: bool = True) -> bool:
         """Write what is buffered. Returns False when storage refused it (it stays buffered)."""
@@ -121,6 +169,7 @@ class JournalWriter:
     def close(self) -> None:
         """Flush, retrying for up to ``close_timeout`` seconds if storage is failing, then compact."""
         self._stop.set()
+        self._wake.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join(timeout=self._close_timeout)
         with self._lock:
@@ -136,6 +185,7 @@ class JournalWriter:
         with self._lock:
             self._closed = True
             lost = len(self._buffer)
+            self._drained.notify_all()
         if not written:
             self._warn(f"journal storage still failing when the writer closed; {lost} bytes of "
                        "journal were not written")
@@ -149,6 +199,39 @@ class JournalWriter:
         return self._degraded_since is not None
 
     # -- internals ----------------------------------------------------------------------------
+
+    def _after_append(self, urgent: bool) -> None:
+        """The buffer is full (or over the cap), or the event must be on storage before emit
+        returns: cap it, then write it here, or hand it to the flusher and maybe wait for it."""
+        with self._lock:
+            if len(self._buffer) > self._max_pending:
+                enforce_cap(self._buffer, self._max_pending, self._dropped)
+        if urgent or self._flusher is None:
+            self._flush(durable=urgent)
+        elif self._degraded_since is None:  # when failing, the flusher retries on its own schedule
+            self._wake.set()
+            if len(self._buffer) >= self._backlog and not self._stalled:
+                self._wait_for_flusher()
+
+    def _wait_for_flusher(self) -> None:
+        """Backpressure: wait until the flusher takes the buffer, storage fails, or the writer
+        closes, for at most BACKPRESSURE_MAX_WAIT seconds (then stop waiting until a write lands)."""
+        deadline = time.monotonic() + BACKPRESSURE_MAX_WAIT
+        with self._drained:
+            while len(self._buffer) >= self._backlog and self._degraded_since is None and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._stalled = True
+                    return
+                self._drained.wait(left)
+
+    def _prefix(self, event_type: str) -> bytes:
+        """The serialized envelope of this writer's events of one type, up to the seq's value."""
+        prefix = b'{"v":%d,"type":%b,"run":%b,"attempt":%b,"writer":%b,"seq":' % (
+            SCHEMA_VERSION, orjson.dumps(event_type), orjson.dumps(self.run_id),
+            orjson.dumps(self.attempt), orjson.dumps(self.writer))
+        self._prefixes[event_type] = prefix
+        return prefix
 
     def _append(self, event_type: str, payload: dict[str, Any], capped: bool = True) -> dict[str, Any]:
         record = {
@@ -204,15 +287,17 @@ class JournalWriter:
         with self._lock:
             if not self._buffer:
                 return True
-            data = bytes(self._buffer)
-            self._buffer.clear()
+            data, self._buffer = self._buffer, bytearray()  # emit goes on filling a fresh one
+            self._drained.notify_all()
         try:
             self._sink.write(data, durable)
         except Exception as error:  # any storage failure: rule 7, the journal never kills the job
             with self._lock:
                 self._buffer[0:0] = data
                 self._note_failure(error)
+                self._drained.notify_all()  # backpressure waits end: storage is failing
             return False
+        self._stalled = False
         return True
 
     def _note_failure(self, error: Exception) -> None:
@@ -240,5 +325,9 @@ class JournalWriter:
         print(f"sparkrecover: warning: {message}", file=sys.stderr, flush=True)
 
     def _flush_periodically(self, interval: float) -> None:
-        while not self._stop.wait(interval):
+        while not self._stop.is_set():
+            self._wake.wait(interval)  # the interval, or less when emit hands over a full buffer
+            self._wake.clear()
+            if self._stop.is_set():
+                return  # close() writes the rest
             self._flush(durable=False, background=True)
