@@ -5,16 +5,23 @@
 Appends N typical events (the size of a spark.stage.completed record) through JournalWriter with
 the default buffer (1 MiB) and flush interval (1 s), closes it, and prints events per second with
 the ratio to the goal of 300,000/s, and the peak Python heap (tracemalloc), which stays flat
-however many events go through (it is the buffer plus, on S3, the current segment object). The S3
-figure uses a moto server on 127.0.0.1 in its own process, started here: it measures the writer
-against a local S3 API, not AWS.
+however many events go through (it is the buffers plus, on S3, the current segment object).
+
+Two entry points are measured: ``append(type, payload)``, which the listener bridge calls for
+every Spark event (the stream that carries the volume; each payload is a fresh dict, as the
+bridge's parsed listener lines are), and ``emit(type, **payload)``, which pipeline events
+(a few per stage) go through and which also builds and returns the record. The S3 figure uses a
+moto server on 127.0.0.1 in its own process, started here: it measures the writer against a
+local S3 API, not AWS.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,6 +34,7 @@ from sparkrecover.journal import JournalWriter  # noqa: E402
 from sparkrecover.journal.segments import list_segments  # noqa: E402
 
 GOAL = 300_000
+ENTRIES = ("append", "emit")
 PAYLOAD = {"stage": "daily", "spark_stage": 12, "spark_attempt": 0, "name": "parquet at etl.py:42",
            "tasks": 200, "failed_tasks": 0, "failure": None,
            "metrics": {"executor_run_ms": 52_311, "input_bytes": 1_048_576, "shuffle_write_bytes": 262_144}}
@@ -36,28 +44,53 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(run_dir: str, count: int, **options) -> dict:
+def feed(writer: JournalWriter, entry: str, count: int) -> None:
+    kind = events.SPARK_STAGE_COMPLETED
+    if entry == "append":
+        append, payload = writer.append, PAYLOAD
+        for _ in range(count):
+            append(kind, payload.copy())
+    else:
+        emit = writer.emit
+        for _ in range(count):
+            emit(kind, **PAYLOAD)
+
+
+def measure(run_dir: str, count: int, entry: str) -> dict:
     """Append ``count`` events, close, and return the figures: speed and peak RSS on a first pass,
     the Python heap on a second under tracemalloc (which slows allocation and inflates RSS)."""
-    writer = JournalWriter(run_dir, "bench", 1, events.WRITER_DRIVER, **options)
+    writer = JournalWriter(run_dir, "bench", 1, events.WRITER_DRIVER)
     started = time.perf_counter()
-    for _ in range(count):
-        writer.emit(events.SPARK_STAGE_COMPLETED, **PAYLOAD)
+    feed(writer, entry, count)
     appended = time.perf_counter() - started
     writer.close()
     total = time.perf_counter() - started
     rss = peak_rss_mib()
-    segments = len(list_segments(run_dir))
+    check_lines(run_dir, count)
 
     tracemalloc.start()
-    writer = JournalWriter(run_dir + "-mem", "bench", 1, events.WRITER_DRIVER, **options)
-    for _ in range(min(count, 200_000)):
-        writer.emit(events.SPARK_STAGE_COMPLETED, **PAYLOAD)
+    writer = JournalWriter(run_dir + "-mem", "bench", 1, events.WRITER_DRIVER)
+    feed(writer, entry, min(count, 200_000))
     writer.close()
     _, peak_heap = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     return {"events": count, "rate": count / appended, "rate_with_close": count / total,
-            "peak_heap_mib": peak_heap / (1 << 20), "peak_rss_mib": rss, "segments": segments}
+            "peak_heap_mib": peak_heap / (1 << 20), "peak_rss_mib": rss,
+            "segments": len(list_segments(run_dir))}
+
+
+def check_lines(run_dir: str, count: int) -> None:
+    # Counted, not parsed: a million parsed records would dwarf the writer's own memory.
+    lines = sum(storage.read_bytes(s.url).count(b"\n") for s in list_segments(run_dir))
+    if lines != count:
+        raise SystemExit(f"bench: {lines:,} lines in the journal for {count:,} events")
+
+
+def measure_apart(run_dir: str, count: int, entry: str) -> dict:
+    """measure() in a new Python process, so each figure's peak RSS is its own."""
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", run_dir, entry, str(count)],
+                           stdout=subprocess.PIPE, check=True)
+    return json.loads(child.stdout)
 
 
 def report(label: str, figures: dict) -> None:
@@ -66,18 +99,14 @@ def report(label: str, figures: dict) -> None:
           f"{figures['rate_with_close']:,.0f}/s including the final flush and close")
     print(f"{' ' * len(label)}  peak Python heap {figures['peak_heap_mib']:.1f} MiB while appending "
           f"{min(figures['events'], 200_000):,} events, process peak RSS {figures['peak_rss_mib']:.0f} MiB, "
-          f"{figures['segments']} segment(s) after close")
+          f"{figures['segments']} segment(s) after close", flush=True)
 
 
 def bench_local(count: int) -> None:
     folder = tempfile.mkdtemp(prefix="sparkrecover-bench-")
     try:
-        figures = measure(os.path.join(folder, "run"), count)
-        report("local disk", figures)
-        # Counted, not parsed: a million parsed records would dwarf the writer's own memory.
-        lines = sum(storage.read_bytes(s.url).count(b"\n") for s in list_segments(os.path.join(folder, "run")))
-        if lines != count:
-            raise SystemExit(f"bench: {lines:,} lines in the journal for {count:,} events")
+        for entry in ENTRIES:
+            report(f"local disk, {entry}", measure_apart(os.path.join(folder, entry), count, entry))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -93,7 +122,6 @@ def _free_port() -> int:
 def bench_s3(count: int) -> None:
     """Against a moto server in its own process, so its copies of the objects do not count
     towards the writer's memory."""
-    import subprocess
     import urllib.request
 
     try:
@@ -118,8 +146,8 @@ def bench_s3(count: int) -> None:
         import boto3
 
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="sparkrecover-bench")
-        figures = measure("s3://sparkrecover-bench/run", count)
-        report("s3 (moto)", figures)
+        for entry in ENTRIES:
+            report(f"s3 (moto), {entry}", measure_apart(f"s3://sparkrecover-bench/{entry}", count, entry))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -130,7 +158,12 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=1_000_000, help="events for the local disk run")
     parser.add_argument("--s3-events", type=int, default=300_000, help="events for the S3 run")
     parser.add_argument("--no-s3", action="store_true", help="skip the S3 run")
+    parser.add_argument("--measure", nargs=3, metavar=("RUN_DIR", "ENTRY", "EVENTS"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure:  # the child process of measure_apart
+        run_dir, entry, count = args.measure
+        print(json.dumps(measure(run_dir, int(count), entry)))
+        return 0
     print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine "
           "lowers the rates)")
     bench_local(args.events)
