@@ -124,15 +124,14 @@ class JournalWriter:
             record = {"v": SCHEMA_VERSION, "type": event_type, "run": self.run_id, "attempt": self.attempt,
                       "writer": self.writer, "seq": self._seq, "ts": self._timestamp(), **payload}
             try:
-                line = orjson.dumps(record)
+                line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
             except orjson.JSONEncodeError:
-                line = orjson.dumps(record, option=orjson.OPT_NON_STR_KEYS, default=str)
+                line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS, default=str)
             self._seq += 1
             if self._closed:
                 return record
             buffer = self._buffer
             buffer += line
-            buffer += b"\n"
             size = len(buffer)
         if size >= self._full_at or event_type in URGENT_TYPES:
             self._after_append(event_type in URGENT_TYPES)
