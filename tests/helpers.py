@@ -49,6 +49,17 @@ def plain_report(out) -> str:
         return handle.read()
 
 
+def screen(text: str, tmp_path) -> str:
+    """Output as a reader sees it: temp paths replaced, trailing blanks (rich pads titles) dropped."""
+    return "".join(line.rstrip() + "\n" for line in text.replace(str(tmp_path), "<tmp>").splitlines())
+
+
+def on_screen(cli, tmp_path, command: str, *args: str) -> tuple[int, str, str]:
+    """``command`` over the root ``<tmp_path>/root``: exit code, stdout, and stderr as ``screen`` shows it."""
+    code, out, err = cli(command, *args, "--root", str(tmp_path / "root"))
+    return code, out, screen(err, tmp_path)
+
+
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     """The CLI's main() in this process: (exit code, stdout, stderr)."""
     from sparkrecover import cli, render

@@ -17,7 +17,7 @@ from sparkrecover.errors import RunNotFoundError
 from sparkrecover.journal import JournalWriter
 from sparkrecover.journal import tail as tails
 from tests import journals
-from tests.test_inspect import screen
+from tests.helpers import screen
 
 
 @pytest.fixture(autouse=True)

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from tests import journals
+from tests.helpers import on_screen, screen
 
 RESUMED = """\
 run nightly  succeeded
@@ -33,14 +34,8 @@ attempts
 """
 
 
-def screen(text: str, tmp_path) -> str:
-    """Output as a reader sees it: temp paths replaced, trailing blanks (rich pads titles) dropped."""
-    return "".join(line.rstrip() + "\n" for line in text.replace(str(tmp_path), "<tmp>").splitlines())
-
-
 def inspect(cli, tmp_path, *args):
-    code, out, err = cli("inspect", *args, "--root", str(tmp_path / "root"))
-    return code, out, screen(err, tmp_path)
+    return on_screen(cli, tmp_path, "inspect", *args)
 
 
 def test_clean_run(cli, tmp_path):

@@ -11,7 +11,7 @@ from sparkrecover import replay
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
 from tests import journals
-from tests.test_inspect import screen
+from tests.helpers import on_screen
 
 TIMELINE_OF_THE_RESUMED_RUN = """\
 journal of run nightly at <tmp>/root/nightly: 29 events
@@ -84,8 +84,7 @@ what resume --dry-run would have decided then (attempt 3; outputs checked as the
 
 
 def replay_cli(cli, tmp_path, *args):
-    code, out, err = cli("replay", *args, "--root", str(tmp_path / "root"))
-    return code, out, screen(err, tmp_path)
+    return on_screen(cli, tmp_path, "replay", *args)
 
 
 def test_timeline_of_a_resumed_run(cli, tmp_path):
