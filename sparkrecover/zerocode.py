@@ -29,8 +29,10 @@ _MODES = {"append": "append", "overwrite": "overwrite", "ignore": "ignore", "err
 # them, so their writes are recorded like sinks we cannot verify.
 _LOGGED_FORMATS = frozenset({"delta", "iceberg", "hudi"})
 
-_PYSPARK_DIR = ""
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Frames of these top-level packages are never the user's call site: the writers' own code and
+# the layers between the user's call and ours. sparkrecover's demo is a user program of ours.
+_OWN_PACKAGES = frozenset({"sparkrecover", "pyspark", "py4j"})
+_USER_SUBPACKAGES = ("sparkrecover.demo",)
 _originals: dict[tuple[type, str], Any] = {}
 _lock = threading.Lock()
 _base_dir = ""
@@ -38,11 +40,9 @@ _base_dir = ""
 
 def install(script: Optional[str] = None) -> None:
     """Patch pyspark's writers (once). Call sites are named relative to the script's folder."""
-    global _PYSPARK_DIR, _base_dir
-    import pyspark
+    global _base_dir
     from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
-    _PYSPARK_DIR = os.path.dirname(os.path.abspath(pyspark.__file__)) + os.sep
     _base_dir = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
     if _originals:
         return
@@ -132,14 +132,23 @@ def _recorded(describe: Callable[..., Optional[writes.Write]], name: str, origin
 
 # -- identity -------------------------------------------------------------------------------------
 
+def is_own_module(module: str) -> bool:
+    """Whether code of this module (its ``__name__``) is ours or pyspark's rather than the user's.
+
+    Decided by the module's name, not its file's folder: a user's file may live anywhere (even
+    beside ours), and our modules may move between subpackages without changing the answer.
+    """
+    if any(module == user or module.startswith(user + ".") for user in _USER_SUBPACKAGES):
+        return False
+    return module.split(".", 1)[0] in _OWN_PACKAGES
+
+
 def call_site() -> tuple[str, int]:
-    """The user's file and line: the first frame outside pyspark and sparkrecover's own modules
-    (the package's subfolders, such as the demo, are user code)."""
+    """The user's file and line: the first frame whose module is not ours or pyspark's."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PYSPARK_DIR) or os.path.dirname(filename) == _PACKAGE_DIR):
-            return filename, frame.f_lineno
+        if not is_own_module(str(frame.f_globals.get("__name__") or "")):
+            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
         frame = frame.f_back
     return "<unknown>", 0
 

@@ -272,3 +272,44 @@ def test_dataframe_writer_v2_calls_are_implicit_stages(spark, tmp_path):
         assert [r["stage"] for r in journal(rt, ev.STAGE_FAILED)] == [started[1]["stage"]]
     finally:
         spark.sql("DROP DATABASE IF EXISTS zerocode2 CASCADE")
+
+
+def test_a_write_from_a_helper_module_of_the_users_is_named_by_the_helpers_line(spark, tmp_path, monkeypatch):
+    """The user's call site is the first frame that is neither pyspark's nor sparkrecover's own:
+    a helper module of the user's, wherever it lives, is the user's code."""
+    helpers_dir = tmp_path / "jobs" / "lib"
+    helpers_dir.mkdir(parents=True)
+    (helpers_dir / "sparkrecover_utils.py").write_text(
+        "def save(frame, path):\n"
+        "    frame.write.mode('overwrite').parquet(path)  # the helper's write\n")
+    monkeypatch.syspath_prepend(str(helpers_dir))
+    import importlib
+
+    helper = importlib.import_module("sparkrecover_utils")
+    zerocode.install(str(tmp_path / "jobs" / "etl.py"))
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "out")
+    helper.save(numbers(spark, 5), out)
+    started, = writes_started(rt)
+    assert started["stage"] == f"lib/sparkrecover_utils.py:2#1 overwrite {out}"
+
+
+def test_a_write_from_the_users_script_is_named_by_the_scripts_line(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "direct")
+    numbers(spark, 5).write.mode("overwrite").parquet(out)  # direct write
+    started, = writes_started(rt)
+    assert started["call_site"] == f"{HERE}:{line_of('direct write')}"
+
+
+def test_own_frames_are_told_apart_by_module_not_by_folder():
+    """sparkrecover's own modules in any subpackage are ours; its demo, run as a script, is the
+    user's; a user's module whose name merely starts with 'sparkrecover' is the user's."""
+    assert zerocode.is_own_module("sparkrecover.driver.writes")
+    assert zerocode.is_own_module("sparkrecover")
+    assert zerocode.is_own_module("pyspark.sql.readwriter")
+    assert zerocode.is_own_module("py4j.java_gateway")
+    assert not zerocode.is_own_module("__main__")
+    assert not zerocode.is_own_module("sparkrecover_utils")
+    assert not zerocode.is_own_module("sparkrecover.demo.pipeline")
+    assert not zerocode.is_own_module("pysparkling")
