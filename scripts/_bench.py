@@ -12,7 +12,6 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Optional
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -24,7 +23,7 @@ SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
 
 
 def spark_submit() -> str:
-    from sparkrecover.launcher import find_spark_submit
+    from sparkrecover.launch.spark_submit import find_spark_submit
 
     return find_spark_submit()
 
@@ -38,12 +37,12 @@ def sparkrecover(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkrecover", *args]
 
 
-def timed(command: list[str], log: str, env: Optional[dict[str, str]] = None) -> float:
+def timed(command: list[str], log: str, env: dict[str, str] | None = None) -> float:
     """Wall time of a command, its output appended to ``log``; a failure stops the benchmark."""
     return timed_cpu(command, log, env)[0]
 
 
-def timed_cpu(command: list[str], log: str, env: Optional[dict[str, str]] = None) -> tuple[float, float]:
+def timed_cpu(command: list[str], log: str, env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall time, CPU time of the whole process tree: JVM, driver and workers). On a machine
     shared with other work the CPU time moves less than the wall time."""
     with open(log, "ab") as handle:

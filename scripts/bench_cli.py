@@ -21,10 +21,10 @@ import _bench
 
 GOAL_SECONDS = 0.25
 HEAVY = ("pyspark", "py4j", "fsspec", "s3fs", "botocore", "rich", "pydantic", "orjson",
-         "sparkrecover.journal", "sparkrecover.planner", "sparkrecover.api")
+         "sparkrecover.journal", "sparkrecover.core.planner", "sparkrecover.driver.api")
 PROBE = """
 import sys
-from sparkrecover import cli
+from sparkrecover.cli import app as cli
 try:
     cli.main(sys.argv[1:])
 except SystemExit:

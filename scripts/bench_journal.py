@@ -29,9 +29,12 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sparkrecover import events, storage  # noqa: E402
-from sparkrecover.journal import JournalWriter  # noqa: E402
-from sparkrecover.journal.segments import list_segments  # noqa: E402
+from sparkrecover import storage
+from sparkrecover.journal import (
+    JournalWriter,
+    events,
+)
+from sparkrecover.journal.segments import list_segments
 
 GOAL = 300_000
 ENTRIES = ("append", "emit")
@@ -125,7 +128,7 @@ def bench_s3(count: int) -> None:
     import urllib.request
 
     try:
-        import boto3  # noqa: F401 - moto[server] brings it
+        import boto3
         import moto.server  # noqa: F401
     except ImportError:
         print("s3 (moto): skipped: install the test extras (moto[server], s3fs)")

@@ -21,9 +21,8 @@ import sys
 import tempfile
 import time
 
-import orjson
-
 import _bench
+import orjson
 
 GOAL_SECONDS = 3.0
 RUN = "planner-bench"
@@ -41,8 +40,8 @@ def stage_summary(name: str, spark_stage: int) -> dict:
 
 
 def make_run(root: str, events: int, stages: int, files: int) -> int:
-    from sparkrecover import manifests
     from sparkrecover.journal import JournalWriter
+    from sparkrecover.rundir import manifests
 
     run_dir = os.path.join(root, RUN)
     cli = JournalWriter(run_dir, RUN, 1, "cli", flush_interval=0)

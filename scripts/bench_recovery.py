@@ -42,7 +42,7 @@ def wait_for_stage_start(run_dir: str, stage: str, child: subprocess.Popen, time
         try:
             if any(r["type"] == "stage.started" and r.get("stage") == stage for r in read_journal(run_dir)):
                 return
-        except Exception:  # noqa: BLE001 - a segment being written right now; look again
+        except Exception:
             pass
         time.sleep(0.05)
     sys.exit(f"stage {stage} did not start within {timeout} s")

@@ -16,7 +16,7 @@ WIDTH = "80"  # help is wrapped to the terminal (at most 80): fix it so the docu
 
 
 def help_text(args: list[str]) -> str:
-    from sparkrecover import cli
+    from sparkrecover.cli import app as cli
 
     saved = {name: os.environ.get(name) for name in ("COLUMNS", "NO_COLOR")}
     os.environ.update(COLUMNS=WIDTH, NO_COLOR="1")
@@ -36,7 +36,7 @@ def help_text(args: list[str]) -> str:
 def commands() -> list[str]:
     import typer
 
-    from sparkrecover.cli import app
+    from sparkrecover.cli.app import app
 
     return [name for name, command in typer.main.get_command(app).commands.items() if not command.hidden]
 

@@ -24,7 +24,7 @@ def scripts() -> dict[str, str]:
     sys.path.insert(0, ROOT)
     from typer.completion import get_completion_script
 
-    from sparkrecover.cli import app  # noqa: F401 - registers typer's completion classes
+    from sparkrecover.cli.app import app  # noqa: F401 - registers typer's completion classes
 
     contents = {}
     for shell, name in FILES.items():

@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 __version__ = "0.1.0.dev0"
-__all__ = ["checkpoint", "stage", "__version__"]
+__all__ = ["__version__", "checkpoint", "stage"]
 
 
 def __getattr__(name: str) -> Any:
     if name in ("checkpoint", "stage"):
-        from sparkrecover import api
+        from sparkrecover.driver import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'sparkrecover' has no attribute {name!r}")

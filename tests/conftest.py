@@ -29,7 +29,8 @@ def isolated(tmp_path, monkeypatch, listener_cache):
     monkeypatch.delenv("SPARK_HOME", raising=False)
     # The venv's bin first, so spark-submit and python are the ones this test run uses.
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    from sparkrecover import render, runtime
+    from sparkrecover.cli import render
+    from sparkrecover.driver import runtime
 
     render._console = None
     runtime.install(None)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Optional
 
 import orjson
 
@@ -38,7 +37,7 @@ def memory_run_dir():
 
 def plain_report(out) -> str:
     """The demo pipeline's report under plain spark-submit, without sparkrecover."""
-    from sparkrecover.launcher import find_spark_submit
+    from sparkrecover.launch.spark_submit import find_spark_submit
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
@@ -62,7 +61,8 @@ def on_screen(cli, tmp_path, command: str, *args: str) -> tuple[int, str, str]:
 
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     """The CLI's main() in this process: (exit code, stdout, stderr)."""
-    from sparkrecover import cli, render
+    from sparkrecover.cli import app as cli
+    from sparkrecover.cli import render
 
     render._console = None
     out, err = io.StringIO(), io.StringIO()
@@ -80,7 +80,7 @@ def sparkrecover_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkrecover", *args]
 
 
-def run_cli(*args: str, timeout: float = 300, env: Optional[dict] = None, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     return subprocess.run(sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=cwd)
@@ -92,8 +92,8 @@ def events_of(run_dir: str) -> list[dict]:
 
 def _segment_contents(run_dir: str):
     """The bytes of every journal segment of a run, local or on any fsspec URL."""
-    from sparkrecover import storage
     from sparkrecover.journal.segments import list_segments
+    from sparkrecover.rundir import storage
 
     for segment in list_segments(run_dir):
         try:
@@ -102,8 +102,8 @@ def _segment_contents(run_dir: str):
             continue
 
 
-def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout: float = 240,
-             process: Optional[subprocess.Popen] = None, attempt: Optional[int] = None) -> dict:
+def wait_for(run_dir: str, event_type: str, stage: str | None = None, timeout: float = 240,
+             process: subprocess.Popen | None = None, attempt: int | None = None) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for content in _segment_contents(run_dir):
@@ -122,13 +122,13 @@ def wait_for(run_dir: str, event_type: str, stage: Optional[str] = None, timeout
 
 
 def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
-                    event: str = "stage.committed", cwd: Optional[str] = None, app: str = PIPELINE,
+                    event: str = "stage.committed", cwd: str | None = None, app: str = PIPELINE,
                     submit_options: tuple[str, ...] = (), spark_options: tuple[str, ...] = (),
-                    env: Optional[dict] = None) -> str:
+                    env: dict | None = None) -> str:
     """Submit a real run in its own process group and SIGKILL the whole group right after
     ``event`` (by default the commit) of ``after_stage`` appears in the journal. ``root`` is a
     local folder or any fsspec URL. Returns the run directory."""
-    from sparkrecover import storage
+    from sparkrecover.rundir import storage
 
     run_dir = storage.join(root, run_id)
     process = subprocess.Popen(

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
-from typing import Optional
 
-from sparkrecover import manifests
 from sparkrecover.journal import JournalWriter
+from sparkrecover.rundir import manifests
 
 
 class Clock:
@@ -36,7 +35,7 @@ class ClockedWriter(JournalWriter):
 class SyntheticRun:
     """A run as sparkrecover submit/resume would journal it, attempt by attempt."""
 
-    def __init__(self, root: str, run_id: str = "nightly", clock: Optional[Clock] = None):
+    def __init__(self, root: str, run_id: str = "nightly", clock: Clock | None = None):
         self.root, self.run_id = str(root), run_id
         self.dir = os.path.join(self.root, run_id)
         self.data = os.path.join(os.path.dirname(self.root), "data")
@@ -49,7 +48,7 @@ class SyntheticRun:
     def outputs(self, stage: str) -> str:
         return os.path.join(self.data, stage)
 
-    def attempt(self, plan: Optional[dict[str, str]] = None) -> "SyntheticRun":
+    def attempt(self, plan: dict[str, str] | None = None) -> SyntheticRun:
         self.number += 1
         self.cli = ClockedWriter(self.dir, self.run_id, self.number, "cli", clock=self.clock)
         self.driver = ClockedWriter(self.dir, self.run_id, self.number, "driver", clock=self.clock)
@@ -64,13 +63,13 @@ class SyntheticRun:
                          deploy_mode="client", spark_version="3.5.8", pid=5000 + self.number)
         return self
 
-    def started(self, stage: str, upstream: tuple = ()) -> "SyntheticRun":
+    def started(self, stage: str, upstream: tuple = ()) -> SyntheticRun:
         self.driver.emit("stage.started", stage=stage, kind="checkpoint", outputs=[self.outputs(stage)],
                          upstream=list(upstream), fingerprint={"version": None})
         return self
 
     def spark_work(self, stage: str, tasks: int = 2, rows: int = 0, failed_tasks: int = 0,
-                   failure: Optional[str] = None) -> "SyntheticRun":
+                   failure: str | None = None) -> SyntheticRun:
         self._job += 1
         self._spark_stage += 1
         self.driver.emit("spark.job.started", stage=stage, job=self._job)
@@ -82,7 +81,7 @@ class SyntheticRun:
         return self
 
     def committed(self, stage: str, upstream: tuple = (), duration: float = 2.0,
-                  files: Optional[dict[str, bytes]] = None) -> "SyntheticRun":
+                  files: dict[str, bytes] | None = None) -> SyntheticRun:
         folder = self.outputs(stage)
         os.makedirs(folder, exist_ok=True)
         for name, data in (files or {"part-00000.parquet": b"x" * 2048, "part-00001.parquet": b"y" * 1024}).items():
@@ -94,29 +93,29 @@ class SyntheticRun:
                          spark_jobs=[self._job], upstream=list(upstream))
         return self
 
-    def done(self, stage: str, upstream: tuple = (), rows: int = 1000) -> "SyntheticRun":
+    def done(self, stage: str, upstream: tuple = (), rows: int = 1000) -> SyntheticRun:
         return self.started(stage, upstream).spark_work(stage, rows=rows).committed(stage, upstream)
 
-    def skipped(self, stage: str, reason: str) -> "SyntheticRun":
+    def skipped(self, stage: str, reason: str) -> SyntheticRun:
         self.driver.emit("stage.skipped", stage=stage, reason=reason)
         return self
 
-    def invalidated(self, stage: str, reason: str) -> "SyntheticRun":
+    def invalidated(self, stage: str, reason: str) -> SyntheticRun:
         self.driver.emit("stage.invalidated", stage=stage, reason=reason)
         return self
 
-    def failed(self, stage: str, error: str) -> "SyntheticRun":
+    def failed(self, stage: str, error: str) -> SyntheticRun:
         self.driver.emit("stage.failed", stage=stage, error=error, error_type="Py4JJavaError")
         return self
 
-    def end(self, exit_code: int = 0, signal: Optional[int] = None, error: Optional[str] = None) -> "SyntheticRun":
+    def end(self, exit_code: int = 0, signal: int | None = None, error: str | None = None) -> SyntheticRun:
         self.driver.emit("driver.ended", exit_code=exit_code, error=error)
         self.driver.close()
         self.cli.emit("attempt.ended", exit_code=exit_code, signal=signal)
         self.cli.close()
         return self
 
-    def crash(self) -> "SyntheticRun":
+    def crash(self) -> SyntheticRun:
         """The whole process tree killed: nothing more is written, nobody releases anything."""
         self.driver.close()
         self.cli.close()

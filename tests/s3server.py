@@ -13,8 +13,7 @@ BUCKET = "sparkrecover-test"
 
 def _server_class():
     from moto.moto_server.threaded_moto_server import ThreadedMotoServer
-    from moto.moto_server.werkzeug_app import (DomainDispatcherApplication, MotoRequestHandler,
-                                               create_backend_app)
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
 
     class RefusingHandler(MotoRequestHandler):

@@ -6,11 +6,11 @@ import os
 import pytest
 
 import sparkrecover as sr
-from sparkrecover import events as ev
-from sparkrecover import runtime
+from sparkrecover.driver import runtime
+from sparkrecover.driver.runtime import Runtime
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.runtime import Runtime
+from sparkrecover.journal import events as ev
 
 
 def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
@@ -74,8 +74,8 @@ def test_stage_property_attributes_jobs_while_building(spark, tmp_path):
 
 def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
     """The next attempt's runtime, with the plan the real planner makes from the journal so far."""
-    from sparkrecover import planner
-    from sparkrecover.runstate import RunState
+    from sparkrecover.core import planner
+    from sparkrecover.core.runstate import RunState
 
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))

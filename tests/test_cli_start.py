@@ -8,7 +8,7 @@ import sys
 import pytest
 
 HEAVY = ("pyspark", "py4j", "fsspec", "s3fs", "rich", "orjson", "sparkrecover.journal",
-         "sparkrecover.planner", "sparkrecover.api", "sparkrecover.listener_bridge")
+         "sparkrecover.core.planner", "sparkrecover.driver.api", "sparkrecover.driver.telemetry")
 
 
 @pytest.mark.parametrize("args", [["resume"], ["resume", "run-1", "--no-such-option"], ["no-such-command"]])

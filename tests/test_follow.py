@@ -12,10 +12,12 @@ import orjson
 import pytest
 from rich.console import Console
 
-from sparkrecover import follow, lease, render
+from sparkrecover.cli import render
+from sparkrecover.core import watch as follow
 from sparkrecover.errors import RunNotFoundError
 from sparkrecover.journal import JournalWriter
 from sparkrecover.journal import tail as tails
+from sparkrecover.rundir import lease
 from tests import journals
 from tests.helpers import screen
 
@@ -157,7 +159,7 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
         run.end(0)
         held.release()
 
-    from sparkrecover.commands import follow as command
+    from sparkrecover.cli import follow as command
 
     thread = in_background([end], pause=0.3)
     details = command.watch(run.dir, run.run_id, quiet=False)

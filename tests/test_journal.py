@@ -11,9 +11,8 @@ import fsspec
 import orjson
 import pytest
 
-from sparkrecover import events
 from sparkrecover.errors import JournalError
-from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.journal import JournalWriter, events, read_journal
 from sparkrecover.journal.segments import list_segments
 from tests.helpers import memory_run_dir
 

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkrecover import events as ev
+from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import JournalError
+from sparkrecover.journal import events as ev
 from sparkrecover.journal.reader import iter_journal, read_journal
 from sparkrecover.journal.segments import list_segments, segment_url
-from sparkrecover.runstate import RunState
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -13,12 +13,13 @@ import fsspec
 import orjson
 import pytest
 
-from sparkrecover import events, planner, storage
+from sparkrecover.core import planner
+from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import JournalError
-from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.journal import JournalWriter, events, read_journal
 from sparkrecover.journal.pending import Dropped, enforce_cap
 from sparkrecover.journal.segments import list_segments, segment_url
-from sparkrecover.runstate import RunState
+from sparkrecover.rundir import storage
 from tests.helpers import memory_run_dir
 
 

@@ -14,9 +14,11 @@ import time
 import orjson
 import pytest
 
-from sparkrecover import attempts, launcher, lease as leases, redact
 from sparkrecover.errors import LaunchError, LeaseHeldError, UsageError
 from sparkrecover.journal import read_journal
+from sparkrecover.launch import attempts, redact
+from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.rundir import lease as leases
 from tests.helpers import sparkrecover_command
 
 

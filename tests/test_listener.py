@@ -7,13 +7,13 @@ import os
 import orjson
 import pytest
 
-from sparkrecover import events as ev
-from sparkrecover import launcher, listener_jar
+from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
+from sparkrecover.driver.telemetry import JVM, JVM_CLASS, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.listener_bridge import JVM, JVM_CLASS, Telemetry, _parse_lines
-from sparkrecover.runtime import STAGE_PROPERTY, Runtime
+from sparkrecover.journal import events as ev
+from sparkrecover.launch import listener_jar
+from sparkrecover.launch import spark_submit as launcher
 from tests.helpers import run_cli
-
 
 # -- in process: the listener added to the shared session through its own class loader -----------
 

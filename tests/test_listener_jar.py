@@ -6,8 +6,9 @@ import zipfile
 
 import pytest
 
-from sparkrecover import launcher, listener_jar
-from sparkrecover.launcher import LISTENER_CLASS, SubmitArgs, bootstrap_command, with_listener
+from sparkrecover.launch import listener_jar
+from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch.spark_submit import LISTENER_CLASS, SubmitArgs, bootstrap_command, with_listener
 
 JAR = "/cache/listener.jar"
 

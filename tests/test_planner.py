@@ -6,11 +6,11 @@ import os
 import orjson
 import pytest
 
-from sparkrecover import manifests, planner
+from sparkrecover.core import planner
+from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.runstate import RunState
-
+from sparkrecover.rundir import manifests
 
 # Ten bytes with Parquet's magic at both ends, so footer checks pass on untouched files.
 PARQUET_LIKE = b"PAR1xxPAR1"

@@ -5,8 +5,7 @@ import io
 
 from rich.console import Console
 
-from sparkrecover import render
-from sparkrecover.commands import resume
+from sparkrecover.cli import render, resume
 from tests import journals
 
 

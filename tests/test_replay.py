@@ -7,7 +7,7 @@ import shutil
 import orjson
 import pytest
 
-from sparkrecover import replay
+from sparkrecover.core import timeline as replay
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
 from tests import journals

@@ -14,9 +14,17 @@ import fsspec
 import orjson
 import pytest
 
-from sparkrecover import storage
-from tests.helpers import (PIPELINE, SPARK_OPTIONS, events_of, plain_report, run_cli, sparkrecover_command,
-                           submit_and_kill, wait_for)
+from sparkrecover.rundir import storage
+from tests.helpers import (
+    PIPELINE,
+    SPARK_OPTIONS,
+    events_of,
+    plain_report,
+    run_cli,
+    sparkrecover_command,
+    submit_and_kill,
+    wait_for,
+)
 
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
 SECRET = "sparkrecover-test-secret-7f3a"  # moto takes any key: a distinctive one to look for
@@ -73,8 +81,7 @@ def test_unreachable_s3_is_one_line_and_exit_3(cli, monkeypatch, s3):
 
 
 def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3, monkeypatch):
-    from sparkrecover import events
-    from sparkrecover.journal import JournalWriter
+    from sparkrecover.journal import JournalWriter, events
 
     run_dir = s3.prefix + "/r9"
     writer = JournalWriter(run_dir, "r9", 1, "cli", flush_interval=0)
@@ -93,7 +100,7 @@ def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3, monkeypa
 
 def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
     from sparkrecover.errors import LeaseHeldError
-    from sparkrecover.lease import Lease
+    from sparkrecover.rundir.lease import Lease
 
     run_dir = s3.prefix + "/held"
     first = Lease(run_dir, "held").acquire()

@@ -6,10 +6,12 @@ import os
 import pytest
 
 import sparkrecover as sr
-from sparkrecover import events as ev
-from sparkrecover import manifests, planner, runtime, zerocode
+from sparkrecover.core import planner
+from sparkrecover.core.runstate import RunState
+from sparkrecover.driver import runtime, zerocode
+from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.runstate import RunState
+from sparkrecover.rundir import manifests
 from tests.test_api import install_runtime, journal, numbers
 
 HERE = os.path.basename(__file__)

@@ -13,7 +13,8 @@ import json
 import os
 import time
 
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 import sparkrecover as sr
 

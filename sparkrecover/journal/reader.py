@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import heapq
 import io
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, groupby
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import orjson
 
-from sparkrecover import events, storage
 from sparkrecover.errors import JournalError
+from sparkrecover.journal import events
 from sparkrecover.journal.segments import Segment, list_segments
+from sparkrecover.rundir import storage
 
 Warn = Callable[[str], None]
 
@@ -142,7 +144,7 @@ def read_segments(segments: Iterable[Segment], warn: Warn | None = None) -> list
 
 def iter_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = None) -> Iterator[dict[str, Any]]:
     """The run's records as a stream. A segment compacted away while this reads raises
-    FileNotFoundError: callers that fold the stream start again (``runs.load_state``)."""
+    FileNotFoundError: callers that fold the stream start again (``runstate.load_state``)."""
     return iter_segments([s for s in list_segments(run_dir) if attempt is None or s.attempt == attempt], warn)
 
 
@@ -182,6 +184,6 @@ def attempt_health(run_dir: str, attempt: int) -> tuple[list[dict[str, Any]], bo
                         continue
                 elif line.startswith(_DRIVER_ENDED_PREFIX) and segment.writer == events.WRITER_DRIVER:
                     ended = True
-    except Exception:  # noqa: BLE001 - a health check must not turn a finished attempt into an error
+    except Exception:
         return gaps, ended
     return gaps, ended

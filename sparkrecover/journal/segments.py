@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sparkrecover import storage
+from sparkrecover.rundir import storage
 
 JOURNAL_DIR = "journal"
 _NAME = re.compile(r"^(\d{4,})-([a-z]+)-(\d{6,})\.jsonl$")

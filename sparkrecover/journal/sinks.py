@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import time
 
-from sparkrecover import storage
 from sparkrecover.journal.segments import segment_url
+from sparkrecover.rundir import storage
 
 LOCAL_SEGMENT_BYTES = 64 << 20
 OBJECT_SEGMENT_BYTES = 8 << 20

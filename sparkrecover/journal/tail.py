@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from sparkrecover import events, storage
+from sparkrecover.journal import events
 from sparkrecover.journal.reader import parse_segment
 from sparkrecover.journal.segments import JOURNAL_DIR, Segment, parse_segment_name
+from sparkrecover.rundir import storage
 
 Warn = Callable[[str], None]
 
 
-def journal_files(run_dir: str) -> Optional[list[tuple[str, str, int]]]:
+def journal_files(run_dir: str) -> list[tuple[str, str, int]] | None:
     """(name, url, size) of every file in the run's journal folder; None when there is none.
 
     One listing gives the sizes too, so a poll of an unchanged journal on an object store costs a

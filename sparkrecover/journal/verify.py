@@ -16,14 +16,15 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
-from sparkrecover import events, storage
 from sparkrecover.errors import RunNotFoundError
+from sparkrecover.journal import events
 from sparkrecover.journal.segments import Segment, parse_segment_name
 from sparkrecover.journal.tail import journal_files
+from sparkrecover.rundir import storage
 
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 MAX_FINDINGS = 200  # a journal broken everywhere is reported by its first problems, not a million
@@ -51,7 +52,7 @@ class _Stream:
     last_where: str = ""
     gaps: list[Finding] = field(default_factory=list)
     unreadable: bool = False  # a line was unreadable since the last good record: a gap is its echo
-    dropped_at: Optional[str] = None  # where journal.degraded says lines were dropped
+    dropped_at: str | None = None  # where journal.degraded says lines were dropped
 
 
 @dataclass
@@ -89,7 +90,7 @@ class VerifyReport:
                 "omitted": self.omitted, "event_types": dict(sorted(self.event_types.items()))}
 
 
-def envelope_problem(record: Any, segment: Segment) -> Optional[str]:
+def envelope_problem(record: Any, segment: Segment) -> str | None:
     """What breaks format v1 in a record's envelope, or None."""
     if not isinstance(record, dict):
         return "not a JSON object"

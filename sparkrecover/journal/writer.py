@@ -30,10 +30,11 @@ from typing import Any
 
 import orjson
 
-from sparkrecover import events, storage
-from sparkrecover.events import SCHEMA_VERSION, URGENT_TYPES
+from sparkrecover.journal import events
+from sparkrecover.journal.events import SCHEMA_VERSION, URGENT_TYPES
 from sparkrecover.journal.pending import Dropped, enforce_cap
 from sparkrecover.journal.sinks import LocalSink, ObjectSink
+from sparkrecover.rundir import storage
 
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_FLUSH_INTERVAL = 1.0
@@ -190,7 +191,7 @@ class JournalWriter:
                        "journal were not written")
         try:
             self._sink.close(compact=written)
-        except Exception:  # noqa: BLE001 - compaction is an optimisation; the segments stay readable
+        except Exception:
             pass
 
     @property

@@ -11,7 +11,8 @@ import os
 import sys
 import time
 
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
 out = sys.argv[1]

@@ -1,0 +1,210 @@
+"""The command line: builds the argument tree and dispatches; each command has a module of its own in cli/.
+
+Heavy modules (pyspark, fsspec backends, the planner) are imported inside the commands so that
+``sparkrecover --help`` starts fast.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+from typing import List, Optional
+
+import typer
+
+from sparkrecover import __version__
+from sparkrecover.errors import EXIT_INTERRUPTED, EXIT_USAGE, SparkRecoverError
+
+EXIT_INTERNAL = 70  # a bug in sparkrecover: the traceback goes to a log file
+
+app = typer.Typer(
+    name="sparkrecover",
+    help="Make long PySpark batch jobs survive driver crashes: journal their progress, resume where they died.",
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+ROOT_HELP = "Where runs live (any fsspec URL). Default: $SPARKRECOVER_ROOT, else ./.sparkrecover."
+MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this many attempts in all; "
+                     "stops early when an attempt made no progress.")
+PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Run ids under the root for shell completion; only a local root is listed, so TAB never
+    waits on the network."""
+    from sparkrecover.rundir import runs, storage
+
+    root = storage.resolve_root(ctx.params.get("root"))
+    if not storage.is_local(root):
+        return []
+    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"sparkrecover {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Make long PySpark batch jobs survive driver crashes."""
+
+
+@app.command(context_settings=PASS_THROUGH)
+def submit(
+    ctx: typer.Context,
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
+    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."),
+    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    checksums: bool = typer.Option(False, "--checksums", help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more)."),
+    checkpoint_root: Optional[str] = typer.Option(None, "--checkpoint-root", metavar="URI", help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). Default: the run directory. Recorded: resume uses it too."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Run a PySpark application through spark-submit with its progress journaled.
+
+    Everything after the options above (or after --) goes to spark-submit untouched:
+
+    \b
+        sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
+
+    With --run-id of an existing run: a finished run is not launched again (exit 0), an
+    unfinished one is resumed, so one cron line is safe to repeat.
+    """
+    from sparkrecover.cli import submit as command
+
+    raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
+                                 buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
+                                 checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))
+
+
+@app.command(context_settings={"allow_extra_args": True})
+def resume(
+    ctx: typer.Context,
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
+    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."),
+    from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
+    verify: str = typer.Option("size", "--verify", metavar="LEVEL", help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic bytes), checksum (also content digests recorded with submit --checksums)."),
+    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Relaunch a run, skipping the stages that finished and whose outputs survive.
+
+    spark-submit options after -- are merged over the recorded ones:
+
+    \b
+        sparkrecover resume nightly -- --driver-memory 8g
+    """
+    from sparkrecover.cli import resume as command
+
+    raise typer.Exit(command.run(run=run, root=root, dry_run=dry_run, rerun=tuple(rerun), from_scratch=from_scratch,
+                                 verify=verify, max_attempts=max_attempts, spark_submit=spark_submit,
+                                 json_output=json_output, extra=list(ctx.args)))
+
+
+@app.command()
+def inspect(
+    run: Optional[str] = typer.Argument(None, metavar="RUN",
+                                        help="A run id or run directory URL; without it, list the runs.",
+                                        autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Watch a running run live until it ends, then show it as usual."),
+) -> None:
+    """Show what happened in a run, or list the runs under the root.
+
+    \b
+        sparkrecover inspect
+        sparkrecover inspect nightly
+        sparkrecover inspect nightly --follow
+    """
+    from sparkrecover.cli import inspect as command
+
+    raise typer.Exit(command.run(run=run, root=root, json_output=json_output, follow=follow))
+
+
+@app.command()
+def replay(
+    run: str = typer.Argument(..., metavar="RUN",
+                              help="A run id under the root, or the URL of a run directory.",
+                              autocompletion=_complete_run),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    until: Optional[str] = typer.Option(
+        None, "--until", metavar="SEQ|TIME",
+        help="Stop after this event and show the run as it stood then, with what resume would have "
+             "decided: an event number as replay prints it, ATTEMPT:WRITER:SEQ (2:driver:14) or an "
+             "ISO time (2026-11-22T03:15:00Z, UTC unless an offset is given)."),
+    verify: bool = typer.Option(False, "--verify",
+                                help="Check the whole journal instead (envelopes, seq numbers, order, torn "
+                                     "tails); exit 3 on corruption."),
+    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+) -> None:
+    """Show the journal as a timeline, one line per event, replayed as resume reads it.
+
+    \b
+        sparkrecover replay nightly
+        sparkrecover replay nightly --until 2:driver:14
+        sparkrecover replay nightly --verify
+    """
+    from sparkrecover.cli import replay as command
+
+    raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
+
+
+def _log_crash() -> str:
+    path = os.path.join(tempfile.gettempdir(), f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(f"sparkrecover {__version__}\nargv: {sys.argv!r}\n\n")
+        traceback.print_exc(file=handle)
+    return path
+
+
+def _click_errors() -> tuple[type, type, type]:
+    """(Exit, Abort, ClickException) as the running typer raises them: recent typers vendor their
+    own copy of click, older ones use click itself, and a usage error of either must not be
+    mistaken for an internal error."""
+    click_exception = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+    return typer.Exit, typer.Abort, click_exception
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Entry point: the project's errors become one line and their exit code, never a traceback."""
+    exit_error, abort_error, click_error = _click_errors()
+    code: int
+    try:
+        result = app(args=argv, prog_name="sparkrecover", standalone_mode=False)
+        code = result if isinstance(result, int) else 0
+    except exit_error as stop:
+        code = stop.exit_code
+    except abort_error:
+        code = EXIT_INTERRUPTED
+    except click_error as problem:
+        problem.show()
+        code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
+    except SparkRecoverError as problem:
+        from sparkrecover.cli import render
+
+        render.error(str(problem))
+        code = problem.exit_code
+    except KeyboardInterrupt:
+        code = EXIT_INTERRUPTED
+    except Exception as problem:
+        path = _log_crash()
+        print(f"error: internal error: {type(problem).__name__}: {problem} (traceback in {path})", file=sys.stderr)
+        code = EXIT_INTERNAL
+    sys.exit(code)

@@ -1,0 +1,148 @@
+"""``inspect RUN --follow``: a live view on a terminal, a line per event on a pipe or in a CI log.
+
+Both end when the run ends (see ``sparkrecover.core.watch``); ``inspect`` then prints the run's
+details as it would for a finished run.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+from rich.progress import BarColumn, Progress, ProgressColumn, Task, TaskID, TextColumn
+from rich.spinner import Spinner
+from rich.table import Column
+from rich.text import Text
+
+from sparkrecover.cli import render
+from sparkrecover.core import humanize, summary
+from sparkrecover.core import timeline as replay
+from sparkrecover.core import watch as follow
+from sparkrecover.core.runstate import STARTED, RunState, StageState
+from sparkrecover.journal import events as ev
+
+STAGE_WIDTH = 16
+ICONS = {"committed": ("✓", "green"), "succeeded": ("✓", "green"), "skipped": ("↷", "cyan"),
+         "failed": ("✗", "red"), "crashed": ("✗", "red"), "interrupted": ("✗", "yellow"), "lost": ("!", "red"),
+         "invalidated": ("↺", "magenta"), "unfinished": ("·", "yellow")}
+
+
+def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
+    """Follow the run until it ends; returns what ``inspect`` shows of it then."""
+    updates = follow.follow(run_dir, run_id)
+    if quiet:
+        last = _drain(updates)
+    elif render.console().is_terminal:
+        last = _live(updates, run_id)
+    else:
+        last = _lines(updates, run_id)
+    for message in last.warnings:
+        render.warning(message)
+    if not quiet:
+        render.info(f"run {run_id}: {last.ended}")
+    return summary.run_summary(last.state, run_dir, lease_live=False)
+
+
+def _drain(updates: Iterator[follow.Update]) -> follow.Update:
+    for update in updates:
+        if update.ended:
+            return update
+    raise AssertionError("follow() always ends with an update that says why")
+
+
+def _worth_a_line(record: dict[str, Any]) -> bool:
+    """In a log, Spark's own jobs and stages are noise unless something failed."""
+    if not record["type"].startswith("spark."):
+        return True
+    return bool(record.get("failure") or record.get("failed_tasks") or record.get("succeeded") is False
+                or record["type"] == ev.SPARK_EXECUTOR_REMOVED)
+
+
+def _lines(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
+    day = None
+    for number, update in enumerate(updates):
+        if number == 0:  # not before: the first poll is what tells an unknown run
+            render.info(f"following run {run_id}; this ends with the run (Ctrl-C stops following, not the run)")
+        day = render.timeline([r for r in update.new if _worth_a_line(r)], replay.fact,
+                              stage_width=STAGE_WIDTH, numbered=False, header=False, day=day)
+        if update.ended:
+            return update
+    raise AssertionError("follow() always ends with an update that says why")
+
+
+# -- the live view ----------------------------------------------------------------------------------
+
+class _Icon(ProgressColumn):
+    """A spinner while a stage runs, a mark once it is done."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._spinner = Spinner("dots", style="blue")
+
+    def render(self, task: Task) -> Any:
+        state = task.fields.get("state", "")
+        if state == "running":
+            return self._spinner.render(task.get_time())
+        icon, style = ICONS.get(state, (" ", ""))
+        return Text(icon, style=style)
+
+
+def _seconds_since(ts: str | None) -> float | None:
+    if not ts:
+        return None
+    then = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    return max(0.0, (datetime.now(timezone.utc) - then).total_seconds())
+
+
+def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any]:
+    last = state.last_attempt.number if state.last_attempt else 0
+    running = live and stage.status == STARTED and stage.attempt == last
+    status = "running" if running else summary.stage_status(stage, last)
+    if running:
+        took = _seconds_since((stage.started or {}).get("ts"))
+    else:
+        took = stage.duration_s
+    detail = [humanize.duration(took)]
+    if stage.spark_jobs:
+        detail.append(f"{stage.spark_jobs:,} Spark job{'s' if stage.spark_jobs > 1 else ''}")
+    if stage.tasks:
+        detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
+    if stage.rows is not None:
+        detail.append(f"{stage.rows:,} rows")
+    done = status in ("committed", "skipped", "lost")
+    return {"state": status, "detail": "  ".join(detail), "total": None if running else 1,
+            "completed": 1 if done else 0}
+
+
+def _headline(state: RunState) -> str:
+    last = state.last_attempt
+    if last is None:
+        return "waiting for the first events"
+    done = sum(1 for s in state.stages.values() if s.status == "committed")
+    return f"attempt {last.number}, {done}/{len(state.stages)} stages done"
+
+
+def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
+    # Fixed-width columns first, so a narrow terminal shortens the details, never the bars.
+    progress = Progress(_Icon(), TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+                        BarColumn(bar_width=20), TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
+                        TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+                        console=render.console(), transient=False, expand=True)
+    rows: dict[str, TaskID] = {}
+    with progress:
+        overall = progress.add_task(f"run {run_id[:STAGE_WIDTH]:<{STAGE_WIDTH + 2}}", total=None, state="running",
+                                    detail="")
+        for update in updates:
+            state, live = update.state, not update.ended
+            for name, stage in state.stages.items():
+                view = _stage_view(stage, state, live)
+                if name not in rows:
+                    rows[name] = progress.add_task(f"  {name[:STAGE_WIDTH]:<{STAGE_WIDTH}}", **view)
+                else:
+                    progress.update(rows[name], **view)
+            finished = sum(1 for s in state.stages.values() if s.status == "committed")
+            progress.update(overall, total=max(len(state.stages), 1), completed=finished,
+                            state="running" if live else state.status(), detail=_headline(state))
+            if update.ended:
+                return update
+    raise AssertionError("follow() always ends with an update that says why")

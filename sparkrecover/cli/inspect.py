@@ -1,0 +1,48 @@
+"""``sparkrecover inspect``."""
+from __future__ import annotations
+
+from sparkrecover.cli import render
+from sparkrecover.core import runstate, summary
+from sparkrecover.errors import SparkRecoverError
+from sparkrecover.rundir import runs, storage
+
+
+def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = False) -> int:
+    root_url = storage.resolve_root(root)
+    if run is None:
+        if follow:
+            from sparkrecover.errors import UsageError
+
+            raise UsageError("--follow needs a RUN to follow")
+        items = []
+        for run_id, run_dir in runs.list_runs(root_url):
+            try:
+                items.append((run_id, run_dir, runstate.load_state(run_dir, run_id), None))
+            except SparkRecoverError as problem:
+                items.append((run_id, run_dir, None, str(problem)))
+        rows = summary.runs_overview(items)
+        if json_output:
+            render.emit_json({"root": root_url, "runs": rows})
+        else:
+            render.runs_table(rows, root_url)
+        return 0
+    run_dir, run_id = runs.resolve_run(run, root_url)
+    if follow:
+        from sparkrecover.cli import follow as following
+
+        details = following.watch(run_dir, run_id, quiet=json_output)
+    else:
+        details = summary.run_summary(runstate.load_state(run_dir, run_id, render.warning), run_dir)
+    if json_output:
+        render.emit_json(details)
+    else:
+        render.run_details(details, hint=resume_hint(details, run, root))
+    return 0
+
+
+def resume_hint(details: dict, run: str, root: str | None) -> str | None:
+    """Tired readers want the next command, not a manual."""
+    if details["status"] in ("running", "succeeded", "unknown"):
+        return None
+    where = "" if root is None else f" --root {root}"
+    return f"what resume would do now: sparkrecover resume {run}{where} --dry-run"

@@ -1,0 +1,274 @@
+"""All terminal output: human text on stderr through rich (NO_COLOR honoured), JSON on stdout."""
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sparkrecover.core import humanize
+
+_console: Console | None = None
+
+DECISION_STYLE = {"skip": "green", "run": "yellow", "rerun": "magenta", "lost": "red"}
+STATUS_STYLE = {"succeeded": "green", "committed": "green", "skipped": "cyan", "running": "blue",
+                "failed": "red", "crashed": "red", "lost": "red", "interrupted": "yellow",
+                "unfinished": "yellow", "invalidated": "magenta", "unreadable": "red"}
+EVENT_STYLE = {"stage.committed": "green", "stage.failed": "red", "stage.skipped": "cyan",
+               "stage.invalidated": "magenta", "stage.started": "blue", "attempt.started": "bold",
+               "attempt.ended": "bold", "run.started": "bold", "journal.degraded": "yellow"}
+
+
+def console() -> Console:
+    global _console
+    if _console is None:
+        # COLUMNS, NO_COLOR and TERM are read from the environment by rich itself.
+        _console = Console(stderr=True, highlight=False, soft_wrap=False)
+    return _console
+
+
+# Messages are never wrapped by rich: one message stays one line in a log or a cron mail, for
+# grep; a terminal wraps it on screen by itself.
+def info(message: str) -> None:
+    console().print(Text(message), soft_wrap=True)
+
+
+def warning(message: str) -> None:
+    console().print(Text.assemble(("warning: ", "yellow bold"), message), soft_wrap=True)
+
+
+def error(message: str) -> None:
+    console().print(Text.assemble(("error: ", "red bold"), message), soft_wrap=True)
+
+
+def emit_json(document: Any) -> None:
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.flush()
+
+
+def _styled(value: str, styles: dict[str, str]) -> Text:
+    return Text(value, style=styles.get(value, ""))
+
+
+@contextlib.contextmanager
+def file_progress(enabled: bool = True) -> Iterator[Callable[[int], None] | None]:
+    """A progress bar for verifying outputs, as a callback taking a number of files checked.
+
+    Only on a terminal: on a pipe, in a CI log or with --json the callback is None and nothing
+    is drawn. The bar is transient: once done it leaves no trace in the scrollback.
+    """
+    if not enabled or not console().is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(SpinnerColumn(), TextColumn("verifying outputs"), BarColumn(),
+                  TextColumn("{task.completed:,.0f} files"), TimeElapsedColumn(),
+                  console=console(), transient=True) as progress:
+        task = progress.add_task("verify", total=None)
+        yield lambda files: progress.advance(task, files)
+
+
+def plan(document: dict[str, Any], title: str | None = None) -> None:
+    # The title is a line of its own: as a table title, rich would wrap it to the table's width.
+    info(title or f"resume plan for run {document['run']}, attempt {document['attempt']}")
+    table = Table()
+    table.add_column("stage")
+    table.add_column("decision")
+    table.add_column("reason", overflow="fold")
+    for row in document["stages"]:
+        table.add_row(row["stage"], _styled(row["decision"], DECISION_STYLE), row["reason"])
+    if not document["stages"]:
+        table.add_row("-", "-", "no stage was recorded: everything runs")
+    console().print(table)
+
+
+# -- inspect RUN ----------------------------------------------------------------------------------
+
+def _failures(row: dict[str, Any]) -> str:
+    parts = []
+    if row["failed_spark_stages"]:
+        parts.append(f"{row['failed_spark_stages']} stage{'s' if row['failed_spark_stages'] > 1 else ''}")
+    if row["failed_tasks"]:
+        parts.append(f"{row['failed_tasks']:,} task{'s' if row['failed_tasks'] > 1 else ''}")
+    return ", ".join(parts) or "-"
+
+
+def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
+    """Why stages are as they are, grouped: fifty stages skipped for the same reason are one line."""
+    grouped: dict[tuple[str, int, str], list[str]] = {}
+    for row in stages:
+        found = []
+        if row["invalidated"]:
+            found.append(("invalidated", row["invalidated"]["attempt"], row["invalidated"]["reason"]))
+        if row["status"] == "failed":
+            found.append(("failed", row["attempt"], row["error"]))
+        elif row["skipped"] and row["skipped"]["attempt"] == last_attempt:
+            found.append(("skipped", row["skipped"]["attempt"], row["skipped"]["reason"]))
+        for what, attempt, reason in found:
+            grouped.setdefault((what, attempt, humanize.first_line(reason, 500) or "no reason given"),
+                               []).append(row["stage"])
+    return [f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
+            for (what, attempt, reason), names in grouped.items()]
+
+
+def _exit_text(row: dict[str, Any]) -> str:
+    text = "-" if row["exit_code"] is None else str(row["exit_code"])
+    return text + (f" ({row['signal_name']})" if row.get("signal_name") else "")
+
+
+_STAGE_COLUMNS = {  # column -> (value of a stage row, shown on a narrow terminal too)
+    "stage": (lambda row: row["stage"], True),
+    "status": (lambda row: _styled(row["status"], STATUS_STYLE), True),
+    "attempt": (lambda row: str(row["attempt"] or "-"), True),
+    "duration": (lambda row: humanize.duration(row["duration_s"]), True),
+    "rows": (lambda row: humanize.count(row["rows"]), False),
+    "written": (lambda row: humanize.size(row["bytes"]), True),
+    "jobs": (lambda row: f"{row['spark_jobs']:,}", False),
+    "spark stages": (lambda row: f"{row['spark_stages']:,}", False),
+    "tasks": (lambda row: f"{row['tasks']:,}", True),
+    "failures": (_failures, True),
+}
+
+
+def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
+    columns = [name for name, (_, narrow) in _STAGE_COLUMNS.items() if wide or narrow]
+    table = Table(title="stages", title_justify="left")
+    for column in columns:
+        table.add_column(column, no_wrap=column != "stage", overflow="fold",
+                         min_width=min(12, max([5, *(len(row["stage"]) for row in rows)])) if column == "stage" else None,
+                         justify="left" if column in ("stage", "status", "failures") else "right")
+    for row in rows:
+        table.add_row(*(_STAGE_COLUMNS[column][0](row) for column in columns))
+    if not rows:
+        table.add_row(*(["-"] * (len(columns) - 1)), "no stage was reached")
+    return table
+
+
+def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
+    out = console()
+    out.print(Text.assemble(("run ", "bold"), (summary["run"], "bold"), "  ",
+                            _styled(summary["status"], STATUS_STYLE)))
+    out.print(f"app:        {summary.get('app') or '-'}")
+    out.print(f"root:       {summary['root']}")
+    out.print(f"journal:    {summary['run_dir']}")
+    count = len(summary["attempts"])
+    out.print(f"time:       {humanize.duration(summary['duration_s'])} from first to last event, "
+              f"{humanize.duration(summary['busy_s'])} in {count} attempt{'s' if count != 1 else ''}")
+    if summary["stopped_in"]:
+        out.print(Text.assemble("stopped in: ", (", ".join(summary["stopped_in"]), "bold"),
+                                " (started, never committed)"))
+    out.print(_stages_table(summary["stages"], wide=out.width >= 100))
+    last = summary["attempts"][-1]["attempt"] if summary["attempts"] else 0
+    for note in _notes(summary["stages"], last):
+        out.print(Text("  " + note))
+    attempts = Table(title="attempts", title_justify="left")
+    for column in ("attempt", "outcome", "exit", "started (UTC)", "duration", "plan", "application id"):
+        attempts.add_column(column, overflow="fold")
+    for row in summary["attempts"]:
+        attempts.add_row(str(row["attempt"]) + (" (resumed)" if row["resumed"] else ""),
+                         _styled(row["outcome"], STATUS_STYLE), _exit_text(row),
+                         humanize.timestamp(row["started"]), humanize.duration(row["duration_s"]),
+                         humanize.tally(row["plan"]) or "-", row["app_id"] or "-")
+    out.print(attempts)
+    if summary.get("last_error") and summary["status"] != "succeeded":  # an error a later attempt got past is history: replay shows it
+        out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
+    if summary.get("journal_degraded"):
+        warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run")
+    if hint:
+        out.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def runs_table(rows: list[dict[str, Any]], root: str) -> None:
+    if not rows:
+        info(f"no runs under {root}")
+        return
+    table = Table(title=f"runs under {root}", title_justify="left")
+    for column in ("run", "app", "status", "attempts", "stages", "last activity (UTC)", "duration"):
+        table.add_column(column, overflow="fold")
+    problems = []
+    for row in rows:
+        if row["status"] == "unreadable":
+            table.add_row(row["run"], "-", _styled("unreadable", STATUS_STYLE), "-", "-", "-", "-")
+            problems.append(f"  {row['run']}: {humanize.first_line(row['error'], 500)}")
+            continue
+        app = (row.get("app") or "-").rsplit("/", 1)[-1]
+        table.add_row(row["run"], app, _styled(row["status"], STATUS_STYLE), str(row["attempts"]),
+                      f"{row['stages_committed']}/{row['stages']}", humanize.timestamp(row["last_activity"]),
+                      humanize.duration(row["duration_s"]))
+    console().print(table)
+    for problem in problems:  # whole lines, not folded into a cell: they name a file and a line
+        console().print(Text(problem), soft_wrap=True)
+
+
+# -- replay ---------------------------------------------------------------------------------------
+
+def _event_style(kind: str) -> str:
+    return EVENT_STYLE.get(kind, "dim" if kind.startswith("spark.") else "")
+
+
+def timeline(records: Iterable[dict[str, Any]], facts: Callable[[dict[str, Any]], str], *,
+             stage_width: int, numbered: bool = True, header: bool = True,
+             day: str | None = None) -> str | None:
+    """One line per event; a date line whenever the (UTC) day changes (``day`` is the day of the
+    lines already printed; the last day is returned). On a terminal long lines are cut at its
+    width; on a pipe they are printed whole, for grep."""
+    out = console()
+    # Without colour there is nothing for rich to do but slow a million lines down: write them.
+    plain = out.no_color or out.color_system is None
+    lines: list[Any] = []
+    if header:
+        title = (f"{'#':>6}  " if numbered else "") + \
+            f"{'time (UTC)':<12}  att writer  {'event':<22}  {'stage':<{stage_width}}  fact"
+        lines.append(title if plain else Text(title, style="bold"))
+    for index, record in enumerate(records, start=1):
+        if record["ts"][:10] != day:
+            day = record["ts"][:10]
+            lines.append(f"── {day} ──" if plain else Text(f"── {day} ──", style="dim"))
+        head = (f"{index:>6}  " if numbered else "") + \
+            f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  "
+        tail = f"  {record.get('stage') or '-':<{stage_width}}  {facts(record)}"
+        kind = f"{record['type']:<22}"
+        lines.append(head + kind + tail if plain else Text.assemble(head, (kind, _event_style(record["type"])), tail))
+        if len(lines) >= 1000:  # one write per chunk, not per line
+            _print_lines(lines, plain)
+            lines = []
+    _print_lines(lines, plain)
+    return day
+
+
+def _print_lines(lines: list[Any], plain: bool) -> None:
+    if not lines:
+        return
+    out = console()
+    if plain and not out.is_terminal:
+        out.file.write("\n".join(lines) + "\n")
+        out.file.flush()
+        return
+    text = Text("\n").join(Text(line) if isinstance(line, str) else line for line in lines)
+    if out.is_terminal:
+        out.print(text, no_wrap=True, overflow="ellipsis", crop=True)
+    else:
+        out.print(text, soft_wrap=True)
+
+
+def verify_report(document: dict[str, Any]) -> None:
+    streams = ", ".join(f"{s['attempt']}/{s['writer']} {s['events']:,}" for s in document["streams"])
+    info(f"journal of run {document['run']} at {document['run_dir']}: {document['segments']} segment(s), "
+         f"{document['events']:,} events" + (f" ({streams})" if streams else ""))
+    for finding in document["warnings"]:
+        warning(f"{finding['where']}: {finding['message']}")
+    for finding in document["problems"]:
+        error(f"{finding['where']}: {finding['message']}")
+    if document["omitted"]:
+        warning(f"{document['omitted']} more finding(s) not shown")
+    problems, warnings = len(document["problems"]), len(document["warnings"])
+    verdict = Text("journal corrupt", style="red bold") if problems else Text("journal OK", style="green bold")
+    verdict.append(f": {problems} problem{'s' if problems != 1 else ''}, "
+                   f"{warnings} warning{'s' if warnings != 1 else ''}", style="")
+    console().print(verdict)

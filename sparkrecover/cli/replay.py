@@ -1,0 +1,72 @@
+"""``sparkrecover replay``."""
+from __future__ import annotations
+
+from typing import Any
+
+from sparkrecover.cli import render
+from sparkrecover.core import summary
+from sparkrecover.core import timeline as replay
+from sparkrecover.core.runstate import RunState
+from sparkrecover.errors import EXIT_JOURNAL, UsageError
+from sparkrecover.rundir import runs, storage
+
+MAX_STAGE_WIDTH = 24
+
+
+def run(*, run: str, root: str | None, until: str | None, verify: bool, json_output: bool) -> int:
+    # Bad input fails before any storage is touched.
+    target = replay.parse_until(until) if until is not None else None
+    if verify and target is not None:
+        raise UsageError("--verify checks the whole journal: it takes no --until")
+    run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
+    if verify:
+        return _verify(run_dir, run_id, json_output)
+    records = runs.load_records(run_dir, run_id, render.warning)
+    kept = replay.cut(records, target) if target else len(records)
+    shown = records[:kept]
+    state = RunState.from_events(run_id, shown)
+    plan = None
+    if target:
+        details = summary.run_summary(state, run_dir, lease_live=replay.ongoing_at(records, kept))
+        with render.file_progress(enabled=not json_output) as progress:
+            plan = replay.plan_at(state, run_dir, progress)
+    else:
+        details = summary.run_summary(state, run_dir)
+    if json_output:
+        document: dict[str, Any] = {"run": run_id, "run_dir": run_dir, "until": _stop(target, shown),
+                                    "events": list(replay.normalized(shown)), "state": details}
+        if plan is not None:
+            document["plan"] = plan
+        render.emit_json(document)
+        return 0
+    render.info(f"journal of run {run_id} at {run_dir}: {len(records):,} events")
+    width = min(MAX_STAGE_WIDTH, max([5, *(len(r.get("stage") or "") for r in shown)]))
+    render.timeline(shown, replay.fact, stage_width=width)
+    if plan is None:
+        committed = sum(1 for row in details["stages"] if row["status"] in ("committed", "skipped"))
+        render.info(f"end of the journal: run {details['status']}, {committed}/{len(details['stages'])} stages "
+                    f"committed, {len(details['attempts'])} attempt(s)")
+        return 0
+    stop = shown[-1]
+    render.info(f"\nstopped after event {kept} ({replay.address(stop)} at {stop['ts']}); the run as it stood then:")
+    render.run_details(details)
+    render.plan(plan, title=f"what resume --dry-run would have decided then (attempt {plan['attempt']}; "
+                            "outputs checked as they are now)")
+    return 0
+
+
+def _stop(target: replay.Until | None, shown: list[dict[str, Any]]) -> dict[str, Any] | None:
+    if target is None:
+        return None
+    return {"given": target.text, "index": len(shown), "event": replay.address(shown[-1]), "ts": shown[-1]["ts"]}
+
+
+def _verify(run_dir: str, run_id: str, json_output: bool) -> int:
+    from sparkrecover.journal.verify import verify_journal
+
+    report = verify_journal(run_dir, run_id)
+    if json_output:
+        render.emit_json(report.document())
+    else:
+        render.verify_report(report.document())
+    return 0 if report.ok else EXIT_JOURNAL

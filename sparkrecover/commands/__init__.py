@@ -1,1 +1,0 @@
-"""One module per command: parse what the CLI hands over, call the core, render the result."""

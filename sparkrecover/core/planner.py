@@ -1,0 +1,184 @@
+"""What resume does with each stage (DESIGN §4 rules 1-4, §8).
+
+Decisions:
+- ``skip``: committed and its output still matches the manifest;
+- ``run``: started or failed but never committed (rule 2: not finished);
+- ``rerun``: committed, but runs again (asked for, output lost and needed, upstream reruns);
+- ``lost``: committed, output gone or changed, and nothing that runs needs it (reported, rule 4).
+
+Stages the journal never saw are not in the plan: a driver runs every stage the plan does not
+name.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from sparkrecover.core import staleness
+from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
+from sparkrecover.rundir import manifests
+
+SKIP, RUN, RERUN, LOST = "skip", "run", "rerun", "lost"
+PLAN_VERSION = 1
+
+
+@dataclass
+class Decision:
+    stage: str
+    decision: str
+    reason: str
+    kind: str = "stage"
+    upstream: list[str] = field(default_factory=list)
+    # For skip and lost: how the driver reads a checkpoint back (path, format, schema).
+    committed: dict[str, Any] | None = None
+    # For run and rerun: what each output held before the previous write, so the driver can
+    # remove what an unfinished or superseded write left behind (rule 2).
+    restore: list[dict[str, Any]] = field(default_factory=list)
+    # For skip: the fingerprint recorded when the stage committed, which the driver compares
+    # with the stage as it finds it (rule 5).
+    fingerprint: dict[str, Any] | None = None
+
+    def summary(self) -> dict[str, str]:
+        return {"stage": self.stage, "decision": self.decision, "reason": self.reason}
+
+
+Verifier = Callable[[StageState], list[str]]
+
+
+def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], None] | None = None) -> Verifier:
+    """Checks a committed stage's outputs against the manifest it recorded."""
+
+    def verify(stage: StageState) -> list[str]:
+        manifest = manifests.load_manifest(stage.committed or {}, run_dir)
+        if manifest is None:
+            return [f"the manifest recorded for {stage.name} is missing or was rewritten"]
+        problems = manifests.verify_manifest(manifest, level)
+        if progress:
+            progress(sum(int(out.get("file_count") or 0) for out in manifest))
+        return problems
+
+    return verify
+
+
+def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
+              from_scratch: bool = False) -> list[Decision]:
+    requested = set(rerun)
+    unknown = requested - set(state.stages)
+    if unknown:
+        from sparkrecover.errors import UsageError
+
+        raise UsageError(f"--rerun names no stage of run {state.run_id}: {', '.join(sorted(unknown))}")
+    decisions: dict[str, Decision] = {}
+    for name, stage in state.stages.items():
+        decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
+    _propagate(state, decisions)
+    return [decisions[name] for name in state.stages]
+
+
+def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
+    def decide(decision: str, reason: str) -> Decision:
+        return Decision(stage.name, decision, reason + _caveat(stage, decision), kind=stage.kind,
+                        upstream=list(stage.upstream),
+                        committed=_read_back(stage), restore=_restore(stage),
+                        fingerprint=(stage.started or {}).get("fingerprint") if stage.status == COMMITTED else None)
+
+    if stage.status != COMMITTED:
+        if from_scratch and stage.committed:
+            return decide(RERUN, "--from-scratch")
+        if stage.status == FAILED:
+            error = (stage.failed or {}).get("error") or "unknown error"
+            return decide(RUN, f"failed in attempt {stage.attempt}: {error.splitlines()[0][:200]}")
+        if stage.records_lost is not None:
+            return decide(RUN, f"its journal records of attempt {stage.attempt} were lost while the "
+                               "journal's storage was failing")
+        return decide(RUN, f"started in attempt {stage.attempt} but not committed")
+    if from_scratch:
+        return decide(RERUN, "--from-scratch")
+    if requested:
+        return decide(RERUN, "--rerun")
+    problems = verify(stage)
+    if problems:
+        more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        return decide(LOST, f"output lost: {problems[0]}{more}")
+    # Rule 5, the CLI's half: the input files recorded at start are checked before launch (the
+    # driver checks code, plan and version when it reaches the stage).
+    changed = staleness.changed_inputs((stage.started or {}).get("fingerprint"))
+    if changed:
+        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
+        return decide(RERUN, f"input changed: {changed[0]}{more}")
+    if (stage.started or {}).get("verifiable") is False:
+        return decide(SKIP, f"committed in attempt {stage.committed_attempt}")
+    return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
+
+
+def _caveat(stage: StageState, decision: str) -> str:
+    """What the plan cannot promise for an implicit write with nothing to check (a JDBC sink, a
+    save() without a path): said in the plan rather than guessed."""
+    started = stage.started or {}
+    if stage.kind != "write" or started.get("verifiable") is not False:
+        return ""
+    note = f"; {started.get('target') or 'its output'} cannot be verified"
+    if started.get("mode") == "append" and decision == RUN:
+        note += ": an interrupted append to it may have left partial rows, and it is appended again"
+    elif started.get("mode") == "append" and decision == RERUN:
+        note += ": it is appended again, and the rows it appended before stay"
+    return note
+
+
+def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
+    """Rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
+    downstream of a stage that runs again runs again too."""
+    downstream: dict[str, list[str]] = {name: [] for name in decisions}
+    for name, decision in decisions.items():
+        for parent in decision.upstream:
+            if parent in downstream:
+                downstream[parent].append(name)
+    changed = True
+    while changed:
+        changed = False
+        for name, decision in decisions.items():
+            if decision.decision not in (RUN, RERUN):
+                continue
+            for parent in decision.upstream:
+                before = decisions.get(parent)
+                if before is not None and before.decision == LOST:
+                    before.decision = RERUN
+                    before.reason = f"{before.reason}; needed by {name}"
+                    changed = True
+            for child in downstream[name]:
+                after = decisions[child]
+                if after.decision in (SKIP, LOST):
+                    after.decision = RERUN
+                    after.reason = f"upstream {name} runs again" + _caveat(state.stages[child], RERUN)
+                    changed = True
+
+
+def _read_back(stage: StageState) -> dict[str, Any] | None:
+    committed = stage.committed
+    if not committed:
+        return None
+    back = {"attempt": committed["attempt"], "format": committed.get("format"),
+            "schema": committed.get("schema"),
+            "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []]}
+    if stage.kind == "write":
+        # An implicit append that reruns removes exactly the files it added (zero-code mode).
+        back.update(manifest=committed.get("manifest"), manifest_ref=committed.get("manifest_ref"),
+                    manifest_sha256=committed.get("manifest_sha256"))
+    return back
+
+
+def _restore(stage: StageState) -> list[dict[str, Any]]:
+    started = stage.started or {}
+    return list(started.get("before") or [])
+
+
+def plan_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
+    """The plan handed to the next attempt (plans/<attempt>.json). Pure data: rule 8."""
+    return {"v": PLAN_VERSION, "run": run_id, "attempt": attempt,
+            "stages": [asdict(decision) for decision in decisions]}
+
+
+def dry_run_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
+    """The exact shape of ``resume --dry-run --json`` (DESIGN §8)."""
+    return {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}

@@ -1,0 +1,148 @@
+"""What ``inspect`` shows, as plain data: the JSON output and the tables render the same dict."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sparkrecover.core import humanize
+from sparkrecover.core.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
+from sparkrecover.rundir import lease as leases
+
+
+def _seconds_between(start: str | None, end: str | None) -> float | None:
+    if not start or not end:
+        return None
+    parse = lambda text: datetime.fromisoformat(text.replace("Z", "+00:00"))  # noqa: E731
+    return round((parse(end) - parse(start)).total_seconds(), 3)
+
+
+def stage_status(stage: StageState, last_attempt: int) -> str:
+    """committed / skipped (this attempt read it back) / lost / invalidated / running / failed /
+    unfinished."""
+    if stage.last_event == "invalidated":
+        return "invalidated"  # the driver found it stale and has not rebuilt it yet
+    skipped = stage.skipped if stage.skipped and stage.skipped["attempt"] == last_attempt else None
+    if stage.status == COMMITTED:
+        if skipped and str(skipped.get("reason", "")).startswith("output lost"):
+            return "lost"
+        return "skipped" if skipped else "committed"
+    if stage.status == "failed":
+        return "failed"
+    return "unfinished"
+
+
+def _stage_note(stage: StageState, last_attempt: int) -> str | None:
+    if stage.status == "failed":
+        return (stage.failed or {}).get("error")
+    if stage.skipped and stage.skipped["attempt"] == last_attempt:
+        return stage.skipped.get("reason")
+    if stage.invalidated and stage.invalidated["attempt"] == last_attempt:
+        return stage.invalidated.get("reason")
+    return None
+
+
+def _event_note(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    return {"attempt": record["attempt"], "reason": record.get("reason")} if record else None
+
+
+def _stage_row(stage: StageState, last_number: int, live: bool) -> dict[str, Any]:
+    committed = stage.committed
+    running = live and stage.status == STARTED and stage.attempt == last_number
+    return {
+        "stage": stage.name,
+        "kind": stage.kind,
+        "status": "running" if running else stage_status(stage, last_number),
+        "attempt": stage.committed_attempt or stage.attempt,
+        "duration_s": stage.duration_s,
+        "rows": stage.rows,
+        "bytes": stage.bytes_written,
+        "files": sum(int(o.get("file_count") or 0) for o in committed.get("manifest") or [])
+        if committed else None,
+        "spark_jobs": stage.spark_jobs,
+        "spark_stages": stage.spark_stages,
+        "failed_spark_stages": stage.failed_spark_stages,
+        "tasks": stage.tasks,
+        "failed_tasks": stage.failed_tasks,
+        "reason": _stage_note(stage, last_number),
+        "error": (stage.failed or {}).get("error") if stage.status == "failed" else None,
+        "skipped": _event_note(stage.skipped),
+        "invalidated": _event_note(stage.invalidated),
+    }
+
+
+def plan_counts(plan: dict[str, Any]) -> dict[str, int]:
+    """How many stages a plan.created event skips, runs, reruns or reports lost."""
+    counts: dict[str, int] = {}
+    for entry in plan.get("stages") or []:
+        counts[entry.get("decision", "?")] = counts.get(entry.get("decision", "?"), 0) + 1
+    return counts
+
+
+def _attempt_row(attempt: AttemptState, running: bool) -> dict[str, Any]:
+    return {
+        "attempt": attempt.number,
+        "outcome": "running" if running else attempt.outcome,
+        "exit_code": attempt.exit_code,
+        "signal": attempt.signal,
+        "signal_name": humanize.signal_name(attempt.signal) if attempt.signal else None,
+        "started": attempt.started_ts,
+        "ended": attempt.ended_ts,
+        "duration_s": _seconds_between(attempt.started_ts, attempt.ended_ts or attempt.last_ts),
+        "app_id": (attempt.driver or {}).get("app_id"),
+        "resumed": attempt.plan is not None,
+        "plan": None if attempt.plan is None else plan_counts(attempt.plan),
+    }
+
+
+def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None) -> dict[str, Any]:
+    """Everything ``inspect RUN`` shows. ``lease_live`` overrides reading the lease (``replay``
+    shows a past moment, when who holds the lease now means nothing)."""
+    lease = leases.read_lease(run_dir) if lease_live is None else None
+    live = leases.is_live(lease) if lease_live is None else lease_live
+    last = state.last_attempt
+    last_number = last.number if last else 0
+    stages = [_stage_row(stage, last_number, live) for stage in state.stages.values()]
+    attempts = [_attempt_row(attempt, live and attempt is last and not attempt.ended)
+                for attempt in state.attempts.values()]
+    status = state.status(lease_live=live)
+    return {
+        "run": state.run_id,
+        "run_dir": run_dir,
+        "root": run_dir.rstrip("/").rsplit("/", 1)[0],
+        "app": state.run.get("app"),
+        "status": status,
+        "started": state.first_ts,
+        "last_activity": state.last_ts,
+        "duration_s": _seconds_between(state.first_ts, state.last_ts),
+        "busy_s": round(sum(a["duration_s"] or 0.0 for a in attempts), 3),
+        "attempts": attempts,
+        "stages": stages,
+        # Where the last attempt stopped: its stages that started and never committed nor failed.
+        "stopped_in": [] if status in ("running", "succeeded") else [
+            stage.name for stage in state.stages.values()
+            if stage.status == STARTED and stage.attempt == last_number],
+        "last_error": state.last_error,
+        "journal_degraded": len(state.degraded),
+        "events": state.event_count,
+        "lease": lease if live else None,
+    }
+
+
+def runs_overview(items: list[tuple[str, str, RunState | None, str | None]]) -> list[dict[str, Any]]:
+    """One row per run; a run whose journal cannot be read shows its error instead."""
+    rows = []
+    for run_id, run_dir, state, error in items:
+        if state is None:
+            rows.append({"run": run_id, "run_dir": run_dir, "status": "unreadable", "error": error})
+            continue
+        live = leases.is_live(leases.read_lease(run_dir))
+        rows.append({
+            "run": run_id, "run_dir": run_dir, "app": state.run.get("app"),
+            "status": state.status(lease_live=live), "attempts": len(state.attempts),
+            "stages": len(state.stages),
+            "stages_committed": sum(1 for stage in state.stages.values() if stage.status == COMMITTED),
+            "started": state.first_ts, "last_activity": state.last_ts,
+            "duration_s": _seconds_between(state.first_ts, state.last_ts),
+        })
+    rows.sort(key=lambda row: row.get("last_activity") or "", reverse=True)
+    return rows

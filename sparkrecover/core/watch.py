@@ -1,0 +1,73 @@
+"""``inspect --follow``: fold a run's journal as it is written, until the run ends.
+
+Every poll reads only what the journal's segments gained (``JournalTail``) and applies the new
+events to one ``RunState``. The run has ended when
+
+- its latest attempt recorded ``attempt.ended`` and nobody holds the run's lease, or
+- nobody holds the lease (it was released, or went stale: dead pid on this host, heartbeat
+  older than its TTL elsewhere) although the latest attempt never recorded its end: the process
+  that ran it died.
+
+The lease is read *before* the journal on every poll: a CLI writes ``attempt.ended`` before it
+releases the lease, so once the lease is seen gone, the poll that follows sees that record if
+there is one, and a clean end is never mistaken for a crash.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkrecover.core.runstate import RunState
+from sparkrecover.errors import RunNotFoundError
+from sparkrecover.journal.tail import JournalTail
+from sparkrecover.rundir import lease as leases
+
+POLL_INTERVAL = 0.5  # seconds; on an object store each poll is one LIST plus a GET per grown segment
+
+
+@dataclass
+class Update:
+    state: RunState
+    new: list[dict[str, Any]] = field(default_factory=list)
+    live: bool = False
+    ended: str | None = None  # why following stopped; None while the run goes on
+    warnings: list[str] = field(default_factory=list)
+
+
+def follow(run_dir: str, run_id: str, *, interval: float | None = None,
+           sleep: Callable[[float], None] = time.sleep) -> Iterator[Update]:
+    """One ``Update`` per poll; the last one has ``ended`` set."""
+    interval = POLL_INTERVAL if interval is None else interval
+    tail = JournalTail(run_dir)
+    state = RunState(run_id)
+    while True:
+        live = leases.is_live(leases.read_lease(run_dir))
+        new = tail.poll()
+        if not tail.found_journal and not live:
+            raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+        for record in new:
+            state.apply(record)
+        ended = _ended(state, live)
+        if ended is None:
+            yield Update(state, new, live)
+            sleep(interval)
+            continue
+        late, warnings = tail.drain()
+        for record in late:
+            state.apply(record)
+        yield Update(state, new + late, live, ended, warnings)
+        return
+
+
+def _ended(state: RunState, live: bool) -> str | None:
+    if live:
+        return None
+    last = state.last_attempt
+    if last is None:
+        return "nobody is running this run and its journal is empty"
+    if last.ended:
+        return f"attempt {last.number} ended: {last.outcome} (exit {last.exit_code})"
+    return (f"attempt {last.number} {last.outcome}: nobody holds the run's lease and the attempt never "
+            "recorded its end")

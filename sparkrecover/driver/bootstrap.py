@@ -1,0 +1,144 @@
+"""The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
+
+    bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
+                 [--buffer-size B] [--checksums] [--checkpoint-root URL] [--listener jvm|py4j]
+                 -- script.py [script args]
+
+It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
+creation to attach the listener bridge and record ``driver.started``, runs the script as
+``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
+``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
+JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+# Run as a script, this file's folder (the package itself) would be first on sys.path and its
+# modules could shadow top-level ones; the package is imported by its full name instead.
+if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    del sys.path[0]
+
+import argparse
+import runpy
+import traceback
+from typing import Any
+
+import orjson
+
+
+def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    if "--" not in argv:
+        raise SystemExit("sparkrecover bootstrap: expected '-- script.py [args]'")
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="sparkrecover-bootstrap")
+    parser.add_argument("--run-dir", required=True)
+    parser.add_argument("--run-id", required=True)
+    parser.add_argument("--attempt", type=int, required=True)
+    parser.add_argument("--plan")
+    parser.add_argument("--flush-interval", type=float, default=1.0)
+    parser.add_argument("--buffer-size", type=int, default=1 << 20)
+    parser.add_argument("--checksums", action="store_true")
+    parser.add_argument("--checkpoint-root")
+    parser.add_argument("--listener", choices=("jvm", "py4j"), default="py4j")
+    return parser.parse_args(argv[:split]), argv[split + 1:]
+
+
+def _hook_spark_context(rt: Any) -> None:
+    """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
+    from pyspark import SparkContext
+
+    from sparkrecover.journal import events as ev
+
+    original_init = SparkContext.__init__
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        try:
+            rt.telemetry.attach(self)
+        except Exception as error:
+            print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
+        conf = self.getConf()
+        rt.writer.emit(ev.DRIVER_STARTED, app_id=self.applicationId, master=self.master,
+                       deploy_mode=conf.get("spark.submit.deployMode", "client"),
+                       spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind)
+
+    SparkContext.__init__ = init
+
+
+def _run_script(script: str, args: list[str]) -> int:
+    """Run the script as `python script.py args` would; returns its exit code."""
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    return 0
+
+
+def _user_frames(tb: Any) -> Any:
+    """The traceback from the script's own frame on, as ``python script.py`` prints it: spark-submit
+    merges the driver's stderr into its stdout, so frames of ours would change what users see."""
+    while tb is not None and tb.tb_next is not None and (
+            tb.tb_frame.f_code.co_filename in (__file__, os.path.abspath(__file__))
+            or "runpy" in tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
+def _close_telemetry(rt: Any) -> dict[str, Any]:
+    try:
+        return rt.telemetry.close()
+    except Exception as error:
+        print(f"sparkrecover: warning: Spark listener events lost: {error}", file=sys.stderr)
+        return {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
+    if not script_argv:
+        raise SystemExit("sparkrecover bootstrap: no script to run")
+    from sparkrecover.driver import runtime
+    from sparkrecover.driver.telemetry import Telemetry
+    from sparkrecover.journal import JournalWriter
+    from sparkrecover.journal import events as ev
+    from sparkrecover.rundir import storage
+
+    writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
+                           buffer_size=options.buffer_size, flush_interval=options.flush_interval)
+    plan = orjson.loads(storage.read_bytes(options.plan)) if options.plan else None
+    rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
+                         checkpoint_root=options.checkpoint_root)
+    rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
+    runtime.install(rt)
+    _hook_spark_context(rt)
+    from sparkrecover.driver import zerocode
+
+    zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
+    exit_code, error = 1, None
+    try:
+        exit_code = _run_script(script_argv[0], script_argv[1:])
+    except KeyboardInterrupt:
+        exit_code, error = 130, "interrupted"
+    except BaseException as failure:
+        traceback.print_exception(type(failure), failure, _user_frames(failure.__traceback__))
+        exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
+    finally:
+        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))
+        writer.close()
+        if writer.degraded or writer.warnings:
+            print("sparkrecover: warning: the journal had storage problems during this attempt; "
+                  "see journal.degraded events", file=sys.stderr)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

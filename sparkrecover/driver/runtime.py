@@ -1,0 +1,128 @@
+"""Driver-side state while a script runs under ``sparkrecover submit``.
+
+The bootstrap installs one ``Runtime``; the API asks ``current()`` and, when there is none (plain
+``spark-submit``, a notebook, a unit test), runs everything and records nothing.
+"""
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from typing import Any
+
+from sparkrecover.rundir import storage
+
+# The Spark local property that attributes scheduler events to pipeline stages (DESIGN §6).
+STAGE_PROPERTY = "sparkrecover.stage"
+
+
+class Runtime:
+    def __init__(self, writer: Any, run_dir: str, plan: dict[str, Any] | None = None,
+                 checksums: bool = False, checkpoint_root: str | None = None):
+        self.writer = writer
+        self.run_dir = run_dir
+        self.checksums = checksums  # record content digests of outputs at commit
+        self.checkpoint_root = checkpoint_root
+        self.decisions: dict[str, dict[str, Any]] = {
+            entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
+        self.reached: list[str] = []
+        # fsspec URL of each known output -> the stage that produces it, for upstream edges.
+        self.producers: dict[str, str] = {}
+        for name, entry in self.decisions.items():
+            for path in (entry.get("committed") or {}).get("paths") or []:
+                self.producers[storage.from_spark_path(path)] = name
+        # Fingerprint digest of every stage this attempt has reached (or the plan recorded).
+        self.fingerprints: dict[str, str] = {
+            name: entry["fingerprint"]["digest"] for name, entry in self.decisions.items()
+            if (entry.get("fingerprint") or {}).get("digest")}
+        self._jobs: dict[str, list[int]] = defaultdict(list)
+        self._lock = threading.Lock()
+        # Per thread, like the Spark local property: a write made while a stage runs belongs to
+        # that stage, while another thread's write is its own implicit stage (zero-code mode).
+        self._scopes = threading.local()
+        # Zero-code mode: writes seen so far per (call site, mode, target), for their ordinals.
+        self.write_ordinals: dict[tuple[str, str, str], int] = {}
+        self.telemetry: Any = None  # listener_bridge.Telemetry, set by the bootstrap
+
+    @property
+    def in_stage(self) -> bool:
+        return getattr(self._scopes, "depth", 0) > 0
+
+    def enter_stage(self) -> None:
+        self._scopes.depth = getattr(self._scopes, "depth", 0) + 1
+
+    def leave_stage(self) -> None:
+        self._scopes.depth = max(0, getattr(self._scopes, "depth", 0) - 1)
+
+    def checkpoint_url(self, name: str) -> str:
+        """Default place of a checkpoint: <run dir>/checkpoints/<name>, or with --checkpoint-root
+        <checkpoint root>/<run id>/<name> (an fsspec URL; Spark gets it through to_spark_path)."""
+        from urllib.parse import quote
+
+        if self.checkpoint_root:
+            return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
+        return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
+
+    def decision(self, name: str) -> dict[str, Any] | None:
+        return self.decisions.get(name)
+
+    def reach(self, name: str) -> None:
+        if name in self.reached:
+            from sparkrecover.errors import UsageError
+
+            raise UsageError(f"stage name {name!r} is used twice in this run; stage names must be unique")
+        self.reached.append(name)
+
+    def add_outputs(self, name: str, urls: list[str]) -> None:
+        for url in urls:
+            self.producers[url] = name
+
+    def split_inputs(self, spark_files: list[str], exclude: str) -> tuple[list[str], list[str]]:
+        """(stages whose outputs hold some of these files, the files no stage produced)."""
+        upstream: list[str] = []
+        external: list[str] = []
+        prefixes = [(output.rstrip("/") + "/", output, producer) for output, producer in self.producers.items()
+                    if producer != exclude]
+        for spark_file in spark_files:
+            url = storage.from_spark_path(spark_file)
+            producer = next((p for prefix, output, p in prefixes if url == output or url.startswith(prefix)), None)
+            if producer is None:
+                external.append(url)
+            elif producer not in upstream:
+                upstream.append(producer)
+        return upstream, external
+
+    def upstream_of_files(self, spark_files: list[str], exclude: str) -> list[str]:
+        return self.split_inputs(spark_files, exclude)[0]
+
+    def upstream_fingerprints(self, upstream: list[str]) -> dict[str, str]:
+        return {name: self.fingerprints.get(name, "") for name in upstream}
+
+    def is_lost(self, name: str) -> bool:
+        return (self.decisions.get(name) or {}).get("decision") == "lost"
+
+    # Telemetry from the listener thread: never used for decisions (rule 6).
+    def sync_telemetry(self) -> None:
+        """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""
+        if self.telemetry is not None:
+            self.telemetry.sync()
+
+    def note_job(self, stage: str | None, job_id: int) -> None:
+        if stage is not None:
+            with self._lock:
+                self._jobs[stage].append(job_id)
+
+    def jobs_of(self, stage: str) -> list[int]:
+        with self._lock:
+            return list(self._jobs.get(stage, ()))
+
+
+_current: Runtime | None = None
+
+
+def current() -> Runtime | None:
+    return _current
+
+
+def install(runtime: Runtime | None) -> None:
+    global _current
+    _current = runtime

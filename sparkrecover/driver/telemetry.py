@@ -1,0 +1,187 @@
+"""Spark scheduler events into the journal: the driver's side of the listeners (DESIGN §6).
+
+With the JVM listener (sparkrecover/jvm/SparkRecoverListener.java, which ``submit`` registers
+through ``spark.extraListeners``) events are summarised inside the driver JVM, and a daemon thread
+here drains them with one Py4J call every flush interval, before each stage commit (so the commit
+lists the stage's Spark jobs) and at driver end. Each drained line becomes one journal event.
+Without the jar, the Py4J listener (listener.py) runs on its own listener queue instead. Either
+way Spark's count of dropped listener events is journaled (``spark.events.dropped``) and reported
+in ``driver.ended``.
+
+Scheduler events are telemetry (rule 6): a failure here is reported once, on stderr, and never
+reaches the application.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from sparkrecover.driver.runtime import Runtime
+from sparkrecover.journal import events as ev
+from sparkrecover.launch.listener_jar import CLASS_NAME
+
+JVM, PY4J = "jvm", "py4j"
+JVM_CLASS = CLASS_NAME
+# Longest wait at driver end for Spark's listener queues to hand over their last events.
+FINAL_WAIT_MS = 3000
+
+# The JVM listener's "k" -> the journal event it becomes.
+_TYPES = {
+    "job.started": ev.SPARK_JOB_STARTED,
+    "job.ended": ev.SPARK_JOB_ENDED,
+    "stage.completed": ev.SPARK_STAGE_COMPLETED,
+    "executor.removed": ev.SPARK_EXECUTOR_REMOVED,
+    "events.dropped": ev.SPARK_EVENTS_DROPPED,
+}
+
+Drain = Callable[[], list[dict[str, Any]]]
+
+
+class Telemetry:
+    """One per driver: attaches to each SparkContext the script creates, journals what the
+    listener saw, and says what happened in ``driver.ended``."""
+
+    def __init__(self, rt: Runtime, mode: str = JVM, interval: float = 1.0):
+        self.rt = rt
+        self.mode = mode
+        self.kind: str | None = None       # the listener in use, once attached
+        self.dropped: int | None = None    # Spark's latest count of dropped listener events
+        self._interval = interval if interval and interval > 0 else 1.0
+        self._context: Any = None  # the JVM SparkContext (PySpark drops its handle at stop())
+        self._drain: Drain | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._warned: set[str] = set()
+        self._py4j_listener: Any = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def attach(self, sc: Any) -> None:
+        """Start listening to this SparkContext (called right after the script created it)."""
+        with self._lock:
+            jsc = self._context = sc._jsc.sc()
+            self.dropped = self.dropped or 0
+            if self.mode == JVM:
+                cls = _jvm_class(sc)
+                if cls is not None and cls.instances() > 0:
+                    self.kind = JVM
+                    self._drain = lambda: _parse_lines(cls.drain(jsc))
+                else:
+                    self._warn("jvm", "the JVM listener is not registered in this driver (its jar is not "
+                                      "on the driver's classpath); using the slower Py4J listener")
+                    self.mode = PY4J
+            if self.mode == PY4J:
+                from sparkrecover.driver import py4j_listener as listener
+
+                self._py4j_listener = listener.register(sc, self.rt)
+                self.kind = PY4J
+                self._drain = lambda: _dropped_record(jsc, self.dropped)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="sparkrecover-listener-drain", daemon=True)
+            self._thread.start()
+
+    def use(self, kind: str, drain: Drain) -> None:
+        """Journal what ``drain`` returns (for callers that registered a listener themselves)."""
+        with self._lock:
+            self.kind, self._drain = kind, drain
+
+    def sync(self) -> None:
+        """Journal everything the listener has handed over so far."""
+        with self._lock:
+            if self._drain is None:
+                return
+            try:
+                records = self._drain()
+            except Exception as error:
+                self._warn("drain", f"Spark listener events lost: {type(error).__name__}: {error}")
+                return
+            for record in records:
+                self._journal(record)
+
+    def close(self) -> dict[str, Any]:
+        """Final drain; returns what ``driver.ended`` says about the listener."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._context is not None:
+            _wait_for_listeners(self._context)
+        self.sync()
+        if self._py4j_listener is not None:
+            self._py4j_listener.closed = True
+        return {"listener": self.kind, "spark_events_dropped": self.dropped}
+
+    # -- internals ------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.sync()
+
+    def _journal(self, record: dict[str, Any]) -> None:
+        kind = record.pop("k", None)
+        if kind == "listener.error":
+            self._warn(kind, f"the JVM listener failed: {record.get('error')}")
+            return
+        event_type = _TYPES.get(kind)
+        if event_type is None:
+            return  # a newer listener's event this driver does not know: telemetry, skip it
+        record.setdefault("stage", None)
+        if event_type == ev.SPARK_EVENTS_DROPPED:
+            self.dropped = int(record.get("dropped") or 0)
+            self._warn("dropped", f"Spark dropped {self.dropped} listener events (its listener queues were "
+                                  "full); the journal's Spark telemetry is incomplete")
+        elif event_type == ev.SPARK_JOB_STARTED:
+            self.rt.note_job(record["stage"], record.get("job"))
+        self.rt.writer.append(event_type, record)
+
+    def _warn(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            print(f"sparkrecover: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _jvm_class(sc: Any) -> Any:
+    """The listener class as Py4J sees it, or None when its jar is not loaded."""
+    from py4j.java_gateway import JavaClass
+
+    found = sc._jvm
+    for part in JVM_CLASS.split("."):
+        found = getattr(found, part)
+    return found if isinstance(found, JavaClass) else None
+
+
+def _parse_lines(text: str) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in text.splitlines() if line]
+
+
+def dropped_counts(jsc: Any) -> dict[str, int]:
+    """Spark's cumulative count of dropped listener events, per queue."""
+    counters = jsc.listenerBus().metrics().metricRegistry().getCounters()
+    counts = {}
+    for name in list(counters.keySet()):
+        if name.startswith("queue.") and name.endswith(".numDroppedEvents"):
+            counts[name[len("queue."):-len(".numDroppedEvents")]] = int(counters.get(name).getCount())
+    return counts
+
+
+def _dropped_record(jsc: Any, reported: int | None) -> list[dict[str, Any]]:
+    """The Py4J fallback's equivalent of the JVM listener's events.dropped line."""
+    counts = dropped_counts(jsc)
+    total = sum(counts.values())
+    if total == (reported or 0):
+        return []
+    return [{"k": "events.dropped", "dropped": total, "queues": counts}]
+
+
+def _wait_for_listeners(jsc: Any) -> None:
+    """Let Spark's listener queues deliver what is already posted. A stopped context has done so
+    already; a live one (the script never called stop()) gets a bounded wait."""
+    try:
+        if not jsc.isStopped():
+            jsc.listenerBus().waitUntilEmpty(FINAL_WAIT_MS)
+    except Exception:
+        pass

@@ -1,0 +1,242 @@
+"""Implicit stages (zero-code mode): one terminal DataFrame write, recorded and replayed like a stage.
+
+``zerocode`` turns a ``DataFrameWriter``/``DataFrameWriterV2`` call into a ``Write``; ``run``
+journals it, skips it on resume when the plan says so (the call then does nothing), and before
+it runs again removes what an earlier attempt's write left behind, so an append lands exactly
+once (DESIGN §4 rule 2).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrecover.driver import api, runtime
+from sparkrecover.journal import events as ev
+from sparkrecover.rundir import manifests, storage
+
+# How a write treats what its target held: append adds to it, create needs it absent
+# (errorifexists, ignore, V2 create), overwrite replaces it (or the rows/partitions it names).
+APPEND, CREATE, OVERWRITE = "append", "create", "overwrite"
+# Spark's per-job folders inside a target: FileOutputCommitter's _temporary, which the next job's
+# commit would merge into the output (the rows of a killed job would land twice), and the
+# staging folders of dynamic partition overwrite.
+_LEFTOVER_DIRS = ("_temporary",)
+_STAGING_PREFIX = ".spark-staging-"
+
+
+@dataclass
+class Write:
+    name: str                # the implicit stage's name
+    call_site: str           # "file:line" of the user's call
+    ordinal: int             # 1 for the first write of this target and mode at this call site
+    mode: str                # errorifexists, ignore, overwrite, append, or the V2 method name
+    category: str            # APPEND, CREATE or OVERWRITE
+    target: str              # a path, "table NAME" or "<format> sink", for people
+    frame: Any               # the DataFrame being written
+    spark: Any
+    url: str | None = None         # fsspec URL of the data (a path, a table's location)
+    spark_path: str | None = None
+    table: str | None = None
+    existed: bool = False              # the table (or, for a path, the folder) was there before
+
+    @property
+    def verifiable(self) -> bool:
+        return self.url is not None
+
+
+def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
+    rt.reach(write.name)
+    entry = rt.decision(write.name) or {}
+    urls = [write.url] if write.url else []
+    if entry.get("decision") == "lost":
+        # Rule 4: nothing that runs needs it. Writing it again could append twice.
+        rt.writer.emit(ev.STAGE_SKIPPED, stage=write.name, reason=entry["reason"])
+        rt.add_outputs(write.name, urls)
+        return None
+    files = _input_files(write.frame)
+    previous = rt.producers.get(write.url) if write.url else None
+    if previous is not None and previous != write.name and previous in rt.reached:
+        # An earlier stage of this attempt wrote this target (a table created, then inserted
+        # into): this write depends on it, so it runs again whenever that one does.
+        files.append(write.spark_path)
+    with api._StageScope(rt, write.spark, write.name) as scope:
+        upstream, fingerprint, stale = api._fingerprint(rt, entry, write.name, None, write.frame, files, None)
+        if entry.get("decision") == "skip":
+            if stale is None:
+                scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
+                _register_table(write, entry.get("committed") or {})
+                return None
+            scope.invalidate(stale)
+        cleaned = undo_previous(rt, entry, write)
+        before = snapshot(write, rt.writer.attempt)
+        scope.start("write", urls, upstream, fingerprint, before=[before] if before else [],
+                    call_site=write.call_site, ordinal=write.ordinal, target=write.target, mode=write.mode,
+                    verifiable=write.verifiable, cleaned=cleaned[:100])
+        result = do_write()
+        outputs = [(write.url, write.spark_path)] if write.url else []
+        extra: dict[str, Any] = {}
+        if write.table is not None:
+            # A new table's location is Spark's choice: read it back now that the table exists.
+            _, location, provider = table_info(write.spark, write.table)
+            if location:
+                outputs = [(storage.from_spark_path(location), location)]
+            extra = {"format": provider, "schema": write.frame.schema.json()}
+        scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None,
+                     **extra)
+        rt.add_outputs(write.name, [url for url, _ in outputs])
+    return result
+
+
+def _input_files(frame: Any) -> list[str]:
+    try:
+        return list(frame.inputFiles())
+    except Exception:
+        return []
+
+
+def table_info(spark: Any, name: str) -> tuple[bool, str | None, str | None]:
+    """(whether the table exists, the Spark path of its data or None, its provider).
+
+    A table that does not exist yet gets the location Spark's session catalog will give a new
+    managed table (``<database location>/<table>``); a table of another catalog, or a view, has
+    no location we can check.
+    """
+    try:
+        if spark.catalog.tableExists(name):
+            rows = spark.sql(f"DESCRIBE TABLE EXTENDED {name}").collect()
+            info = {str(row[0]).strip(): row[1] for row in rows}
+            return True, info.get("Location") or None, (info.get("Provider") or None)
+        parts = [part.strip("`") for part in name.split(".")]
+        if len(parts) > 3 or (len(parts) == 3 and parts[0].lower() != "spark_catalog"):
+            return False, None, None
+        if len(parts) == 1 and spark.catalog.currentCatalog() != "spark_catalog":
+            return False, None, None
+        database = parts[-2] if len(parts) > 1 else spark.catalog.currentDatabase()
+        location = spark.catalog.getDatabase(database).locationUri
+        return False, location.rstrip("/") + "/" + parts[-1].lower(), None
+    except Exception:
+        return False, None, None
+
+
+def snapshot(write: Write, attempt: int) -> dict[str, Any] | None:
+    """What the target holds before the write: all of it for an append (to restore it), only
+    whether it exists otherwise (a listing of a large overwritten folder would be wasted)."""
+    if not write.url:
+        return None
+    if write.category == APPEND:
+        before = manifests.build_output(write.url, write.spark_path)
+    else:
+        before = {"path": write.url, "spark_path": write.spark_path}
+    before.update(category=write.category, existed=write.existed, attempt=attempt)
+    if write.table is not None:
+        before["table"] = write.table
+    return before
+
+
+def undo_previous(rt: runtime.Runtime, entry: dict[str, Any], write: Write) -> list[str]:
+    """Bring the target back to what it held before this write first ran in this run, so that
+    running it again leaves its rows there once. Returns what was removed."""
+    committed = entry.get("committed") or {}
+    removed: list[str] = []
+    for before in entry.get("restore") or []:
+        url = before.get("path")
+        if not url:
+            continue
+        category = before.get("category")
+        if category != OVERWRITE and not before.get("existed"):
+            # It was created by this write: remove all of it (a table from the catalog too), or
+            # errorifexists would fail and ignore would silently keep a half-written target.
+            removed += _remove_target(write.spark, url, before.get("table"))
+            continue
+        if category == APPEND:
+            if committed and committed.get("attempt", 0) >= before.get("attempt", 0):
+                added = _added_by(rt, committed, url)
+                removed += _remove(url, added) if added is not None else manifests.restore_output(before)
+            else:
+                removed += manifests.restore_output(before)
+        removed += remove_leftovers(url)
+    return removed
+
+
+def _added_by(rt: runtime.Runtime, committed: dict[str, Any], url: str) -> list[str] | None:
+    """The files a committed append added to ``url``, from its manifest; None if unknown."""
+    for output in manifests.load_manifest(committed, rt.run_dir) or []:
+        if output.get("path") == url and output.get("scope") == "added" and "files" in output:
+            return [entry[0] for entry in output["files"]]
+    return None
+
+
+def _remove(url: str, names: list[str]) -> list[str]:
+    removed = []
+    for name in names:
+        target = storage.join(url, name) if name else url
+        if storage.exists(target):
+            fs, path = storage.filesystem(target)
+            fs.rm(path)
+            removed.append(target)
+    return removed
+
+
+def _remove_target(spark: Any, url: str, table: str | None) -> list[str]:
+    removed = []
+    if table is not None and spark.catalog.tableExists(table):
+        spark.sql(f"DROP TABLE IF EXISTS {table}")
+        removed.append(f"table {table}")
+    if storage.exists(url):
+        if storage.is_local(url):
+            shutil.rmtree(storage.normalize(url), ignore_errors=True)
+        else:
+            fs, path = storage.filesystem(url)
+            fs.rm(path, recursive=True)
+        removed.append(url)
+    return removed
+
+
+def remove_leftovers(url: str) -> list[str]:
+    """Remove a killed job's _temporary and staging folders, and checksum files whose data file
+    was removed (Spark ignores them, people counting files do not)."""
+    removed = []
+    if not storage.is_local(url):
+        fs, path = storage.filesystem(url)
+        for name in _LEFTOVER_DIRS:
+            leftover = path.rstrip("/") + "/" + name
+            if fs.exists(leftover):
+                fs.rm(leftover, recursive=True)
+                removed.append(storage.join(url, name))
+        return removed
+    root = storage.normalize(url)
+    if not os.path.isdir(root):
+        return removed
+    for name in os.listdir(root):
+        if name in _LEFTOVER_DIRS or name.startswith(_STAGING_PREFIX):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+            removed.append(os.path.join(root, name))
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in names:
+            if name.startswith(".") and name.endswith(".crc") and name[1:-4] not in names:
+                os.remove(os.path.join(folder, name))
+                removed.append(os.path.join(folder, name))
+    return removed
+
+
+def _register_table(write: Write, committed: dict[str, Any]) -> None:
+    """A skipped table write leaves the table as the uninterrupted run would have: with Spark's
+    in-memory catalog (no Hive support) the catalog died with the old driver, so the table is
+    registered again over its committed files, as an external table."""
+    if write.table is None or write.spark.catalog.tableExists(write.table):
+        return
+    paths, schema = committed.get("paths") or [], committed.get("schema")
+    if not paths:
+        return
+    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.get("format") or "parquet"}
+    if schema:
+        import json
+
+        from pyspark.sql.types import StructType
+
+        kwargs["schema"] = StructType.fromJson(json.loads(schema))
+    write.spark.catalog.createTable(write.table, **kwargs)

@@ -1,0 +1,233 @@
+"""Zero-code mode (DESIGN §3): terminal DataFrame writes of an unmodified script become implicit
+stages.
+
+Only the driver bootstrap imports this module and calls ``install``, so plain ``spark-submit``,
+notebooks and the CLI never see these patches. Even installed, a patched method does exactly
+what pyspark's does when no sparkrecover runtime is active, and inside a ``checkpoint`` or
+``stage`` (whose own writes belong to that stage).
+
+The JVM writer keeps the save mode, path option and format; pyspark never reads them back, so
+the patches note them on the Python writer as they are set.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sparkrecover.driver import runtime, writes
+from sparkrecover.rundir import storage
+
+V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
+V2_WRITES = {"create": writes.CREATE, "replace": writes.OVERWRITE, "createOrReplace": writes.OVERWRITE,
+             "append": writes.APPEND, "overwrite": writes.OVERWRITE, "overwritePartitions": writes.OVERWRITE}
+_MODES = {"append": "append", "overwrite": "overwrite", "ignore": "ignore", "error": "errorifexists",
+          "errorifexists": "errorifexists", "default": "errorifexists"}
+# Formats with a transaction log of their own: removing files behind their back would corrupt
+# them, so their writes are recorded like sinks we cannot verify.
+_LOGGED_FORMATS = frozenset({"delta", "iceberg", "hudi"})
+
+# Frames of these top-level packages are never the user's call site: the writers' own code and
+# the layers between the user's call and ours. sparkrecover's demo is a user program of ours.
+_OWN_PACKAGES = frozenset({"sparkrecover", "pyspark", "py4j"})
+_USER_SUBPACKAGES = ("sparkrecover.demo",)
+_originals: dict[tuple[type, str], Any] = {}
+_lock = threading.Lock()
+_base_dir = ""
+
+
+def install(script: str | None = None) -> None:
+    """Patch pyspark's writers (once). Call sites are named relative to the script's folder."""
+    global _base_dir
+    from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
+
+    _base_dir = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
+    if _originals:
+        return
+    _patch(DataFrameWriter, "mode", _tracking("_sr_mode"))
+    _patch(DataFrameWriter, "format", _tracking("_sr_format"))
+    _patch(DataFrameWriter, "option", _tracking_option)
+    _patch(DataFrameWriter, "options", _tracking_options)
+    for name in V1_WRITES:
+        if hasattr(DataFrameWriter, name):
+            _patch(DataFrameWriter, name, functools.partial(_recorded, _describe_v1, name))
+    _patch(DataFrameWriterV2, "__init__", _remember_table)
+    for name in V2_WRITES:
+        _patch(DataFrameWriterV2, name, functools.partial(_recorded, _describe_v2, name))
+
+
+def uninstall() -> None:
+    """Put pyspark's own methods back (tests)."""
+    for (cls, name), original in _originals.items():
+        setattr(cls, name, original)
+    _originals.clear()
+
+
+def _patch(cls: type, name: str, make: Callable[[Any], Any]) -> None:
+    original = getattr(cls, name)
+    _originals[(cls, name)] = original
+    setattr(cls, name, functools.wraps(original)(make(original)))
+
+
+def _tracking(attribute: str) -> Callable[[Any], Any]:
+    def make(original: Any) -> Any:
+        parameter = list(inspect.signature(original).parameters)[1]
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            value = args[0] if args else kwargs.get(parameter)
+            if value is not None:
+                setattr(self, attribute, value)
+            return original(self, *args, **kwargs)
+        return method
+    return make
+
+
+def _tracking_option(original: Any) -> Any:
+    def option(self: Any, *args: Any, **kwargs: Any) -> Any:
+        given = dict(zip(("key", "value"), args), **kwargs)
+        if str(given.get("key")).lower() == "path":
+            self._sr_path = given.get("value")
+        return original(self, *args, **kwargs)
+    return option
+
+
+def _tracking_options(original: Any) -> Any:
+    def options(self: Any, **given: Any) -> Any:
+        for key, value in given.items():
+            if key.lower() == "path":
+                self._sr_path = value
+        return original(self, **given)
+    return options
+
+
+def _remember_table(original: Any) -> Any:
+    def init(self: Any, df: Any, table: str, *args: Any, **kwargs: Any) -> None:
+        original(self, df, table, *args, **kwargs)
+        self._sr_table = table
+    return init
+
+
+def _recorded(describe: Callable[..., writes.Write | None], name: str, original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    def write(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rt = runtime.current()
+        if rt is None or rt.in_stage:
+            return original(self, *args, **kwargs)
+        try:
+            bound = signature.bind(self, *args, **kwargs).arguments
+        except TypeError:
+            return original(self, *args, **kwargs)  # pyspark's own error for a wrong call
+        try:
+            call = describe(self, name, bound)
+        except Exception as error:
+            print(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}",
+                  file=sys.stderr)
+            return original(self, *args, **kwargs)
+        return writes.run(rt, call, lambda: original(self, *args, **kwargs))
+    return write
+
+
+# -- identity -------------------------------------------------------------------------------------
+
+def is_own_module(module: str) -> bool:
+    """Whether code of this module (its ``__name__``) is ours or pyspark's rather than the user's.
+
+    Decided by the module's name, not its file's folder: a user's file may live anywhere (even
+    beside ours), and our modules may move between subpackages without changing the answer.
+    """
+    if any(module == user or module.startswith(user + ".") for user in _USER_SUBPACKAGES):
+        return False
+    return module.split(".", 1)[0] in _OWN_PACKAGES
+
+
+def call_site() -> tuple[str, int]:
+    """The user's file and line: the first frame whose module is not ours or pyspark's."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not is_own_module(str(frame.f_globals.get("__name__") or "")):
+            return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
+        frame = frame.f_back
+    return "<unknown>", 0
+
+
+def _site_label(filename: str) -> str:
+    relative = os.path.relpath(filename, _base_dir) if filename.startswith(os.sep) else filename
+    return filename if relative.startswith("..") else relative
+
+
+def identify(rt: runtime.Runtime, mode: str, target: str) -> tuple[str, str, int]:
+    """(stage name, call site, ordinal). The ordinal counts writes of this target and mode at this
+    call site, so a loop over targets names each target's writes the same way every attempt."""
+    filename, line = call_site()
+    site = f"{_site_label(filename)}:{line}"
+    with _lock:
+        ordinal = rt.write_ordinals.get((site, mode, target), 0) + 1
+        rt.write_ordinals[(site, mode, target)] = ordinal
+    return f"{site}#{ordinal} {mode} {target}", site, ordinal
+
+
+def _normal_mode(mode: Any) -> str:
+    return _MODES.get(str(mode).lower(), str(mode).lower()) if mode is not None else "errorifexists"
+
+
+def _category(mode: str) -> str:
+    return {"append": writes.APPEND, "overwrite": writes.OVERWRITE}.get(mode, writes.CREATE)
+
+
+def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
+    spark, frame = writer._spark, writer._df
+    mode = _normal_mode(bound.get("mode") or getattr(writer, "_sr_mode", None))
+    fmt = bound.get("format") or getattr(writer, "_sr_format", None)
+    fmt = method if method in ("parquet", "json", "csv", "orc", "text", "xml") else fmt
+    if method == "insertInto":
+        overwrite = bound.get("overwrite")
+        # insertInto appends unless asked to overwrite; errorifexists and ignore mean append.
+        mode = ("overwrite" if overwrite else "append") if overwrite is not None else (
+            "overwrite" if mode == "overwrite" else "append")
+        return _table_write(spark, frame, bound["tableName"], mode, _category(mode), fmt)
+    if method == "saveAsTable":
+        return _table_write(spark, frame, bound["name"], mode, _category(mode), fmt,
+                            path=getattr(writer, "_sr_path", None))
+    if method == "jdbc":
+        return _sink_write(spark, frame, f"jdbc table {bound['table']}", mode, _category(mode))
+    path = bound.get("path") or (getattr(writer, "_sr_path", None) if method == "save" else None)
+    if path is None or str(fmt or "").lower() in _LOGGED_FORMATS:
+        label = str(path) if path is not None else f"{fmt or 'default'} sink"
+        return _sink_write(spark, frame, label, mode, _category(mode))
+    url, spark_path = qualify(spark, str(path))
+    name, site, ordinal = identify(runtime.current(), mode, url)
+    return writes.Write(name, site, ordinal, mode, _category(mode), url, frame, spark, url=url,
+                        spark_path=spark_path, existed=storage.exists(url))
+
+
+def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
+    return _table_write(writer._spark, writer._df, writer._sr_table, method, V2_WRITES[method], None)
+
+
+def _table_write(spark: Any, frame: Any, table: str, mode: str, category: str, fmt: str | None,
+                 path: str | None = None) -> writes.Write:
+    existed, location, provider = writes.table_info(spark, table)
+    if not existed and path is not None:
+        location = qualify(spark, str(path))[1]
+    name, site, ordinal = identify(runtime.current(), mode, f"table {table}")
+    call = writes.Write(name, site, ordinal, mode, category, f"table {table}", frame, spark, table=table,
+                        existed=existed)
+    if location and str(provider or fmt or "").lower() not in _LOGGED_FORMATS:
+        call.url, call.spark_path = storage.from_spark_path(location), location
+    return call
+
+
+def _sink_write(spark: Any, frame: Any, label: str, mode: str, category: str) -> writes.Write:
+    name, site, ordinal = identify(runtime.current(), mode, label)
+    return writes.Write(name, site, ordinal, mode, category, label, frame, spark)
+
+
+def qualify(spark: Any, path: str) -> tuple[str, str]:
+    from sparkrecover.driver import api
+
+    return api._qualify(spark, path)

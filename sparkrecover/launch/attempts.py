@@ -1,0 +1,192 @@
+"""Running one attempt of a run: the CLI's side of the journal, the lease and spark-submit.
+
+``submit`` starts a run and its first attempt; ``resume`` plans and starts the next one. Both end
+up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` around one
+``spark-submit`` of the driver bootstrap.
+"""
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from sparkrecover import __version__
+from sparkrecover.errors import UsageError
+from sparkrecover.journal import JournalWriter, reader
+from sparkrecover.journal import events as ev
+from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
+from sparkrecover.launch import redact
+from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.rundir import runs, storage
+
+
+@dataclass
+class LaunchSpec:
+    """Everything needed to (re)launch the application, as the first submit recorded it."""
+
+    spark_submit: str
+    submit_args: launcher.SubmitArgs
+    cwd: str = field(default_factory=os.getcwd)
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    buffer_size: int = DEFAULT_BUFFER_SIZE
+    checksums: bool = False  # record content digests of outputs at commit (--verify checksum)
+    # Where checkpoints without an explicit path= go, when not <run dir>/checkpoints (an fsspec URL).
+    checkpoint_root: str | None = None
+
+    def run_started_payload(self) -> dict[str, Any]:
+        return {
+            "app": os.path.abspath(os.path.join(self.cwd, self.submit_args.app)),
+            "app_args": redact.redact_args(self.submit_args.app_args),
+            "spark_submit_args": redact.redact_args(self.submit_args.options),
+            "spark_submit": self.spark_submit,
+            "cwd": self.cwd,
+            "user": _user(),
+            "host": socket.gethostname(),
+            "flush_interval": self.flush_interval,
+            "buffer_size": self.buffer_size,
+            "checksums": self.checksums,
+            "checkpoint_root": self.checkpoint_root,
+            "versions": {"sparkrecover": __version__, "python": platform.python_version()},
+        }
+
+    @classmethod
+    def from_run_started(cls, record: dict[str, Any], extra_options: list[str],
+                         spark_submit: str | None = None,
+                         app_args_now: list[str] | None = None) -> LaunchSpec:
+        """The recorded launch with ``extra_options`` given after ``resume --`` merged over it.
+
+        Redacted values (rule 9) are never relaunched: each must be given again after ``--``, or,
+        for the application's own arguments, by the same command line again (``submit --run-id``).
+        """
+        options = merge_options(list(record.get("spark_submit_args") or []), extra_options)
+        missing = redact.has_redacted(options)
+        app_args = list(record.get("app_args") or [])
+        if app_args_now is not None and redact.redact_args(app_args_now) == app_args:
+            app_args = list(app_args_now)  # the same arguments, with their secrets
+        if missing or redact.has_redacted(app_args):
+            raise UsageError("the recorded launch had secrets, which sparkrecover does not keep: give "
+                             "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
+                             f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}")
+        parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
+        return cls(spark_submit=spark_submit or record.get("spark_submit") or launcher.find_spark_submit(),
+                   submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
+                   flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
+                   buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
+                   checksums=bool(record.get("checksums")),
+                   checkpoint_root=record.get("checkpoint_root") or None)
+
+
+def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
+    """spark-submit options of ``extra`` replace the same options (or ``--conf`` keys) recorded."""
+    if not extra:
+        return recorded
+    parsed_extra = launcher.split_submit_args([*extra, "app.py"]).options
+    replaced = {_option_key(parsed_extra, i) for i in _option_starts(parsed_extra)}
+    kept: list[str] = []
+    for index in _option_starts(recorded):
+        width = 2 if recorded[index] in launcher.OPTIONS_WITH_VALUE else 1
+        if _option_key(recorded, index) not in replaced:
+            kept.extend(recorded[index:index + width])
+    return kept + parsed_extra
+
+
+def _option_starts(options: list[str]) -> list[int]:
+    starts, index = [], 0
+    while index < len(options):
+        starts.append(index)
+        index += 2 if options[index] in launcher.OPTIONS_WITH_VALUE else 1
+    return starts
+
+
+def _option_key(options: list[str], index: int) -> str:
+    name = options[index]
+    if name in ("--conf", "-c"):
+        return "conf:" + options[index + 1].split("=", 1)[0].strip()
+    return name.split("=", 1)[0]
+
+
+def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
+                plan: dict[str, Any] | None = None, first: bool = False,
+                notify: Callable[[str], None] = lambda message: None,
+                warn: Callable[[str], None] | None = None) -> int:
+    """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
+    the run's lease."""
+    writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
+                           buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
+    try:
+        if first:
+            writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
+        bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
+                          "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+        if spec.checksums:
+            bootstrap_args.append("--checksums")
+        if spec.checkpoint_root:
+            bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
+        if plan is not None:
+            url = runs.plan_url(run_dir, attempt)
+            storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
+            bootstrap_args += ["--plan", url]
+        jar = _listener_jar(spec.spark_submit, notify)
+        bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
+        command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args,
+                                             listener_jar=jar)
+        writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
+        if plan is not None:
+            writer.emit(ev.PLAN_CREATED, plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
+                        stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]])
+        writer.flush()
+        code = launcher.run_child(command, launcher.child_environment(spec.submit_args), cwd=spec.cwd)
+        writer.emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
+    finally:
+        writer.close()
+    _report_journal_health(run_dir, attempt, code, writer, warn or notify)
+    return code
+
+
+def _report_journal_health(run_dir: str, attempt: int, code: int, writer: JournalWriter,
+                           warn: Callable[[str], None]) -> None:
+    """Rule 7 says the journal warns: the driver's warnings went to its stderr, which may be a
+    cluster log nobody reads, so the CLI repeats them from the journal once the attempt is over."""
+    gaps, driver_ended = reader.attempt_health(run_dir, attempt)
+    for gap in gaps:
+        lost = ""
+        if gap.get("dropped_events"):
+            lost = f"; {gap['dropped_events']} events were dropped"
+            if gap.get("dropped_stages"):
+                lost += f" (stages {', '.join(map(str, gap['dropped_stages']))} will run again on resume)"
+        warn(f"the journal's storage failed from {gap.get('since')} to {gap.get('until')} during attempt "
+             f"{attempt} ({gap.get('error')}){lost}")
+    if writer.warnings and not any(gap.get("writer") == ev.WRITER_CLI for gap in gaps):
+        warn(f"the journal's storage failed during attempt {attempt}: {writer.warnings[-1]}")
+    if code == 0 and not driver_ended:
+        warn(f"the driver's journal of attempt {attempt} is incomplete (no driver.ended record): its "
+             "storage may have failed; resume reruns whatever it cannot prove finished")
+_said_why: set[str] = set()
+
+
+def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | None:
+    """The JVM listener's jar for this Spark, or None (said once per process, with why)."""
+    from sparkrecover.launch import listener_jar
+
+    found = listener_jar.ensure_jar(spark_submit)
+    if found.compiled:
+        notify(f"compiled the JVM listener for this Spark into {found.path}")
+    if found.path is None and found.reason not in _said_why:
+        _said_why.add(found.reason or "")
+        notify(f"Spark events are journaled through the slower Py4J listener, which can fall behind "
+               f"on task-heavy jobs: {found.reason}")
+    return found.path
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+

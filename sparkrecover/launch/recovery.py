@@ -1,0 +1,185 @@
+"""Starting runs and resuming them: the core of ``submit`` and ``resume``, free of any CLI.
+
+Both hold the run's lease for as long as they launch attempts, including automatic retries
+(``--max-attempts``), which stop early when an attempt made no progress.
+"""
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrecover.core import planner, runstate
+from sparkrecover.core.runstate import RunState
+from sparkrecover.errors import EXIT_INTERRUPTED, UsageError
+from sparkrecover.journal.segments import next_attempt
+from sparkrecover.launch import attempts
+from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir import runs, storage
+
+Notify = Callable[[str], None]
+ShowPlan = Callable[["ResumePlan"], None]
+# Exits that mean a person or a scheduler stopped the run: never retried.
+_STOPPED = {EXIT_INTERRUPTED, 128 + signal.SIGTERM, 128 + signal.SIGINT}
+
+
+@dataclass
+class ResumePlan:
+    run_dir: str
+    run_id: str
+    state: RunState
+    attempt: int
+    decisions: list[planner.Decision]
+
+    def document(self) -> dict[str, Any]:
+        return planner.plan_document(self.run_id, self.attempt, self.decisions)
+
+    def dry_run(self) -> dict[str, Any]:
+        return planner.dry_run_document(self.run_id, self.attempt, self.decisions)
+
+
+@dataclass
+class ResumeOptions:
+    extra_options: tuple[str, ...] = ()
+    spark_submit: str | None = None
+    verify_level: str = "size"
+    rerun: tuple[str, ...] = ()
+    from_scratch: bool = False
+    max_attempts: int = 1
+    app_args_now: list[str] | None = None
+
+
+def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submit: str | None,
+           flush_interval: float, buffer_size: int, checksums: bool = False, max_attempts: int = 1,
+           checkpoint_root: str | None = None, notify: Notify, warn: Notify | None = None,
+           show_plan: ShowPlan = lambda plan: None) -> tuple[str, int]:
+    """Start a run, or carry on with an existing one of that id; returns (run id, exit code).
+
+    An existing run that succeeded is not launched again (so one cron line is safe to repeat);
+    an unfinished one is resumed with this command line's spark-submit options merged over the
+    recorded ones.
+    """
+    parsed = launcher.split_submit_args(submit_args)
+    launcher.check_application(parsed)
+    checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
+    if parsed.deploy_mode == "cluster":
+        for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
+            if where is not None and launcher_is_local_root(where):
+                raise UsageError(f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
+                                 f"...): the driver runs on the cluster and cannot write to {where}")
+    run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(parsed.app)
+    run_dir = runs.run_dir_of(root, run_id)
+    if runs.has_journal(run_dir):
+        state = runstate.load_state(run_dir, run_id, notify)
+        if state.succeeded:
+            notify(f"run {run_id} already completed successfully; nothing to do")
+            return run_id, 0
+        notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
+        options = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
+                                max_attempts=max_attempts, app_args_now=parsed.app_args)
+        return run_id, resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
+    spec = attempts.LaunchSpec(spark_submit=launcher.find_spark_submit(spark_submit), submit_args=parsed,
+                               flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums,
+                               checkpoint_root=checkpoint_root)
+    notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
+    with _lease(run_dir, run_id, notify):
+        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn)
+        # Retries relaunch this very command line: its secrets are in memory, never in the journal.
+        retry = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
+                              max_attempts=max_attempts, app_args_now=parsed.app_args)
+        return run_id, _retry(run_dir, run_id, code, 1, retry, notify, show_plan, warn)
+
+
+def launcher_is_local_root(root: str) -> bool:
+    """A root the driver of a cluster could not reach: this machine's disk, or this process's
+    memory (``memory://`` lives and dies with one Python process)."""
+    return storage.is_local(root) or storage.scheme_of(root) == "memory"
+
+
+def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun: tuple[str, ...] = (),
+                from_scratch: bool = False, warn: Notify | None = None,
+                progress: Callable[[int], None] | None = None) -> ResumePlan:
+    state = runstate.load_state(run_dir, run_id, warn)
+    verify = planner.verifier_for(run_dir, verify_level, progress)
+    decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
+    return ResumePlan(run_dir, run_id, state, next_attempt(run_dir), decisions)
+
+
+def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
+           warn: Notify | None = None, show_plan: ShowPlan = lambda plan: None,
+           progress: Callable[[int], None] | None = None) -> int:
+    """Plan and launch the next attempt under the run's lease (planned after taking it, so no
+    other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
+    with _lease(run_dir, run_id, notify):
+        plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, rerun=options.rerun,
+                           from_scratch=options.from_scratch, warn=notify, progress=progress)
+        show_plan(plan)
+        code = _launch(plan, options, notify, warn)
+        return _retry(run_dir, run_id, code, 1, options, notify, show_plan, warn)
+
+
+def _launch(plan: ResumePlan, options: ResumeOptions, notify: Notify, warn: Notify | None = None) -> int:
+    if not plan.state.run:
+        raise UsageError(f"run {plan.run_id} has no run.started record: it cannot be relaunched")
+    spec = attempts.LaunchSpec.from_run_started(plan.state.run, list(options.extra_options),
+                                                options.spark_submit, options.app_args_now)
+    return attempts.run_attempt(plan.run_dir, plan.run_id, plan.attempt, spec, plan=plan.document(),
+                                notify=notify, warn=warn)
+
+
+def _retry(run_dir: str, run_id: str, code: int, made: int, options: ResumeOptions, notify: Notify,
+           show_plan: ShowPlan, warn: Notify | None = None) -> int:
+    """After a driver failure, resume again until success, ``max_attempts`` attempts, or an
+    attempt that made no progress (retrying a deterministic failure wastes the cluster)."""
+    while code != 0 and code not in _STOPPED and made < options.max_attempts:
+        state = runstate.load_state(run_dir, run_id)
+        stuck = no_progress(state)
+        if stuck:
+            notify(f"not retrying: {stuck}")
+            break
+        notify(f"attempt {max(state.attempts)} failed (exit {code}); resuming automatically "
+               f"({made + 1} of {options.max_attempts})")
+        plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, warn=notify)
+        show_plan(plan)
+        code = _launch(plan, options, notify, warn)
+        made += 1
+    return code
+
+
+def _normalized(error: str | None) -> str:
+    # Task ids, stage numbers, addresses and times differ between two runs of the same failure.
+    return re.sub(r"0x[0-9a-f]+|\d+", "#", (error or "").strip().splitlines()[0] if error else "")
+
+
+def no_progress(state: RunState) -> str | None:
+    """Why the last attempt made no progress over the one before, or None if it did."""
+    numbers = sorted(state.attempts)
+    if len(numbers) < 2:
+        return None
+    last, before = state.attempts[numbers[-1]], state.attempts[numbers[-2]]
+    if last.committed or not last.failures or not before.failures:
+        return None
+    stage, error = last.failures[-1]
+    if (stage, _normalized(error)) != (before.failures[-1][0], _normalized(before.failures[-1][1])):
+        return None
+    return (f"attempt {last.number} made no progress: stage {stage} failed again with the same error "
+            f"({(error or '').splitlines()[0][:200]})")
+
+
+class _lease:
+    """The run's lease as a context manager that says when it took over a stale one."""
+
+    def __init__(self, run_dir: str, run_id: str, notify: Notify):
+        self.lease, self.notify = leases.Lease(run_dir, run_id), notify
+
+    def __enter__(self) -> leases.Lease:
+        self.lease.acquire()
+        if self.lease.took_over:
+            self.notify(f"took over the stale lease of {leases.describe(self.lease.took_over)}")
+        return self.lease
+
+    def __exit__(self, *_: Any) -> None:
+        self.lease.release()

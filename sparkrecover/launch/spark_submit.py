@@ -1,0 +1,290 @@
+"""Launching ``spark-submit``: finding it, splitting its command line, running it (DESIGN §7)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from sparkrecover.errors import LaunchError, UsageError
+from sparkrecover.launch import listener_jar
+
+# spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
+OPTIONS_WITH_VALUE = frozenset({
+    "--class", "--conf", "-c", "--deploy-mode", "--driver-class-path", "--driver-default-class-path",
+    "--driver-cores", "--driver-java-options", "--driver-library-path", "--driver-memory",
+    "--executor-memory", "--files", "--jars", "--kill", "--master", "--remote", "--name",
+    "--packages", "--exclude-packages", "--properties-file", "--extra-properties-file",
+    "--proxy-user", "--py-files", "--repositories", "--status", "--total-executor-cores",
+    "--archives", "--executor-cores", "--keytab", "--num-executors", "--principal", "--queue",
+})
+SWITCHES = frozenset({"--help", "-h", "--supervise", "--usage-error", "--verbose", "-v", "--version",
+                      "--load-spark-defaults"})
+
+BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "driver", "bootstrap.py")
+LISTENER_CLASS = listener_jar.CLASS_NAME
+
+
+@dataclass
+class SubmitArgs:
+    """A spark-submit command line split into its options, the application and its arguments."""
+
+    options: list[str] = field(default_factory=list)
+    app: str = ""
+    app_args: list[str] = field(default_factory=list)
+
+    def option(self, name: str) -> str | None:
+        """The last value given for an option (``--master x`` or ``--master=x``)."""
+        value = None
+        items = self.options
+        for index, item in enumerate(items):
+            if item == name and index + 1 < len(items):
+                value = items[index + 1]
+            elif item.startswith(name + "="):
+                value = item.split("=", 1)[1]
+        return value
+
+    def conf(self, key: str) -> str | None:
+        value = None
+        for index, item in enumerate(self.options):
+            if item in ("--conf", "-c") and index + 1 < len(self.options):
+                name, _, given = self.options[index + 1].partition("=")
+                if name.strip() == key:
+                    value = given
+        return value
+
+    @property
+    def deploy_mode(self) -> str:
+        return self.option("--deploy-mode") or self.conf("spark.submit.deployMode") or "client"
+
+    @property
+    def master(self) -> str | None:
+        return self.option("--master") or self.conf("spark.master")
+
+
+def split_submit_args(args: list[str]) -> SubmitArgs:
+    """Find the primary resource: the first argument that is neither an option nor its value."""
+    parsed = SubmitArgs()
+    index = 0
+    while index < len(args):
+        item = args[index]
+        if item == "--":
+            index += 1
+            continue
+        if item in OPTIONS_WITH_VALUE:
+            if index + 1 >= len(args):
+                raise UsageError(f"spark-submit option {item} needs a value")
+            parsed.options += [item, args[index + 1]]
+            index += 2
+            continue
+        if item.startswith("-") and (item in SWITCHES or "=" in item or item.startswith("--")):
+            parsed.options.append(item)
+            index += 1
+            continue
+        parsed.app, parsed.app_args = item, list(args[index + 1:])
+        return parsed
+    raise UsageError("no application given: sparkrecover submit [OPTIONS] [--] [spark-submit options] app.py [args]")
+
+
+def check_application(parsed: SubmitArgs) -> None:
+    if parsed.app.endswith(".jar") or parsed.option("--class"):
+        raise UsageError(f"{parsed.app}: JVM applications are not supported yet; sparkrecover runs "
+                         "PySpark applications (a .py primary resource)")
+    if not parsed.app.endswith(".py"):
+        raise UsageError(f"{parsed.app}: expected a Python script (.py) as the application")
+    if not os.path.isfile(parsed.app) and parsed.deploy_mode == "client":
+        raise UsageError(f"{parsed.app}: no such file")
+
+
+def find_spark_submit(explicit: str | None = None) -> str:
+    """--spark-submit, else $SPARK_HOME/bin, else PATH, else the one inside pyspark."""
+    if explicit:
+        found = shutil.which(explicit) or (explicit if os.access(explicit, os.X_OK) else None)
+        if not found:
+            raise LaunchError(f"--spark-submit {explicit}: not found or not executable")
+        return os.path.abspath(found)
+    spark_home = os.environ.get("SPARK_HOME")
+    if spark_home:
+        candidate = os.path.join(spark_home, "bin", "spark-submit")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    on_path = shutil.which("spark-submit")
+    if on_path:
+        return on_path
+    try:
+        import importlib.util
+
+        spec = importlib.util.find_spec("pyspark")
+    except (ImportError, ValueError):
+        spec = None
+    if spec and spec.origin:
+        candidate = os.path.join(os.path.dirname(spec.origin), "bin", "spark-submit")
+        if os.access(candidate, os.X_OK):
+            return candidate
+    raise LaunchError("spark-submit not found: pass --spark-submit PATH, set SPARK_HOME, or install pyspark")
+
+
+def bootstrap_command(spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str],
+                      listener_jar: str | None = None) -> list[str]:
+    """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>."""
+    app = parsed.app
+    options = list(parsed.options)
+    if listener_jar:
+        options = with_listener(options, listener_jar, _defaults_file_values(parsed, spark_submit))
+    if parsed.deploy_mode == "cluster":
+        # The driver runs elsewhere: ship the script and refer to it by its name there.
+        options = _merge_list_option(options, "--files", app)
+        app = os.path.basename(app)
+    else:
+        app = os.path.abspath(app)
+    return [spark_submit, *options, BOOTSTRAP, *bootstrap_args, "--", app, *parsed.app_args]
+
+
+def _merge_list_option(options: list[str], name: str, value: str) -> list[str]:
+    merged = list(options)
+    for index, item in enumerate(merged):
+        if item == name and index + 1 < len(merged):
+            merged[index + 1] = f"{merged[index + 1]},{value}"
+            return merged
+    return merged + [name, value]
+
+
+def with_listener(options: list[str], jar: str, defaults: dict[str, str]) -> list[str]:
+    """The options with the JVM listener added: its jar to the jars and its class to
+    ``spark.extraListeners``, each appended to what the user set there rather than replacing it,
+    whether that came from ``--jars``, ``--conf`` or the properties file (which any value given on
+    the command line would otherwise override)."""
+    merged = list(options)
+    found = _last_option_value(merged, "--jars") or _last_conf_value(merged, "spark.jars")
+    if found is not None:
+        _append_at(merged, found, jar)
+    else:
+        merged += ["--jars", _append_csv(defaults.get("spark.jars", ""), jar)]
+    found = _last_conf_value(merged, "spark.extraListeners")
+    if found is not None:
+        _append_at(merged, found, LISTENER_CLASS)
+    else:
+        listeners = _append_csv(defaults.get("spark.extraListeners", ""), LISTENER_CLASS)
+        merged += ["--conf", f"spark.extraListeners={listeners}"]
+    return merged
+
+
+def _append_csv(text: str, value: str) -> str:
+    """A comma-separated list with ``value`` appended, once."""
+    items = [item.strip() for item in text.split(",") if item.strip()]
+    return ",".join(items if value in items else [*items, value])
+
+
+def _append_at(options: list[str], found: tuple[int, int], value: str) -> None:
+    """Append to the list held in ``options[index][offset:]``."""
+    index, offset = found
+    options[index] = options[index][:offset] + _append_csv(options[index][offset:], value)
+
+
+def _last_option_value(options: list[str], name: str) -> tuple[int, int] | None:
+    """Where the last value of an option is: (item index, offset in the item)."""
+    found = None
+    for index, item in enumerate(options):
+        if item == name and index + 1 < len(options):
+            found = (index + 1, 0)
+        elif item.startswith(name + "="):
+            found = (index, len(name) + 1)
+    return found
+
+
+def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
+    """Where the value of the last ``--conf key=value`` (or ``-c``, ``--conf=``) is."""
+    found = None
+    for index, item in enumerate(options):
+        if item in ("--conf", "-c") and index + 1 < len(options):
+            name, sep, _ = options[index + 1].partition("=")
+            if sep and name.strip() == key:
+                found = (index + 1, len(name) + 1)
+        elif item.startswith("--conf="):
+            name, sep, _ = item[len("--conf="):].partition("=")
+            if sep and name.strip() == key:
+                found = (index, len("--conf=") + len(name) + 1)
+    return found
+
+
+def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, str]:
+    """``spark.jars`` and ``spark.extraListeners`` as spark-submit would read them from
+    ``--properties-file`` or ``spark-defaults.conf``."""
+    files = []
+    given = parsed.option("--properties-file")
+    if given:
+        files.append(given)
+    if not given or "--load-spark-defaults" in parsed.options:
+        home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(spark_submit)))
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+        files.append(os.path.join(conf_dir, "spark-defaults.conf"))
+    values: dict[str, str] = {}
+    for path in files:
+        for key, value in _read_properties(path).items():
+            if key in ("spark.jars", "spark.extraListeners"):
+                values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
+    return values
+
+
+_PROPERTY = re.compile(r"^((?:[^\\=:\s]|\\.)+)\s*[=:\s]\s*(.*)$")
+
+
+def _read_properties(path: str) -> dict[str, str]:
+    """The simple ``key value`` / ``key=value`` lines of a Java properties file."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return {}
+    values = {}
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        match = _PROPERTY.match(line)
+        if match:
+            values[match[1]] = match[2].strip()
+    return values
+
+
+def child_environment(parsed: SubmitArgs) -> dict[str, str]:
+    """The driver must import sparkrecover: in client mode run it with this Python unless the
+    user chose one; for local masters the workers use it too (same machine, same packages)."""
+    env = dict(os.environ)
+    if parsed.deploy_mode == "client" and not parsed.conf("spark.pyspark.driver.python"):
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        master = parsed.master or "local[*]"
+        if master.startswith("local") and not parsed.conf("spark.pyspark.python"):
+            env.setdefault("PYSPARK_PYTHON", sys.executable)
+    return env
+
+
+def run_child(command: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+    """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
+    (128+N when it died of signal N)."""
+    try:
+        child = subprocess.Popen(command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None)
+    except OSError as error:
+        raise LaunchError(f"could not start {command[0]}: {error.strerror or error}") from None
+
+    def forward(signum: int, _frame: object) -> None:
+        try:
+            child.send_signal(signum)
+        except OSError:
+            pass
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while True:
+            try:
+                code = child.wait()
+                break
+            except KeyboardInterrupt:  # pragma: no cover - the handler above replaces it
+                continue
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 128 - code if code < 0 else code

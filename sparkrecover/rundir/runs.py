@@ -1,0 +1,74 @@
+"""Runs on storage: ids, run directories, finding them again, reading their state."""
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable
+
+from sparkrecover.errors import RunNotFoundError, UsageError
+from sparkrecover.journal.reader import read_journal
+from sparkrecover.journal.segments import JOURNAL_DIR
+from sparkrecover.rundir import storage
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+PLANS_DIR = "plans"
+
+
+def new_run_id(app: str) -> str:
+    """Sortable and readable: ``20261122-031500-etl-3fa2``."""
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", os.path.splitext(os.path.basename(app))[0]).strip("-")[:40]
+    return f"{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}-{stem or 'app'}-{secrets.token_hex(2)}"
+
+
+def check_run_id(run_id: str) -> str:
+    if not _RUN_ID.match(run_id):
+        raise UsageError(f"invalid run id {run_id!r}: use letters, digits, '.', '_' and '-' (at most 128)")
+    return run_id
+
+
+def run_dir_of(root: str, run_id: str) -> str:
+    return storage.join(root, check_run_id(run_id))
+
+
+def plan_url(run_dir: str, attempt: int) -> str:
+    return storage.join(run_dir, PLANS_DIR, f"{attempt:04d}.json")
+
+
+def resolve_run(run: str, root: str) -> tuple[str, str]:
+    """RUN is a run id under the root or the URL of a run directory (DESIGN §8)."""
+    if storage.scheme_of(run) or "/" in run or run.startswith("."):
+        run_dir = storage.normalize(run)
+        run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]
+        return run_dir, run_id
+    return run_dir_of(root, run), run
+
+
+def has_journal(run_dir: str) -> bool:
+    return storage.exists(storage.join(run_dir, JOURNAL_DIR))
+
+
+def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
+    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
+    if not has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    records = read_journal(run_dir, warn)
+    if not records:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return records
+
+
+def list_runs(root: str) -> list[tuple[str, str]]:
+    """(run id, run directory) of every run under the root."""
+    try:
+        names = sorted(storage.listdir(root))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        if _RUN_ID.match(name):
+            run_dir = storage.join(root, name)
+            if has_journal(run_dir):
+                found.append((name, run_dir))
+    return found

@@ -1,0 +1,180 @@
+"""Where things live: fsspec URLs for the journal and outputs, and Spark's names for them.
+
+The CLI and the journal speak fsspec (``/abs/path``, ``s3://``, ``memory://``); Spark speaks
+Hadoop (``file:/abs/path``, ``s3a://``). Every URL crossing that border goes through
+``to_spark_path`` or ``from_spark_path`` so both sides look at the same place.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+from collections.abc import Iterator
+from typing import Any
+
+from sparkrecover.errors import StorageError, UsageError
+
+ROOT_ENV = "SPARKRECOVER_ROOT"
+DEFAULT_ROOT = ".sparkrecover"
+
+# Hadoop scheme -> fsspec protocol, for object stores Spark reaches through hadoop-aws & co.
+_HADOOP_TO_FSSPEC = {"s3a": "s3", "s3n": "s3", "gs": "gs", "abfs": "abfs", "abfss": "abfs"}
+_FSSPEC_TO_HADOOP = {"s3": "s3a"}
+
+
+def scheme_of(url: str) -> str:
+    head, sep, _ = url.partition("://")
+    if sep and head.isidentifier():
+        return head
+    if url.startswith("file:"):
+        return "file"
+    return ""
+
+
+def is_local(url: str) -> bool:
+    return scheme_of(url) in ("", "file", "local")
+
+
+def normalize(url: str, cwd: str | None = None) -> str:
+    """An fsspec URL for ``url``: local paths become absolute, ``file:`` is dropped."""
+    scheme = scheme_of(url)
+    if scheme in ("", "file", "local"):
+        path = url
+        if scheme:
+            path = url.split(":", 1)[1]
+            while path.startswith("//"):
+                path = path[1:]
+        if not os.path.isabs(path):
+            path = os.path.join(cwd or os.getcwd(), path)
+        return os.path.normpath(path)
+    return url.rstrip("/")
+
+
+def resolve_root(root: str | None) -> str:
+    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2)."""
+    return normalize(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+
+
+def join(url: str, *parts: str) -> str:
+    if is_local(url):
+        return os.path.join(url, *parts)
+    return posixpath.join(url, *parts)
+
+
+# The package that gives fsspec each protocol, for a useful message when it is missing.
+_BACKENDS = {"s3": "s3fs (pip install 'sparkrecover[s3]')", "gs": "gcsfs", "gcs": "gcsfs",
+             "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
+
+
+def filesystem(url: str) -> tuple[Any, str]:
+    """The fsspec filesystem for ``url`` and the path inside it. fsspec is imported here, late.
+
+    Credentials and endpoints come from where each backend looks for them (for S3: the AWS
+    credential chain, ``AWS_ENDPOINT_URL``, fsspec's configuration), never from the run.
+    """
+    from fsspec.core import url_to_fs
+
+    try:
+        return url_to_fs(url)
+    except ImportError as error:
+        scheme = scheme_of(url)
+        needs = _BACKENDS.get(scheme, f"the fsspec backend for {scheme}://")
+        raise UsageError(f"{url}: {scheme}:// needs {needs}: {error}") from None
+    except ValueError as error:  # an unknown protocol
+        raise UsageError(f"{url}: {error}") from None
+
+
+@contextlib.contextmanager
+def guard(url: str, doing: str) -> Iterator[None]:
+    """Turn a backend's failure (a botocore error, a timeout) into one line with exit 3.
+
+    ``FileNotFoundError`` passes through: callers decide what a missing file means.
+    """
+    try:
+        yield
+    except (FileNotFoundError, StorageError, UsageError):
+        raise
+    except Exception as error:
+        raise StorageError(f"{url}: could not {doing}: {type(error).__name__}: {error}") from None
+
+
+def listdir(url: str) -> list[str]:
+    """Names in a folder, read fresh (fsspec caches listings, and other processes write here)."""
+    if is_local(url):
+        return os.listdir(normalize(url))
+    fs, path = filesystem(url)
+    with guard(url, "list"):
+        fs.invalidate_cache(path)
+        return [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)]
+
+
+def to_spark_path(url: str) -> str:
+    """How Spark names the place an fsspec URL points to."""
+    scheme = scheme_of(url)
+    if scheme in ("", "file", "local"):
+        return "file://" + normalize(url)
+    if scheme in _FSSPEC_TO_HADOOP:
+        return _FSSPEC_TO_HADOOP[scheme] + url[len(scheme):]
+    return url
+
+
+def from_spark_path(path: str) -> str:
+    """The fsspec URL of a fully qualified Spark path (``file:/x``, ``s3a://b/k``)."""
+    scheme = scheme_of(path)
+    if scheme in ("", "file", "local"):
+        return normalize(path)
+    if scheme in _HADOOP_TO_FSSPEC:
+        return _HADOOP_TO_FSSPEC[scheme] + path[len(scheme):].rstrip("/")
+    return path.rstrip("/")
+
+
+def write_atomic(url: str, data: bytes) -> None:
+    """Replace ``url`` with ``data`` so a reader sees the old or the new content, never half."""
+    if is_local(url):
+        path = normalize(url)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp-{os.getpid()}"
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        return
+    fs, path = filesystem(url)
+    with guard(url, "write"):
+        fs.pipe_file(path, data)  # a single PUT is atomic on object stores
+
+
+def read_bytes(url: str) -> bytes:
+    if is_local(url):
+        with open(normalize(url), "rb") as handle:
+            return handle.read()
+    fs, path = filesystem(url)
+    with guard(url, "read"):
+        return fs.cat_file(path)
+
+
+def stat(url: str) -> tuple[int, float | None]:
+    """(size in bytes, modification time as epoch seconds or None where the store has none)."""
+    if is_local(url):
+        info = os.stat(normalize(url))
+        return info.st_size, info.st_mtime
+    fs, path = filesystem(url)
+    info = fs.info(path)
+    modified = info.get("mtime") or info.get("LastModified") or info.get("last_modified") or info.get("updated")
+    if hasattr(modified, "timestamp"):
+        modified = modified.timestamp()
+    elif isinstance(modified, str):
+        from datetime import datetime
+
+        modified = datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp()
+    return int(info.get("size") or 0), (float(modified) if modified is not None else None)
+
+
+def exists(url: str) -> bool:
+    if is_local(url):
+        return os.path.exists(normalize(url))
+    fs, path = filesystem(url)
+    with guard(url, "look up"):
+        fs.invalidate_cache(path)
+        return fs.exists(path)

@@ -1,0 +1,64 @@
+"""The layout's rules (docs/architecture.md), checked on the code's own imports: the command line
+and the driver are two processes, and each package may only lean on what sits below it."""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+
+import pytest
+
+PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sparkrecover")
+
+
+def imports_of(relative_folder: str) -> list[tuple[str, str]]:
+    """(file relative to the package, imported module) for every import under the folder,
+    function-level (lazy) imports included."""
+    found = []
+    top = os.path.join(PACKAGE, relative_folder)
+    for folder, _, names in os.walk(top):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, PACKAGE)
+            for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+                if isinstance(node, ast.Import):
+                    found += [(relative, alias.name) for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module:
+                    found += [(relative, node.module)]
+                    found += [(relative, f"{node.module}.{alias.name}") for alias in node.names]
+    return found
+
+
+def offenders(folder: str, forbidden: tuple[str, ...], *, skip: tuple[str, ...] = ()) -> list[str]:
+    return sorted({f"{where} imports {module}" for where, module in imports_of(folder)
+                   if not where.startswith(skip)
+                   and any(module == bad or module.startswith(bad + ".") for bad in forbidden)})
+
+
+def test_only_the_cli_imports_typer_or_rich():
+    assert offenders("", ("typer", "rich", "click"), skip=("cli" + os.sep,)) == []
+
+
+def test_the_driver_never_imports_the_cli():
+    assert offenders("driver", ("sparkrecover.cli",)) == []
+
+
+@pytest.mark.parametrize("package", ["core", "journal", "rundir", "launch"])
+def test_the_command_line_side_never_imports_pyspark_or_the_driver(package):
+    assert offenders(package, ("pyspark", "py4j", "sparkrecover.driver", "sparkrecover.cli")) == []
+
+
+def test_the_journal_and_the_run_directory_sit_below_the_core():
+    assert offenders("journal", ("sparkrecover.core", "sparkrecover.launch")) == []
+    assert offenders("rundir", ("sparkrecover.core", "sparkrecover.launch")) == []
+
+
+def test_the_rules_see_a_violation(tmp_path, monkeypatch):
+    """The checks above read real files: a planted import must be found."""
+    (tmp_path / "driver").mkdir()
+    (tmp_path / "driver" / "bad.py").write_text("def f():\n    from sparkrecover.cli import render\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path))
+    assert offenders("driver", ("sparkrecover.cli",)) == ["driver/bad.py imports sparkrecover.cli",
+                                                         "driver/bad.py imports sparkrecover.cli.render"]
