@@ -74,7 +74,7 @@ def test_a_compile_failure_is_remembered_not_retried(tmp_path, monkeypatch, spar
     monkeypatch.setenv("SPARKRECOVER_CACHE", str(tmp_path / "cache"))
     broken = tmp_path / "Broken.java"
     broken.write_text("package sparkrecover.jvm; class SparkRecoverListener { nonsense }\n")
-    monkeypatch.setattr(listener_jar, "SOURCE", str(broken))
+    monkeypatch.setattr(listener_jar.jvm, "sources", lambda: [str(broken)])
     first = listener_jar.ensure_jar(spark_submit)
     assert first.path is None and first.reason.startswith("javac failed")
     monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # no javac now: the failure is not retried

@@ -22,10 +22,10 @@ import orjson
 
 from sparkrecover.driver.runtime import Runtime
 from sparkrecover.journal import events as ev
-from sparkrecover.launch.listener_jar import CLASS_NAME
+from sparkrecover.jvm import LISTENER_CLASS
 
 JVM, PY4J = "jvm", "py4j"
-JVM_CLASS = CLASS_NAME
+JVM_CLASS = LISTENER_CLASS
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
 

@@ -19,8 +19,9 @@ import re
 import shutil
 from dataclasses import dataclass
 
-SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "jvm", "SparkRecoverListener.java")
-CLASS_NAME = "sparkrecover.jvm.SparkRecoverListener"
+from sparkrecover import jvm
+
+CLASS_NAME = jvm.LISTENER_CLASS
 CACHE_ENV = "SPARKRECOVER_CACHE"
 DISABLE_ENV = "SPARKRECOVER_NO_JVM_LISTENER"
 JAVAC_OPTIONS = ("--release", "8", "-encoding", "UTF-8", "-nowarn", "-Xlint:-options")
@@ -101,8 +102,7 @@ def ensure_jar(spark_submit: str) -> ListenerJar:
     if jars_dir is None or version is None:
         return ListenerJar(None, f"no Spark jars found for {spark_submit} (looked in $SPARK_HOME/jars "
                                  "and beside bin/spark-submit)")
-    with open(SOURCE, "rb") as handle:
-        source = handle.read()
+    source = b"".join(_read(path) for path in jvm.sources())
     folder = cache_dir()
     name = f"sparkrecover-listener-{version}-{cache_key(source, version)}"
     jar = os.path.join(folder, name + ".jar")
@@ -137,7 +137,7 @@ def _compile(javac: str, jars_dir: str, jar: str) -> str | None:
     with tempfile.TemporaryDirectory(prefix="sparkrecover-javac-", dir=os.path.dirname(jar)) as scratch:
         classes = os.path.join(scratch, "classes")
         os.makedirs(classes)
-        command = [javac, *JAVAC_OPTIONS, "-cp", os.path.join(jars_dir, "*"), "-d", classes, SOURCE]
+        command = [javac, *JAVAC_OPTIONS, "-cp", os.path.join(jars_dir, "*"), "-d", classes, *jvm.sources()]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.TimeoutExpired) as error:
@@ -154,6 +154,11 @@ def _compile(javac: str, jars_dir: str, jar: str) -> str | None:
                     archive.write(path, os.path.relpath(path, classes).replace(os.sep, "/"))
         os.replace(built, jar)
     return None
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return os.path.basename(path).encode() + b"\0" + handle.read()
 
 
 def _write_quietly(path: str, text: str) -> None:
