@@ -32,6 +32,11 @@ class StorageError(JournalError):
     journal that cannot be read)."""
 
 
+class FormatError(JournalError):
+    """A run directory file (journal line, plan, lease, manifest) is of a format version this
+    sparkrecover does not read, or is malformed (exit 3, like an unreadable journal)."""
+
+
 class LeaseHeldError(SparkRecoverError):
     """Another live process is running this run."""
 

@@ -40,6 +40,8 @@ def on_disk(path) -> bytes:
 
 
 def envelope(seq, type_="stage.started", ts="2026-01-01T00:00:00.000Z", attempt=1, writer="driver", **extra):
+    if type_.startswith("stage."):
+        extra.setdefault("stage", "clean")  # every stage event names its stage (events.REQUIRED)
     return {"v": 1, "type": type_, "run": "r1", "attempt": attempt, "writer": writer, "seq": seq, "ts": ts, **extra}
 
 

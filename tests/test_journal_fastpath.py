@@ -110,9 +110,9 @@ def test_folding_in_pieces_equals_folding_at_once():
 @pytest.mark.parametrize("line, message", [
     (b'{"v":1,"type":"x","run":"r","attempt":1,"writer":"driver","seq":0}', "missing envelope field 'ts'"),
     (b'{"v":1,"type":"x","run":"r","attempt":2,"writer":"driver","seq":0,"ts":"t"}', "record of attempt 2"),
-    (b'{"v":1,"type":"x","run":"r","attempt":1,"writer":"cli","seq":0,"ts":"t"}', "record of attempt 1/'cli'"),
-    (b'{"v":1,"type":7,"run":"r","attempt":1,"writer":"driver","seq":0,"ts":"t"}', "malformed envelope"),
-    (b'{"v":1,"type":"x","run":"r","attempt":1,"writer":"driver","seq":"0","ts":"t"}', "malformed envelope"),
+    (b'{"v":1,"type":"x","run":"r","attempt":1,"writer":"cli","seq":0,"ts":"t"}', "record of attempt 1/cli in a segment of attempt 1/driver"),
+    (b'{"v":1,"type":7,"run":"r","attempt":1,"writer":"driver","seq":0,"ts":"t"}', "envelope field 'type' is not a str"),
+    (b'{"v":1,"type":"x","run":"r","attempt":1,"writer":"driver","seq":"0","ts":"t"}', "envelope field 'seq' is not a int"),
     (b'{"v":2,"type":"x","run":"r","attempt":1,"writer":"driver","seq":0,"ts":"t"}', "journal format v2"),
     (b'[1, 2]', "not a JSON object"),
     (b'"text"', "not a JSON object"),

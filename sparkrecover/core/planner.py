@@ -16,17 +16,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from sparkrecover.core import staleness
+from sparkrecover.core.kinds import Verdict
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.rundir import manifests
 
-SKIP, RUN, RERUN, LOST = "skip", "run", "rerun", "lost"
-PLAN_VERSION = 1
+SKIP, RUN, RERUN, LOST, CONTINUE = Verdict.SKIP, Verdict.RUN, Verdict.RERUN, Verdict.LOST, Verdict.CONTINUE
 
 
 @dataclass
 class Decision:
     stage: str
-    decision: str
+    decision: Verdict
     reason: str
     kind: str = "stage"
     upstream: list[str] = field(default_factory=list)
@@ -77,7 +77,7 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
 
 
 def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
-    def decide(decision: str, reason: str) -> Decision:
+    def decide(decision: Verdict, reason: str) -> Decision:
         return Decision(stage.name, decision, reason + _caveat(stage, decision), kind=stage.kind,
                         upstream=list(stage.upstream),
                         committed=_read_back(stage), restore=_restore(stage),
@@ -112,7 +112,7 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
     return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
 
 
-def _caveat(stage: StageState, decision: str) -> str:
+def _caveat(stage: StageState, decision: Verdict) -> str:
     """What the plan cannot promise for an implicit write with nothing to check (a JDBC sink, a
     save() without a path): said in the plan rather than guessed."""
     started = stage.started or {}
@@ -175,7 +175,7 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
 
 def plan_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
     """The plan handed to the next attempt (plans/<attempt>.json). Pure data: rule 8."""
-    return {"v": PLAN_VERSION, "run": run_id, "attempt": attempt,
+    return {"run": run_id, "attempt": attempt,
             "stages": [asdict(decision) for decision in decisions]}
 
 

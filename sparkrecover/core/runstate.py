@@ -10,13 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core.kinds import StageStatus
 from sparkrecover.errors import JournalError, RunNotFoundError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.reader import iter_journal
 from sparkrecover.rundir import runs
 
 # Stage statuses as the journal leaves them (the planner turns them into decisions).
-STARTED, COMMITTED, FAILED = "started", "committed", "failed"
+STARTED, COMMITTED, FAILED = StageStatus.STARTED, StageStatus.COMMITTED, StageStatus.FAILED
 
 
 @dataclass
@@ -24,7 +25,7 @@ class StageState:
     name: str
     order: int
     kind: str = "stage"
-    status: str = STARTED
+    status: StageStatus = STARTED
     attempt: int = 0                       # attempt of the latest started/committed/failed event
     started: dict[str, Any] | None = None    # latest stage.started
     committed: dict[str, Any] | None = None  # latest stage.committed (may predate `started`)

@@ -25,8 +25,6 @@ import runpy
 import traceback
 from typing import Any
 
-import orjson
-
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" not in argv:
@@ -108,13 +106,18 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("sparkrecover bootstrap: no script to run")
     from sparkrecover.driver import runtime
     from sparkrecover.driver.telemetry import Telemetry
+    from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
-    from sparkrecover.rundir import storage
+    from sparkrecover.rundir import plans
 
+    try:
+        plan = plans.read_plan(options.plan) if options.plan else None
+    except SparkRecoverError as problem:  # a plan this sparkrecover cannot read: run nothing
+        print(f"sparkrecover: error: {problem}", file=sys.stderr)
+        return problem.exit_code
     writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
                            buffer_size=options.buffer_size, flush_interval=options.flush_interval)
-    plan = orjson.loads(storage.read_bytes(options.plan)) if options.plan else None
     rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
                          checkpoint_root=options.checkpoint_root)
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)

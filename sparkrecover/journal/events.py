@@ -1,12 +1,15 @@
 """Journal event types (format v1, DESIGN §5): one definition for the writer and the reader.
 
-Every line of the journal is an envelope (``Envelope``) whose extra keys are the payload of its
-``type``. The payload shapes below document what each writer puts in; readers must accept
-extra keys and unknown types (they are kept and shown, never fatal).
+Every line of the journal is an envelope (``ENVELOPE``) whose other keys are the payload of its
+``type``. ``REQUIRED`` names the payload fields readers rely on; ``record_problem`` is the one
+check of a record that the reader (and so ``inspect``, ``resume``, ``--follow``) and
+``replay --verify`` all apply. Readers accept extra keys and unknown types (kept and shown,
+never fatal). docs/journal.md describes every event's payload.
 """
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import re
+from typing import Any
 
 SCHEMA_VERSION = 1
 
@@ -31,6 +34,10 @@ SPARK_EVENTS_DROPPED = "spark.events.dropped"
 JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
 ATTEMPT_ENDED = "attempt.ended"
+# Coordinator events (task-level progress inside a write, DESIGN §4a).
+WRITE_STARTED = "write.started"
+TASK_COMMITTED = "task.committed"
+LEASE_LOST = "lease.lost"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (DESIGN §4 rule 1), the ends of processes, and the starts and failures of stages so that a crash
@@ -38,127 +45,57 @@ ATTEMPT_ENDED = "attempt.ended"
 URGENT_TYPES = frozenset({STAGE_STARTED, STAGE_COMMITTED, STAGE_FAILED, DRIVER_ENDED, ATTEMPT_ENDED,
                           RUN_STARTED, ATTEMPT_STARTED})
 
-ENVELOPE_KEYS = ("v", "type", "run", "attempt", "writer", "seq", "ts")
+ENVELOPE = (("v", int), ("type", str), ("run", str), ("attempt", int), ("writer", str), ("seq", int),
+            ("ts", str))
+ENVELOPE_KEYS = tuple(key for key, _ in ENVELOPE)
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+# Payload fields (and their types) that readers index: a record without them is corruption, the
+# same for every command. Spark telemetry carries its pipeline stage too, but may say null.
+_STAGE = (("stage", str),)
+REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
+    STAGE_STARTED: _STAGE, STAGE_COMMITTED: _STAGE, STAGE_SKIPPED: _STAGE, STAGE_INVALIDATED: _STAGE,
+    STAGE_FAILED: _STAGE,
+    WRITE_STARTED: (("stage", str), ("partitions", int)),
+    TASK_COMMITTED: (("stage", str), ("partition", int)),
+}
 
 
-class Envelope(TypedDict):
-    v: int
-    type: str
-    run: str
-    attempt: int
-    writer: Literal["cli", "driver"]
-    seq: int
-    ts: str
+def payload_problem(record: dict[str, Any]) -> str | None:
+    """What a record of a known type lacks of the payload readers rely on, or None."""
+    for key, kind in REQUIRED.get(record["type"], ()):
+        value = record.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return (f"{record['type']} event without {key!r}" if value is None
+                    else f"{record['type']} event whose {key!r} is not a {kind.__name__}: {value!r}")
+    return None
 
 
-class RunStartedPayload(TypedDict, total=False):
-    app: str                     # the user's script, as given
-    app_args: list[str]
-    spark_submit_args: list[str]  # options before the app, redacted
-    spark_submit: str            # the spark-submit that was used
-    cwd: str
-    user: str
-    host: str
-    versions: dict[str, str]
+def record_problem(record: Any, attempt: int, writer: str, *, strict: bool = False) -> str | None:
+    """What makes a record of the segment of ``attempt``/``writer`` unreadable, or None.
 
-
-class AttemptStartedPayload(TypedDict, total=False):
-    pid: int
-    command: list[str]  # the spark-submit command line, redacted
-
-
-class PlanCreatedPayload(TypedDict, total=False):
-    plan: str  # path of plans/<attempt>.json relative to the run directory
-    stages: list[dict[str, Any]]
-
-
-class DriverStartedPayload(TypedDict, total=False):
-    app_id: str
-    master: str
-    deploy_mode: str
-    spark_version: str
-    pid: int
-    listener: Literal["jvm", "py4j"] | None  # which listener journals Spark's events
-
-
-class Output(TypedDict, total=False):
-    path: str            # an fsspec URL
-    spark_path: str      # the same place as Spark names it (s3a://, file:/...)
-    files: list[list[Any]]  # [relative path, size] pairs; absent when stored in manifests/
-    file_count: int
-    bytes: int
-    success: bool        # a _SUCCESS marker was present at commit
-    scope: str           # "added": only the files an append added (other files are not its own)
-
-
-class StageStartedPayload(TypedDict, total=False):
-    stage: str
-    kind: Literal["checkpoint", "stage", "write"]  # "write": an implicit stage (zero-code mode)
-    fingerprint: dict[str, Any]
-    outputs: list[str]
-    before: list[Output]  # what the outputs held before this attempt wrote (for clean reruns)
-    upstream: list[str]
-    # Implicit stages only: where the write was called, what it wrote to and how.
-    call_site: str        # "file:line"
-    ordinal: int          # 1 for the first write of this target and mode at this call site
-    target: str           # a path, "table NAME" or "<format> sink"
-    mode: str             # errorifexists, ignore, overwrite, append, or the DataFrameWriterV2 method
-    verifiable: bool      # False: no path or table location to check (e.g. a JDBC sink)
-
-
-class StageCommittedPayload(TypedDict, total=False):
-    stage: str
-    manifest: list[Output]
-    manifest_ref: str | None     # manifests/<stage>.json when the file lists were too large
-    manifest_sha256: str | None
-    format: str | None
-    schema: str | None           # Spark schema JSON, to read a checkpoint back without inference
-    rows: int | None
-    duration_s: float
-    spark_jobs: list[int]
-    upstream: list[str]
-
-
-class StageSkippedPayload(TypedDict, total=False):
-    stage: str
-    reason: str
-
-
-class StageFailedPayload(TypedDict, total=False):
-    stage: str
-    error: str
-    error_type: str
-
-
-class SparkStageCompletedPayload(TypedDict, total=False):
-    stage: str | None
-    spark_stage: int
-    spark_attempt: int
-    name: str
-    tasks: int            # tasks of the Spark stage attempt
-    completed_tasks: int  # task ends as Spark's status store counts them (JVM listener only)
-    failed_tasks: int
-    killed_tasks: int
-    failure: str | None
-    # JVM listener: summed over successful tasks (duration_ms is the stage attempt's wall time,
-    # longest_task_ms and peak_execution_memory_bytes are maxima); Py4J listener: Spark's own.
-    metrics: dict[str, int]
-
-
-class SparkEventsDroppedPayload(TypedDict, total=False):
-    stage: None
-    dropped: int               # Spark's cumulative count over all listener queues
-    queues: dict[str, int]     # the same per queue (shared, appStatus, eventLog, ...)
-    listener_overflow: int     # lines the JVM listener could not buffer (nobody drained them)
-
-
-class DriverEndedPayload(TypedDict, total=False):
-    exit_code: int
-    error: str | None
-    listener: Literal["jvm", "py4j"] | None
-    spark_events_dropped: int | None  # None when no SparkContext was created
-
-
-class AttemptEndedPayload(TypedDict, total=False):
-    exit_code: int
-    signal: int | None
+    ``strict`` (``replay --verify``) also checks what readers can do without: the timestamp's
+    exact form and a non-negative seq.
+    """
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    version = record.get("v")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        return f"written in journal format v{version}; this sparkrecover reads v{SCHEMA_VERSION}"
+    missing = [key for key in ENVELOPE_KEYS if key not in record]
+    if missing:
+        return f"missing envelope field {missing[0]!r}"
+    if version != SCHEMA_VERSION:
+        return f"unknown journal format version {version!r}"
+    for key, kind in ENVELOPE:
+        if not isinstance(record[key], kind) or isinstance(record[key], bool):
+            return f"envelope field {key!r} is not a {kind.__name__}: {record[key]!r}"
+    if (record["attempt"], record["writer"]) != (attempt, writer):
+        return (f"record of attempt {record['attempt']}/{record['writer']} in a segment of attempt "
+                f"{attempt}/{writer}")
+    if strict:
+        if record["seq"] < 0:
+            return f"negative seq {record['seq']}"
+        if not TIMESTAMP.match(record["ts"]):
+            return f"timestamp {record['ts']!r} is not UTC ISO 8601 with milliseconds"
+    return payload_problem(record)

@@ -32,25 +32,10 @@ from sparkrecover.rundir import storage
 Warn = Callable[[str], None]
 
 
-def _check_envelope(record: Any, where: str, segment: Segment) -> None:
-    if not isinstance(record, dict):
-        raise JournalError(f"{where}: not a JSON object")
-    version = record.get("v")
-    if isinstance(version, int) and version > events.SCHEMA_VERSION:
-        raise JournalError(
-            f"{where}: written in journal format v{version}; this sparkrecover reads "
-            f"v{events.SCHEMA_VERSION}: upgrade sparkrecover to read it"
-        )
-    for key in events.ENVELOPE_KEYS:
-        if key not in record:
-            raise JournalError(f"{where}: missing envelope field {key!r}")
-    if version != events.SCHEMA_VERSION:
-        raise JournalError(f"{where}: unknown journal format version {version!r}")
-    if not isinstance(record["type"], str) or not isinstance(record["seq"], int):
-        raise JournalError(f"{where}: malformed envelope")
-    if record["attempt"] != segment.attempt or record["writer"] != segment.writer:
-        raise JournalError(f"{where}: record of attempt {record['attempt']!r}/{record['writer']!r} "
-                           f"in a segment of attempt {segment.attempt}/{segment.writer}")
+def _check_record(record: Any, where: str, segment: Segment) -> None:
+    problem = events.record_problem(record, segment.attempt, segment.writer)
+    if problem is not None:
+        raise JournalError(f"{where}: {problem}")
 
 
 def _open(segment: Segment) -> Any:
@@ -71,7 +56,7 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
     ``heapq.merge`` does with two streams. Everything happens in this one loop because it runs
     once per journal line: one generator and a handful of dict lookups per line is what makes a
     million-line journal fold in about a second."""
-    loads, version = orjson.loads, events.SCHEMA_VERSION
+    loads, version, required = orjson.loads, events.SCHEMA_VERSION, events.REQUIRED
     index, count = 0, len(others)
     # A writer numbers its records 0, 1, 2, ... and never goes back: a seq at or below one already
     # read can only be a copy (a compaction caught between upload and deletes, a retried write).
@@ -96,11 +81,12 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
                 try:
                     usual = (record["v"] == version and record["attempt"] == attempt
                              and record["writer"] == writer and record["type"].__class__ is str
-                             and record["seq"].__class__ is int and "run" in record and "ts" in record)
+                             and record["seq"].__class__ is int and "run" in record and "ts" in record
+                             and record["type"] not in required)
                 except (KeyError, TypeError):
                     usual = False
                 if not usual:
-                    _check_envelope(record, f"{segment.url}:{number}", segment)
+                    _check_record(record, f"{segment.url}:{number}", segment)
                 if record["seq"] <= last_seq:
                     continue
                 last_seq = record["seq"]

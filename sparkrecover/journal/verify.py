@@ -13,7 +13,6 @@ check goes on and classifies what it finds:
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +25,6 @@ from sparkrecover.journal.segments import Segment, parse_segment_name
 from sparkrecover.journal.tail import journal_files
 from sparkrecover.rundir import storage
 
-TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 MAX_FINDINGS = 200  # a journal broken everywhere is reported by its first problems, not a million
 
 
@@ -91,28 +89,8 @@ class VerifyReport:
 
 
 def envelope_problem(record: Any, segment: Segment) -> str | None:
-    """What breaks format v1 in a record's envelope, or None."""
-    if not isinstance(record, dict):
-        return "not a JSON object"
-    version = record.get("v")
-    if isinstance(version, int) and version > events.SCHEMA_VERSION:
-        return f"written in journal format v{version}; this sparkrecover reads v{events.SCHEMA_VERSION}"
-    missing = [key for key in events.ENVELOPE_KEYS if key not in record]
-    if missing:
-        return f"missing envelope field {missing[0]!r}"
-    if version != events.SCHEMA_VERSION:
-        return f"unknown journal format version {version!r}"
-    for key, kind in (("type", str), ("run", str), ("attempt", int), ("writer", str), ("seq", int), ("ts", str)):
-        if not isinstance(record[key], kind) or isinstance(record[key], bool):
-            return f"envelope field {key!r} is not a {kind.__name__}: {record[key]!r}"
-    if record["seq"] < 0:
-        return f"negative seq {record['seq']}"
-    if not TIMESTAMP.match(record["ts"]):
-        return f"timestamp {record['ts']!r} is not UTC ISO 8601 with milliseconds"
-    if (record["attempt"], record["writer"]) != (segment.attempt, segment.writer):
-        return (f"record of attempt {record['attempt']}/{record['writer']} in a segment of attempt "
-                f"{segment.attempt}/{segment.writer}")
-    return None
+    """What makes a record unreadable, as the reader judges it, plus the strict checks."""
+    return events.record_problem(record, segment.attempt, segment.writer, strict=True)
 
 
 def verify_journal(run_dir: str, run_id: str) -> VerifyReport:

@@ -14,8 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from sparkrecover import __version__
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter, reader
@@ -23,7 +21,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import redact
 from sparkrecover.launch import spark_submit as launcher
-from sparkrecover.rundir import runs, storage
+from sparkrecover.rundir import plans, runs
 
 
 @dataclass
@@ -129,9 +127,7 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
         if spec.checkpoint_root:
             bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
         if plan is not None:
-            url = runs.plan_url(run_dir, attempt)
-            storage.write_atomic(url, orjson.dumps(plan, option=orjson.OPT_INDENT_2))
-            bootstrap_args += ["--plan", url]
+            bootstrap_args += ["--plan", plans.write_plan(run_dir, attempt, plan)]
         jar = _listener_jar(spec.spark_submit, notify)
         bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
         command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args,

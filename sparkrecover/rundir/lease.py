@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.errors import LeaseHeldError
-from sparkrecover.rundir import storage
+from sparkrecover.rundir import formats, storage
 
 LEASE_FILE = "lease.json"
 DEFAULT_TTL = 30.0
@@ -35,12 +35,14 @@ def _iso(seconds: float) -> str:
 
 
 def read_lease(run_dir: str) -> dict[str, Any] | None:
+    """The lease as stored, None when there is none or it cannot be read; a lease of a format
+    version this sparkrecover does not know is ``FormatError`` (exit 3)."""
+    url = storage.join(run_dir, LEASE_FILE)
     try:
-        return orjson.loads(storage.read_bytes(storage.join(run_dir, LEASE_FILE)))
-    except (FileNotFoundError, orjson.JSONDecodeError):
+        document = orjson.loads(storage.read_bytes(url))
+    except (OSError, orjson.JSONDecodeError):
         return None
-    except OSError:
-        return None
+    return formats.checked(formats.LEASE, document, url) if isinstance(document, dict) else None
 
 
 def is_live(lease: dict[str, Any] | None, now: float | None = None) -> bool:
@@ -86,11 +88,11 @@ class Lease:
 
     def _document(self) -> bytes:
         now = _now()
-        return orjson.dumps({
+        return orjson.dumps(formats.stamped(formats.LEASE, {
             "run": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
             "user": _user(), "token": self.token, "ttl_s": self.ttl,
             "heartbeat": _iso(now), "heartbeat_epoch": now,
-        })
+        }))
 
     def acquire(self) -> Lease:
         current = read_lease(self.run_dir)

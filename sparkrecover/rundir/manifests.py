@@ -22,7 +22,8 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.rundir import storage
+from sparkrecover.errors import FormatError
+from sparkrecover.rundir import formats, storage
 
 SUCCESS_MARKER = "_SUCCESS"
 # Above this many files a manifest goes to manifests/<stage>.json instead of the journal line.
@@ -147,7 +148,7 @@ def externalize(stage: str, manifest: list[dict[str, Any]], run_dir: str) -> tup
     """
     if sum(out["file_count"] for out in manifest) <= INLINE_FILE_LIMIT:
         return manifest, None, None
-    data = orjson.dumps({"stage": stage, "outputs": manifest})
+    data = orjson.dumps(formats.stamped(formats.MANIFEST, {"stage": stage, "outputs": manifest}))
     ref = f"manifests/{manifest_file_name(stage)}"
     storage.write_atomic(storage.join(run_dir, ref), data)
     summary = [{k: v for k, v in out.items() if k != "files"} for out in manifest]
@@ -177,7 +178,15 @@ def load_manifest(committed: dict[str, Any], run_dir: str) -> list[dict[str, Any
         return None
     if hashlib.sha256(data).hexdigest() != committed.get("manifest_sha256"):
         return None
-    return orjson.loads(data)["outputs"]
+    where = storage.join(run_dir, ref)
+    try:
+        document = formats.checked(formats.MANIFEST, orjson.loads(data), where)
+    except orjson.JSONDecodeError:
+        raise FormatError(f"{where}: the manifest is not valid JSON") from None
+    outputs = document.get("outputs")
+    if not isinstance(outputs, list):
+        raise FormatError(f"{where}: the manifest has no list of outputs")
+    return outputs
 
 
 def verify_output(output: dict[str, Any], level: str = "size") -> list[str]:
@@ -228,7 +237,7 @@ def restore_output(before: dict[str, Any]) -> list[str]:
         return []
     kept = {entry[0] for entry in before.get("files") or []}
     removed = []
-    fs, path = storage.filesystem(url)
+    fs, _ = storage.filesystem(url)
     for name in sorted(set(current) - kept):
         target = storage.join(url, name) if name else url
         fs.rm(storage.filesystem(target)[1])

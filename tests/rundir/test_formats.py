@@ -1,0 +1,79 @@
+"""Plans, lease.json and manifests carry a format version; an unknown one is refused (exit 3)."""
+from __future__ import annotations
+
+import os
+
+import orjson
+import pytest
+
+from sparkrecover.errors import FormatError
+from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir import manifests, plans
+from tests import journals
+
+
+def test_a_plan_is_written_with_its_version_and_read_back(tmp_path):
+    url = plans.write_plan(str(tmp_path / "run"), 2, {"run": "r", "attempt": 2, "stages": []})
+    assert orjson.loads(open(url, "rb").read())["v"] == 1
+    assert plans.read_plan(url)["stages"] == []
+
+
+@pytest.mark.parametrize("version, message", [
+    (2, "plan written in format v2; this sparkrecover reads v1: upgrade sparkrecover to read it"),
+    ("one", "unknown plan format version 'one'"),
+])
+def test_a_plan_of_an_unknown_version_is_refused(tmp_path, version, message):
+    path = tmp_path / "0002.json"
+    path.write_bytes(orjson.dumps({"v": version, "stages": []}))
+    with pytest.raises(FormatError) as caught:
+        plans.read_plan(str(path))
+    assert str(caught.value) == f"{path}: {message}" and caught.value.exit_code == 3
+
+
+def test_a_plan_without_a_version_predates_versions_and_is_read(tmp_path):
+    path = tmp_path / "0002.json"
+    path.write_bytes(orjson.dumps({"run": "r", "stages": []}))
+    assert plans.read_plan(str(path))["run"] == "r"
+
+
+def test_the_lease_carries_its_version_and_an_unknown_one_is_refused(tmp_path):
+    run_dir = str(tmp_path / "run")
+    held = leases.Lease(run_dir, "r").acquire()
+    try:
+        assert leases.read_lease(run_dir)["v"] == 1
+    finally:
+        held.release()
+    os.makedirs(run_dir, exist_ok=True)
+    with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
+        handle.write(orjson.dumps({"v": 7, "run": "r", "pid": 1}))
+    with pytest.raises(FormatError, match="lease written in format v7"):
+        leases.read_lease(run_dir)
+
+
+def test_inspect_refuses_a_run_whose_lease_is_of_a_newer_format(cli, tmp_path):
+    run = journals.crashed_run(tmp_path / "root")
+    with open(os.path.join(run.dir, "lease.json"), "wb") as handle:
+        handle.write(orjson.dumps({"v": 2, "run": "nightly"}))
+    code, out, err = cli("inspect", "nightly", "--root", str(tmp_path / "root"))
+    assert (code, out) == (3, "")
+    assert "lease written in format v2; this sparkrecover reads v1" in " ".join(err.split())
+
+
+def test_an_externalized_manifest_carries_its_version_and_an_unknown_one_is_refused(tmp_path):
+    run_dir = str(tmp_path / "run")
+    many = [{"path": "/data/x", "files": [[f"part-{i}", 1] for i in range(manifests.INLINE_FILE_LIMIT + 1)],
+             "file_count": manifests.INLINE_FILE_LIMIT + 1, "bytes": manifests.INLINE_FILE_LIMIT + 1}]
+    summary, ref, digest = manifests.externalize("s", many, run_dir)
+    committed = {"manifest": summary, "manifest_ref": ref, "manifest_sha256": digest}
+    assert manifests.load_manifest(committed, run_dir) == many
+    path = os.path.join(run_dir, ref)
+    document = orjson.loads(open(path, "rb").read())
+    assert document["v"] == 1
+    data = orjson.dumps({**document, "v": 3})
+    with open(path, "wb") as handle:
+        handle.write(data)
+    import hashlib
+
+    committed["manifest_sha256"] = hashlib.sha256(data).hexdigest()
+    with pytest.raises(FormatError, match="manifest written in format v3"):
+        manifests.load_manifest(committed, run_dir)
