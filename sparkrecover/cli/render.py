@@ -15,7 +15,7 @@ from sparkrecover.core import humanize
 
 _console: Console | None = None
 
-DECISION_STYLE = {"skip": "green", "run": "yellow", "rerun": "magenta", "lost": "red"}
+DECISION_STYLE = {"skip": "green", "run": "yellow", "rerun": "magenta", "lost": "red", "continue": "cyan"}
 STATUS_STYLE = {"succeeded": "green", "committed": "green", "skipped": "cyan", "running": "blue",
                 "failed": "red", "crashed": "red", "lost": "red", "interrupted": "yellow",
                 "unfinished": "yellow", "invalidated": "magenta", "unreadable": "red"}

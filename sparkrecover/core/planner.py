@@ -4,7 +4,9 @@ Decisions:
 - ``skip``: committed and its output still matches the manifest;
 - ``run``: started or failed but never committed (rule 2: not finished);
 - ``rerun``: committed, but runs again (asked for, output lost and needed, upstream reruns);
-- ``lost``: committed, output gone or changed, and nothing that runs needs it (reported, rule 4).
+- ``lost``: committed, output gone or changed, and nothing that runs needs it (reported, rule 4);
+- ``continue``: a write that started and did not commit, some of whose partitions committed their
+  tasks (journal and committer evidence agree): those are kept, the rest run (DESIGN §4a).
 
 Stages the journal never saw are not in the plan: a driver runs every stage the plan does not
 name.
@@ -18,7 +20,7 @@ from typing import Any
 from sparkrecover.core import staleness
 from sparkrecover.core.kinds import Verdict
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
-from sparkrecover.rundir import manifests
+from sparkrecover.rundir import manifests, taskfiles
 
 SKIP, RUN, RERUN, LOST, CONTINUE = Verdict.SKIP, Verdict.RUN, Verdict.RERUN, Verdict.LOST, Verdict.CONTINUE
 
@@ -38,12 +40,31 @@ class Decision:
     # For skip: the fingerprint recorded when the stage committed, which the driver compares
     # with the stage as it finds it (rule 5).
     fingerprint: dict[str, Any] | None = None
+    # For continue: {"kept": K, "total": N}, and what the driver needs to keep them: the kept
+    # partitions, the write's shape and the attempts that committed them.
+    partitions: dict[str, int] | None = None
+    tasks: dict[str, Any] | None = None
 
-    def summary(self) -> dict[str, str]:
-        return {"stage": self.stage, "decision": self.decision, "reason": self.reason}
+    def summary(self) -> dict[str, Any]:
+        shown: dict[str, Any] = {"stage": self.stage, "decision": self.decision, "reason": self.reason}
+        if self.partitions is not None:
+            shown["partitions"] = self.partitions
+        return shown
 
 
 Verifier = Callable[[StageState], list[str]]
+Evidence = Callable[[StageState], set[int]]
+
+
+def committer_evidence(stage: StageState) -> set[int]:
+    """Partitions of an unfinished write whose committed task folder survives, one each."""
+    if not stage.outputs:
+        return set()
+    empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
+    folders = taskfiles.task_folders(stage.outputs[0])
+    if taskfiles.job_commit_began(stage.outputs[0], folders):
+        return set()
+    return set(taskfiles.usable(folders, empty_ok))
 
 
 def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], None] | None = None) -> Verifier:
@@ -62,7 +83,7 @@ def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], No
 
 
 def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
-              from_scratch: bool = False) -> list[Decision]:
+              from_scratch: bool = False, evidence: Evidence = committer_evidence) -> list[Decision]:
     requested = set(rerun)
     unknown = requested - set(state.stages)
     if unknown:
@@ -72,6 +93,8 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
     decisions: dict[str, Decision] = {}
     for name, stage in state.stages.items():
         decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
+        if decisions[name].decision == RUN and not from_scratch:
+            _continue_write(stage, decisions[name], evidence)
     _propagate(state, decisions)
     return [decisions[name] for name in state.stages]
 
@@ -112,6 +135,27 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
     return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
 
 
+def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -> None:
+    """Turn ``run`` into ``continue`` when some partitions of the unfinished write are kept."""
+    write = stage.write
+    if write is None or not stage.committed_tasks:
+        return
+    if not write.get("reusable"):
+        decision.reason += f"; no partition is kept: {write.get('reason') or 'its partitions may differ'}"
+        return
+    kept = sorted(set(stage.committed_tasks) & evidence(stage))
+    if not kept:
+        decision.reason += "; the partitions it committed left no files to keep"
+        return
+    total = int(write["partitions"])
+    attempts = sorted({stage.committed_tasks[p][0] for p in kept})
+    decision.decision = CONTINUE
+    decision.reason = (f"{len(kept)}/{total} partitions kept (committed in attempt "
+                       f"{', '.join(map(str, attempts))})")
+    decision.partitions = {"kept": len(kept), "total": total}
+    decision.tasks = {"kept": kept, "partitions": total, "shape": write.get("shape")}
+
+
 def _caveat(stage: StageState, decision: Verdict) -> str:
     """What the plan cannot promise for an implicit write with nothing to check (a JDBC sink, a
     save() without a path): said in the plan rather than guessed."""
@@ -138,7 +182,7 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
     while changed:
         changed = False
         for name, decision in decisions.items():
-            if decision.decision not in (RUN, RERUN):
+            if decision.decision not in (RUN, RERUN, CONTINUE):
                 continue
             for parent in decision.upstream:
                 before = decisions.get(parent)

@@ -43,6 +43,11 @@ class StageState:
     failed_tasks: int = 0
     # Rows Spark reports written, per attempt: a stage that ran twice must not count its rows twice.
     output_records: dict[int, int] = field(default_factory=dict)
+    # Task-level progress of an unfinished write (DESIGN §4a): the latest write.started, and each
+    # partition whose task committed -> (attempt, rows written), over every attempt whose write
+    # had the same shape (the same partitions reading the same input slices).
+    write: dict[str, Any] | None = None
+    committed_tasks: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
     @property
     def committed_attempt(self) -> int | None:
@@ -277,10 +282,27 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
     stage = state._stage(record.get("stage"))
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
+    stage.write, stage.committed_tasks = None, {}  # the write is whole: no partial progress left
     attempt.committed.append(stage.name)
     stage.records_lost = None
     if record.get("upstream") is not None:
         stage.upstream = list(record["upstream"])
+
+
+def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record["stage"])
+    previous = stage.write
+    if (previous is None or not record.get("reusable") or previous.get("shape") != record.get("shape")
+            or previous.get("partitions") != record.get("partitions")):
+        stage.committed_tasks = {}  # partition i would not hold the same rows: nothing carries over
+    stage.write = record
+
+
+def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    stage = state._stage(record["stage"])
+    if stage.write is not None and stage.write.get("attempt") == record["attempt"]:
+        rows = record.get("records")
+        stage.committed_tasks[record["partition"]] = (record["attempt"], rows if isinstance(rows, int) else None)
 
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -347,6 +369,8 @@ _HANDLERS = {
     ev.STAGE_STARTED: _stage_started,
     ev.STAGE_COMMITTED: _stage_committed,
     ev.STAGE_FAILED: _stage_failed,
+    ev.WRITE_STARTED: _write_started,
+    ev.TASK_COMMITTED: _task_committed,
     ev.STAGE_SKIPPED: _stage_skipped,
     ev.STAGE_INVALIDATED: _stage_invalidated,
     ev.SPARK_JOB_STARTED: _spark_job_started,

@@ -182,6 +182,19 @@ def _exit(r: dict[str, Any]) -> str:
     return text
 
 
+def _write_started(r: dict[str, Any]) -> str:
+    kept = len(r.get("kept") or [])
+    text = f"{r.get('partitions')} partitions" + (f", {kept} kept from earlier attempts" if kept else "")
+    if not r.get("reusable"):
+        text += f"; partitions not reusable: {humanize.first_line(r.get('reason'))}"
+    return text
+
+
+def _task_committed(r: dict[str, Any]) -> str:
+    written = f", {r['records']:,} rows" if isinstance(r.get("records"), int) else ""
+    return f"partition {r.get('partition')} (task attempt {r.get('task_attempt', 0)}){written}"
+
+
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
@@ -193,6 +206,8 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.STAGE_SKIPPED: lambda r: str(r.get("reason") or ""),
     ev.STAGE_INVALIDATED: lambda r: str(r.get("reason") or ""),
     ev.STAGE_FAILED: _stage_failed,
+    ev.WRITE_STARTED: _write_started,
+    ev.TASK_COMMITTED: _task_committed,
     ev.SPARK_JOB_STARTED: lambda r: f"Spark job {r.get('job')}",
     ev.SPARK_JOB_ENDED: _job_ended,
     ev.SPARK_STAGE_COMPLETED: _spark_stage,

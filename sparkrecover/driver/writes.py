@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.driver import api, runtime
+from sparkrecover.driver import api, runtime, taskresume
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import manifests, storage
 
@@ -41,6 +41,7 @@ class Write:
     spark_path: str | None = None
     table: str | None = None
     existed: bool = False              # the table (or, for a path, the folder) was there before
+    writer: Any = None                 # the user's DataFrameWriter (task-level resume re-points it)
 
     @property
     def verifiable(self) -> bool:
@@ -70,12 +71,19 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
                 _register_table(write, entry.get("committed") or {})
                 return None
             scope.invalidate(stale)
+        # Task-level resume: committed task folders are set aside before the cleanup below
+        # removes the dead attempt's _temporary.
+        tasks = taskresume.prepare(rt, write, entry) if write.writer is not None else None
         cleaned = undo_previous(rt, entry, write)
         before = snapshot(write, rt.writer.attempt)
         scope.start("write", urls, upstream, fingerprint, before=[before] if before else [],
                     call_site=write.call_site, ordinal=write.ordinal, target=write.target, mode=write.mode,
                     verifiable=write.verifiable, cleaned=cleaned[:100])
-        result = do_write()
+        if tasks is not None:
+            taskresume.started(rt, write.name, write, tasks)
+            result = taskresume.run(write, tasks, do_write)
+        else:
+            result = do_write()
         outputs = [(write.url, write.spark_path)] if write.url else []
         extra: dict[str, Any] = {}
         if write.table is not None:

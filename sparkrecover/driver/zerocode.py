@@ -202,7 +202,7 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
     url, spark_path = qualify(spark, str(path))
     name, site, ordinal = identify(runtime.current(), mode, url)
     return writes.Write(name, site, ordinal, mode, _category(mode), url, frame, spark, url=url,
-                        spark_path=spark_path, existed=storage.exists(url))
+                        spark_path=spark_path, existed=storage.exists(url), writer=writer)
 
 
 def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:

@@ -1,0 +1,114 @@
+"""Task-level resume end to end: one write killed half-way keeps its committed partitions, and the
+resume computes only the others (real spark-submit, real SIGKILL, the committer's real files)."""
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import signal
+import subprocess
+import time
+
+import orjson
+import pytest
+
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
+PARTS = 16
+
+
+def computed_since(markers: str, since_ns: int) -> set[int]:
+    """The partitions whose first row was computed after ``since_ns``."""
+    found = set()
+    for name in os.listdir(markers):
+        partition, stamp = name.split("-")
+        if int(stamp) > since_ns:
+            found.add(int(partition))
+    return found
+
+
+def task_commits(run_dir: str, attempt: int) -> int:
+    count = 0
+    for path in glob.glob(os.path.join(run_dir, "journal", f"{attempt:04d}-driver-*.jsonl")):
+        with open(path, "rb") as handle:
+            count += handle.read().count(b'"type":"task.committed"')
+    return count
+
+
+def submit_until(root: str, out: str, markers: str, commits: int) -> int:
+    """Submit the app and SIGKILL it once ``commits`` task commits are journaled; returns the time
+    of the kill (ns)."""
+    return run_until(sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval",
+                                          "0.2", "--", *SPARK_OPTIONS, APP, out, markers, str(PARTS)),
+                     os.path.join(root, "night"), 1, commits)
+
+
+def run_until(command: list[str], run_dir: str, attempt: int, commits: int) -> int:
+    """Run ``command`` in its own process group and SIGKILL the group once ``attempt`` journaled
+    ``commits`` task commits; returns the time of the kill (ns)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while task_commits(run_dir, attempt) < commits:
+            assert process.poll() is None, f"the run ended (exit {process.returncode}) before {commits} commits"
+            assert time.monotonic() < deadline, "no task commits journaled in time"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    return time.time_ns()
+
+
+def rows(spark, folder: str) -> list[tuple[int, int]]:
+    return sorted((r.id, r.tripled) for r in spark.read.parquet(folder).collect())
+
+
+def test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_rest(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    killed_at = submit_until(root, out, markers, commits=7)
+    assert glob.glob(os.path.join(out, "_temporary", "0", "task_*"))  # the committer's evidence
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    stage, = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert 7 <= kept < PARTS and stage["partitions"]["total"] == PARTS
+    assert stage["reason"].startswith(f"{kept}/{PARTS} partitions kept (committed in attempt 1)")
+
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed
+
+    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
+    names = sorted(os.listdir(out))
+    data = [n for n in names if n.startswith("part-")]
+    assert len(data) == PARTS and sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert "_SUCCESS" in names and "_temporary" not in names
+    assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
+    started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    assert [(e["attempt"], len(e["kept"])) for e in started] == [(1, 0), (2, kept)]
+
+
+def test_a_resume_killed_during_its_write_resumes_again_exactly(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    run_dir = os.path.join(root, "night")
+    submit_until(root, out, markers, commits=4)
+    first = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
+    assert first["decision"] == "continue"
+    run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
+    second = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
+    assert second["decision"] == "continue", second
+    # Kept from both dead attempts: the first's set aside, the second's committed in its own job.
+    assert second["partitions"]["kept"] >= first["partitions"]["kept"] + 3
+    assert "committed in attempt 1, 2" in second["reason"]
+    done = run_cli("resume", "night", "--root", root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
+    data = [n for n in os.listdir(out) if n.startswith("part-")]
+    assert len(data) == PARTS and sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
+
