@@ -28,6 +28,9 @@ SPARK_JOB_ENDED = "spark.job.ended"
 SPARK_STAGE_COMPLETED = "spark.stage.completed"
 SPARK_EXECUTOR_REMOVED = "spark.executor.removed"
 SPARK_EVENTS_DROPPED = "spark.events.dropped"
+# Coordinator events (task-level progress, DESIGN §4a).
+WRITE_STARTED = "write.started"
+TASK_COMMITTED = "task.committed"
 JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
 ATTEMPT_ENDED = "attempt.ended"
@@ -150,6 +153,26 @@ class SparkEventsDroppedPayload(TypedDict, total=False):
     dropped: int               # Spark's cumulative count over all listener queues
     queues: dict[str, int]     # the same per queue (shared, appStatus, eventLog, ...)
     listener_overflow: int     # lines the JVM listener could not buffer (nobody drained them)
+
+
+class WriteStartedPayload(TypedDict, total=False):
+    stage: str
+    partitions: int      # tasks the write runs (driver/partitions.py WriteShape.partitions)
+    staging: str         # the committer's job attempt folder, <out>/_temporary/0, as Spark names it
+    shape: str           # WriteShape.digest: partition count and each partition's input slices
+    reusable: bool       # partition i holds the same rows in another application
+    reason: str | None   # why not, when not reusable
+
+
+class TaskCommittedPayload(TypedDict, total=False):
+    stage: str           # the pipeline stage the write ran for
+    spark_job: int | None
+    spark_stage: int
+    spark_attempt: int   # the Spark stage attempt
+    partition: int       # the Spark partition id (= Hadoop TaskID id of the write task)
+    attempt: int         # the task attempt number
+    bytes: int           # outputMetrics.bytesWritten
+    records: int         # outputMetrics.recordsWritten
 
 
 class DriverEndedPayload(TypedDict, total=False):
