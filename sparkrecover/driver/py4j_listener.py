@@ -92,7 +92,7 @@ class JournalListener:
         output = metrics.outputMetrics() if metrics is not None else None
         self._emit(ev.TASK_COMMITTED, stage=stage, spark_job=self.job_of_spark_stage.get(spark_stage),
                    spark_stage=spark_stage, spark_attempt=event.stageAttemptId(),
-                   partition=partition if partition >= 0 else info.index(), attempt=info.attemptNumber(),
+                   partition=partition if partition >= 0 else info.index(), task_attempt=info.attemptNumber(),
                    **({} if output is None else {"bytes": output.bytesWritten(),
                                                  "records": output.recordsWritten()}))
 

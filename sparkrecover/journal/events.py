@@ -170,7 +170,7 @@ class TaskCommittedPayload(TypedDict, total=False):
     spark_stage: int
     spark_attempt: int   # the Spark stage attempt
     partition: int       # the Spark partition id (= Hadoop TaskID id of the write task)
-    attempt: int         # the task attempt number
+    task_attempt: int    # the task attempt number ("attempt" is the envelope's: the sparkrecover attempt)
     bytes: int           # outputMetrics.bytesWritten
     records: int         # outputMetrics.recordsWritten
 

@@ -284,7 +284,7 @@ public final class SparkRecoverListener extends SparkListener {
             .append(",\"spark_stage\":").append(event.stageId())
             .append(",\"spark_attempt\":").append(event.stageAttemptId())
             .append(",\"partition\":").append(partition)
-            .append(",\"attempt\":").append(info == null ? -1 : info.attemptNumber());
+            .append(",\"task_attempt\":").append(info == null ? -1 : info.attemptNumber());
         TaskMetrics metrics = event.taskMetrics();
         if (metrics != null) {
             line.append(",\"bytes\":").append(metrics.outputMetrics().bytesWritten())

@@ -273,4 +273,4 @@ def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
     assert sorted(line["partition"] for line in committed) == list(range(6))
     assert {line["stage"] for line in committed} == {"write-it"}
     assert {line["spark_job"] for line in committed} <= jobs and len(jobs) >= 1
-    assert all(line["attempt"] == 0 and line["bytes"] > 0 and line["records"] == 100 for line in committed)
+    assert all(line["task_attempt"] == 0 and line["bytes"] > 0 and line["records"] == 100 for line in committed)
