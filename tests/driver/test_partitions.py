@@ -83,6 +83,7 @@ def test_nothing_kept_still_goes_through_the_wrapper(spark, jvm):
     plan = wrapped._jdf.queryExecution().executedPlan().toString()
     assert "ExistingRDD" in plan
     assert by_partition(wrapped) == by_partition(frame)
+    assert seen.value == 1600  # every row, once for each of the two frames collected
     rdd = wrapped._jdf.queryExecution().toRdd()
     assert rdd.getNumPartitions() == 8
     with pytest.raises(Exception, match="does not exist"):
@@ -231,7 +232,8 @@ def test_unsupported_reasons(spark, tmp_path):
         "spark.sql.parquet.output.committer.class": "custom Parquet output committer",
         "spark.sql.sources.partitionOverwriteMode": "dynamic partition overwrite",
     }
-    values = {partitions.ALGORITHM_KEY: "2", partitions.PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
+    values = {partitions.ALGORITHM_KEY: "2",
+              partitions.PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
               "spark.sql.parquet.output.committer.class": "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",
               "spark.sql.sources.partitionOverwriteMode": "dynamic"}
     for key, expected in settings.items():
