@@ -34,6 +34,7 @@ class JournalListener:
         self.stage_of_spark_stage: dict[int, str | None] = {}
         self.stage_of_job: dict[int, str | None] = {}
         self.failed_tasks: dict[tuple[int, int], int] = {}
+        self.job_of_spark_stage: dict[int, int] = {}  # jobs run inside a pipeline stage only
         self.closed = False  # set at driver end: Spark keeps calling back, nothing is journaled
 
     def _emit(self, event_type: str, **payload: Any) -> None:
@@ -46,6 +47,10 @@ class JournalListener:
             job_id = event.jobId()
             self.rt.note_job(stage, job_id)
             self.stage_of_job[job_id] = stage
+            if stage is not None:
+                ids = event.stageIds()
+                for i in range(ids.size()):
+                    self.job_of_spark_stage[int(ids.apply(i))] = job_id
             self._emit(ev.SPARK_JOB_STARTED, stage=stage, job=job_id)
         except Exception as error:
             _report(error)
@@ -71,8 +76,25 @@ class JournalListener:
             if event.reason().toString() != "Success":
                 key = (event.stageId(), event.stageAttemptId())
                 self.failed_tasks[key] = self.failed_tasks.get(key, 0) + 1
+            elif event.taskType() == "ResultTask":
+                self._task_committed(event)
         except Exception as error:
             _report(error)
+
+    def _task_committed(self, event: Any) -> None:
+        """A write task the commit coordination accepted (see SparkRecoverListener.taskCommitted)."""
+        spark_stage = event.stageId()
+        stage = self.stage_of_spark_stage.get(spark_stage)
+        if stage is None:
+            return
+        info, metrics = event.taskInfo(), event.taskMetrics()
+        partition = info.partitionId()
+        output = metrics.outputMetrics() if metrics is not None else None
+        self._emit(ev.TASK_COMMITTED, stage=stage, spark_job=self.job_of_spark_stage.get(spark_stage),
+                   spark_stage=spark_stage, spark_attempt=event.stageAttemptId(),
+                   partition=partition if partition >= 0 else info.index(), task_attempt=info.attemptNumber(),
+                   **({} if output is None else {"bytes": output.bytesWritten(),
+                                                 "records": output.recordsWritten()}))
 
     def onStageCompleted(self, event: Any) -> None:
         try:

@@ -36,6 +36,7 @@ _TYPES = {
     "stage.completed": ev.SPARK_STAGE_COMPLETED,
     "executor.removed": ev.SPARK_EXECUTOR_REMOVED,
     "events.dropped": ev.SPARK_EVENTS_DROPPED,
+    "task.committed": ev.TASK_COMMITTED,
 }
 
 Drain = Callable[[], list[dict[str, Any]]]

@@ -42,6 +42,7 @@ import org.apache.spark.scheduler.SparkListenerStageCompleted;
 import org.apache.spark.scheduler.SparkListenerStageSubmitted;
 import org.apache.spark.scheduler.SparkListenerTaskEnd;
 import org.apache.spark.scheduler.StageInfo;
+import org.apache.spark.scheduler.TaskInfo;
 
 public final class SparkRecoverListener extends SparkListener {
     /** The local property the Python API sets around each pipeline stage (runtime.STAGE_PROPERTY). */
@@ -52,6 +53,8 @@ public final class SparkRecoverListener extends SparkListener {
     /** Bound on the per-stage and per-job maps, should Spark drop the events that empty them. */
     static final int MAX_TRACKED = 10000;
     static final int MAX_TEXT = 2000;
+    /** SparkListenerTaskEnd.taskType of the tasks of a ResultStage (a write's tasks). */
+    static final String RESULT_TASK = "ResultTask";
 
     private static final Object LOCK = new Object();
     private static StringBuilder pending = new StringBuilder();   // guarded by LOCK
@@ -63,6 +66,7 @@ public final class SparkRecoverListener extends SparkListener {
     // Spark delivers a listener's events from one queue thread: these need no locking.
     private final Map<Integer, String> stageOfJob = bounded();
     private final Map<Integer, String> stageOfSparkStage = bounded();
+    private final Map<Integer, Integer> jobOfSparkStage = bounded();  // jobs inside a pipeline stage only
     private final Map<Long, Tally> tallies = bounded();
     // Task ends that arrive after their stage attempt completed (tasks killed once the attempt
     // was decided) would otherwise open a tally that never closes.
@@ -148,6 +152,11 @@ public final class SparkRecoverListener extends SparkListener {
         try {
             String stage = stageOf(event.properties());
             stageOfJob.put(event.jobId(), stage);
+            if (stage != null) {
+                for (int sparkStage : stageIds(event)) {
+                    jobOfSparkStage.put(sparkStage, event.jobId());
+                }
+            }
             StringBuilder line = start("job.started");
             line.append(",\"job\":").append(event.jobId());
             field(line, "stage", stage).append(",\"time_ms\":").append(event.time());
@@ -192,6 +201,9 @@ public final class SparkRecoverListener extends SparkListener {
     @Override
     public void onTaskEnd(SparkListenerTaskEnd event) {
         try {
+            if (event.reason() == Success$.MODULE$ && RESULT_TASK.equals(event.taskType())) {
+                taskCommitted(event);
+            }
             long key = key(event.stageId(), event.stageAttemptId());
             if (completed.containsKey(key)) {
                 return;
@@ -246,6 +258,61 @@ public final class SparkRecoverListener extends SparkListener {
         } catch (RuntimeException | LinkageError error) {
             reportError("onExecutorRemoved", error);
         }
+    }
+
+    /**
+     * A write's task whose output the commit coordination accepted (DESIGN §4a). A successful
+     * result task of a write has committed: a task denied the commit ends as TaskCommitDenied.
+     * Only for jobs run inside a pipeline stage; other jobs' tasks are not worth a line each.
+     */
+    private void taskCommitted(SparkListenerTaskEnd event) {
+        String stage = stageOfSparkStage.get(event.stageId());
+        if (stage == null) {
+            return;
+        }
+        TaskInfo info = event.taskInfo();
+        // partitionId is the RDD partition, which FileFormatWriter uses as the task's id; index
+        // (the position in the task set) equals it in a first stage attempt only.
+        int partition = info == null ? -1 : info.partitionId();
+        if (partition < 0 && info != null) {
+            partition = info.index();
+        }
+        StringBuilder line = start("task.committed");
+        field(line, "stage", stage);
+        Integer job = jobOfSparkStage.get(event.stageId());
+        line.append(",\"spark_job\":").append(job == null ? "null" : job.toString())
+            .append(",\"spark_stage\":").append(event.stageId())
+            .append(",\"spark_attempt\":").append(event.stageAttemptId())
+            .append(",\"partition\":").append(partition)
+            .append(",\"task_attempt\":").append(info == null ? -1 : info.attemptNumber());
+        TaskMetrics metrics = event.taskMetrics();
+        if (metrics != null) {
+            line.append(",\"bytes\":").append(metrics.outputMetrics().bytesWritten())
+                .append(",\"records\":").append(metrics.outputMetrics().recordsWritten());
+        }
+        emit(line.append('}'));
+    }
+
+    /**
+     * The job's stage ids. SparkListenerJobStart.stageIds() returns a Seq, whose class differs
+     * between Scala 2.12 and 2.13: called by reflection, and walked through scala.collection.Iterable,
+     * which both have.
+     */
+    private static int[] stageIds(SparkListenerJobStart event) {
+        Object ids;
+        try {
+            ids = SparkListenerJobStart.class.getMethod("stageIds").invoke(event);
+        } catch (ReflectiveOperationException error) {
+            reportError("reading a job's stage ids", error);
+            return new int[0];
+        }
+        int[] out = new int[0];
+        scala.collection.Iterator<?> it = ((scala.collection.Iterable<?>) ids).iterator();
+        while (it.hasNext()) {
+            out = java.util.Arrays.copyOf(out, out.length + 1);
+            out[out.length - 1] = ((Number) it.next()).intValue();
+        }
+        return out;
     }
 
     // -- the per-stage summary ---------------------------------------------------------------

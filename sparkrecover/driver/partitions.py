@@ -1,0 +1,262 @@
+"""Task-level resume of one DataFrame write, the driver's side (DESIGN §4a).
+
+A write that died keeps the partitions whose tasks committed (FileOutputCommitter v1 leaves each
+in ``<out>/_temporary/0/task_*``). The resumed write runs the same partitions through
+``KeptPartitionsRDD`` (kept ones empty, not computed) under ``ResumingCommitProtocol``, which adds
+the set-aside task folders to the job before its commit. Both classes are in the package's jar
+(``sparkrecover/jvm/``), which ``submit`` puts on the driver's classpath.
+
+- ``shape_of(frame)``: how many partitions the write runs, whether partition *i* holds the same
+  rows in another application, and a digest of each partition's input, to compare across attempts.
+- ``without_partitions(frame, kept)``: the frame to write, in every attempt (nothing kept the
+  first time), so that partition *i* means the same thing in both.
+- ``resuming_commit(spark, kept_dir, kept)``: the settings of the resumed write, for one write.
+- ``unsupported_reason(spark, path, ...)``: why reusing tasks cannot work for this write.
+
+Runs in the driver; imports pyspark only inside functions.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
+PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
+KEPT_DIR_CONF = "sparkrecover.kept.dir"
+KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
+
+DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
+ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
+# Filesystems whose directory rename is atomic, which a committed task folder relies on.
+RENAME_SCHEMES = frozenset({"file", "hdfs", "viewfs"})
+
+# Functions the optimizer folds into literals (so the optimized plan calls them deterministic)
+# whose value differs in another application. Matched in the analyzed plan's text.
+_CLOCK = re.compile(r"\b(current_timestamp|current_date|current_time|now|curdate|localtimestamp|"
+                    r"current_timezone|unix_timestamp)\(", re.IGNORECASE)
+# A shuffle exchange in a physical plan's text (not BroadcastExchange).
+_SHUFFLE = re.compile(r"(?<![A-Za-z])Exchange ")
+_FILE_SCAN = "org.apache.spark.sql.execution.datasources.FileScanRDD"
+
+
+@dataclass
+class WriteShape:
+    """What a write's partitions are. ``digest`` is equal across applications only when the
+    partition count and every partition's input slices are equal."""
+
+    partitions: int
+    reusable: bool                 # partition i holds the same rows in another application
+    reason: str | None             # why not (one sentence), when not reusable
+    slices: list[str] = field(default_factory=list)  # per partition: digest of its input slices
+    digest: str = ""
+
+
+def shape_of(frame: Any) -> WriteShape:
+    """The shape of the write of ``frame`` through ``without_partitions``: the RDD probed is
+    ``queryExecution().toRdd()``, which that write runs one to one. With adaptive execution and a
+    shuffle in the plan, ``toRdd`` runs the shuffle's map stages now (the write then reuses them:
+    the frame's QueryExecution is computed once)."""
+    try:
+        qe = frame._jdf.queryExecution()
+    except AttributeError:
+        return WriteShape(0, False, "Spark Connect: the driver cannot see the query's plan")
+    try:
+        reason = _plan_reason(qe)
+        rdd = qe.toRdd()
+        count = int(rdd.getNumPartitions())
+        if reason is None:
+            reason = _rdd_reason(rdd)
+        slices = _slices(rdd, count)
+    except Exception as error:  # a probe that fails must never fail the write
+        return WriteShape(0, False, f"the write could not be probed ({type(error).__name__}: {_first_line(error)})")
+    digest = hashlib.sha256(f"{count}\n".encode() + "\n".join(slices).encode()).hexdigest()[:32]
+    return WriteShape(count, reason is None, reason, slices, digest)
+
+
+def _plan_reason(qe: Any) -> str | None:
+    if not qe.optimizedPlan().deterministic():
+        return "the query is not deterministic (rand, uuid, shuffle, a non-deterministic UDF, ...)"
+    if _CLOCK.search(qe.analyzed().toString()):
+        return "the plan reads the current time (current_timestamp, now, current_date, ...)"
+    if _SHUFFLE.search(qe.executedPlan().toString()):
+        return ("the write reads a shuffle (repartition, groupBy, join, orderBy, ...), whose partitions "
+                "Spark calls UNORDERED: partition i may hold other rows in another application")
+    return None
+
+
+def _rdd_reason(rdd: Any) -> str | None:
+    level = str(rdd.outputDeterministicLevel().toString())
+    if level == "DETERMINATE":
+        return None
+    return f"the write's RDD is {level} in Spark's terms: partition i may hold other rows in another application"
+
+
+def _slices(rdd: Any, count: int) -> list[str]:
+    """Per partition of ``rdd``: a digest of the leaf input it reads, found by following narrow
+    dependencies down to the leaves (files: path, start, length, modification time)."""
+    deps: dict[int, list[tuple[str, Any]]] = {}   # rdd id -> [(kind, parent rdd)]
+    leaves: dict[tuple[int, int], list[str]] = {}
+
+    def dependencies(node: Any) -> list[tuple[str, Any]]:
+        key = node.id()
+        if key not in deps:
+            found, seq = [], node.dependencies()
+            for k in range(seq.size()):
+                dep = seq.apply(k)
+                name = dep.getClass().getName()
+                kind = ("one" if name.endswith("OneToOneDependency") else
+                        "shuffle" if name.endswith("ShuffleDependency") else "narrow")
+                found.append((kind, dep))
+            deps[key] = found
+        return deps[key]
+
+    def walk(node: Any, pid: int, out: list[str]) -> None:
+        key = (node.id(), pid)
+        if key in leaves:
+            out.extend(leaves[key])
+            return
+        mine: list[str] = []
+        found = dependencies(node)
+        if not found:
+            mine.append(_leaf(node, pid))
+        for kind, dep in found:
+            if kind == "shuffle":
+                mine.append(f"shuffle:{dep.shuffleId()}:{pid}")
+            elif kind == "one":
+                walk(dep.rdd(), pid, mine)
+            else:
+                parents = dep.getParents(pid)
+                for k in range(parents.size()):
+                    walk(dep.rdd(), int(parents.apply(k)), mine)
+        leaves[key] = mine
+        out.extend(mine)
+
+    result = []
+    for pid in range(count):
+        found: list[str] = []
+        walk(rdd, pid, found)
+        result.append(hashlib.sha256("\n".join(found).encode()).hexdigest()[:16])
+    return result
+
+
+def _leaf(node: Any, pid: int) -> str:
+    name = node.getClass().getName()
+    total = node.getNumPartitions()
+    if name == _FILE_SCAN:
+        files = node.partitions()[pid].files()
+        return "\n".join(f"file:{f.filePath().toString()}:{f.start()}:{f.length()}:{f.modificationTime()}"
+                         for f in files) or f"file:none:{pid}/{total}"
+    # Ranges, local relations, user RDDs: the plan (in the stage's fingerprint) says what they
+    # hold; their slicing here is the partition's index among the leaf's partitions.
+    return f"{name}:{pid}/{total}"
+
+
+def without_partitions(frame: Any, kept: Collection[int]) -> Any:
+    """``frame`` with the ``kept`` partitions empty and never computed, the others unchanged, the
+    partition count the same. Always write through this (``kept`` empty in a first attempt)."""
+    from pyspark.sql import DataFrame
+
+    session = frame.sparkSession
+    jvm = session._jvm
+    ids = ",".join(str(int(i)) for i in sorted(set(kept)))
+    wrapped = _jvm_class(jvm, KEPT_RDD_CLASS)(frame._jdf.queryExecution().toRdd(), ids)
+    jdf = session._jsparkSession.internalCreateDataFrame(wrapped, frame._jdf.schema(), False)
+    return DataFrame(jdf, session)
+
+
+@contextlib.contextmanager
+def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> Iterator[None]:
+    """For one write: ``ResumingCommitProtocol`` brings the ``task_*`` folders of ``kept_dir`` (a
+    Hadoop path URI on the output's filesystem, not inside an output that overwrite deletes) into
+    the job before it commits; the ``kept`` partitions' empty tasks commit nothing. The previous
+    settings are restored afterwards, also on error."""
+    values = {PROTOCOL_CONF: PROTOCOL_CLASS, KEPT_DIR_CONF: kept_dir or "",
+              KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept)))}
+    conf = spark._jsparkSession.conf()  # the JVM's: None-safe get, and unset of an absent key
+    previous = {key: (conf.get(key) if conf.contains(key) else None) for key in values}
+    try:
+        for key, value in values.items():
+            conf.set(key, value)
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
+def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexists",
+                       options: Mapping[str, str] | None = None, frame: Any = None) -> str | None:
+    """Why the committed tasks of a write of ``frame`` to ``path`` (as Spark names it) with this
+    session cannot be reused, or None. ``options`` are the writer's options (they join the job's
+    Hadoop configuration); ``mode`` its save mode. Tables (no path) are refused: a catalog table
+    would not learn of the kept tasks' partitions."""
+    if frame is not None and not hasattr(frame, "_jdf"):
+        return "Spark Connect: the driver cannot change how the write runs"
+    if not hasattr(spark, "_jsparkSession"):
+        return "Spark Connect: the driver cannot change how the write runs"
+    if not path:
+        return "the write has no output path (a table or another sink)"
+    options = {str(k): str(v) for k, v in (options or {}).items()}
+    session = spark._jsparkSession
+    conf = session.sessionState().newHadoopConf()  # the SparkContext's, plus every SQL conf
+    for key, value in options.items():
+        conf.set(key, value)
+
+    def setting(key: str, default: str | None = None) -> str | None:
+        value = options.get(key)
+        if value is None and session.conf().contains(key):
+            value = session.conf().get(key)
+        return default if value is None else value
+
+    protocol = setting(PROTOCOL_CONF, DEFAULT_PROTOCOL)
+    if protocol not in (DEFAULT_PROTOCOL, PROTOCOL_CLASS):
+        return f"a custom commit protocol is configured ({PROTOCOL_CONF}={protocol})"
+    committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
+    if committer != DEFAULT_PARQUET_COMMITTER:
+        return f"a custom Parquet output committer is configured ({committer})"
+    for key in ("spark.sql.sources.outputCommitterClass", "mapreduce.outputcommitter.factory.class"):
+        if conf.get(key):
+            return f"a custom output committer is configured ({key}={conf.get(key)})"
+    algorithm = conf.get(ALGORITHM_KEY) or "1"  # unset: Spark sets 1 in every SparkContext
+    if algorithm.strip() != "1":
+        return (f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
+                "write straight into the output, there is nothing to keep")
+    overwrite = options.get("partitionOverwriteMode") or setting("spark.sql.sources.partitionOverwriteMode", "static")
+    if mode.lower() == "overwrite" and overwrite.lower() == "dynamic":
+        return "dynamic partition overwrite: its job commit would not move the kept tasks' partitions"
+    try:
+        hpath = spark._jvm.org.apache.hadoop.fs.Path(path)
+        scheme = hpath.toUri().getScheme()  # no scheme: the default filesystem's
+        scheme = str(scheme or hpath.getFileSystem(conf).getUri().getScheme() or "file").lower()
+    except Exception as error:
+        return f"the output's filesystem is unavailable ({type(error).__name__}: {_first_line(error)})"
+    if scheme not in RENAME_SCHEMES:
+        return f"the output's filesystem ({scheme}:) has no atomic directory rename"
+    factory = conf.get(f"mapreduce.outputcommitter.factory.scheme.{scheme}")
+    if factory:
+        return f"a committer factory is configured for {scheme}: ({factory})"
+    return None
+
+
+def _jvm_class(jvm: Any, name: str) -> Any:
+    from py4j.java_gateway import JavaClass
+
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if not isinstance(found, JavaClass):
+        raise RuntimeError(f"{name} is not on the driver's classpath (the sparkrecover jar is not loaded)")
+    return found
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0][:300] if text else ""

@@ -1,0 +1,278 @@
+"""Task-level resume of one write (DESIGN §4a): KeptPartitionsRDD, ResumingCommitProtocol, the
+listener's task.committed lines and driver/partitions.py, on real Spark."""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import orjson
+import pytest
+
+from sparkrecover.driver import partitions
+from sparkrecover.launch import listener_jar
+from sparkrecover.launch.spark_submit import find_spark_submit
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def jar(listener_cache):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(listener_jar.CACHE_ENV, listener_cache)
+        patch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        built = listener_jar.ensure_jar(find_spark_submit())
+    assert built.path, built.reason
+    return built.path
+
+
+@pytest.fixture(scope="module")
+def jvm(spark, jar):
+    """The session's JVM with the package's jar loaded (submit passes it with --jars; the shared
+    test session was started without it): the driver's class loader and the executors' get it."""
+    gateway = spark._jvm
+    loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
+    loader.addURL(gateway.java.io.File(jar).toURI().toURL())
+    spark.sparkContext._jsc.addJar(jar)
+    return gateway
+
+
+def counting_frame(spark, rows=800, slices=8):
+    """spark.range through a Python UDF that counts the rows it sees in an accumulator."""
+    from pyspark.sql import functions as F
+
+    seen = spark.sparkContext.accumulator(0)
+
+    @F.udf("long")
+    def touch(value):
+        seen.add(1)
+        return value * 2
+
+    return spark.range(0, rows, 1, slices).withColumn("y", touch("id")), seen
+
+
+def by_partition(frame):
+    from pyspark.sql import functions as F
+
+    rows = frame.withColumn("p", F.spark_partition_id()).collect()
+    out: dict[int, set] = {}
+    for row in rows:
+        out.setdefault(row.p, set()).add((row.id, row.y))
+    return out
+
+
+def test_kept_partitions_are_empty_and_never_computed(spark, jvm):
+    frame, seen = counting_frame(spark)
+    wrapped = partitions.without_partitions(frame, {0, 3, 5})
+    assert wrapped.rdd.getNumPartitions() == 8
+    got = by_partition(wrapped)
+    assert seen.value == 500  # 5 of 8 partitions of 100 rows went through the UDF
+    expected = by_partition(frame)
+    assert set(got) == {1, 2, 4, 6, 7}
+    assert all(got[p] == expected[p] for p in got)
+
+
+def test_nothing_kept_still_goes_through_the_wrapper(spark, jvm):
+    frame, seen = counting_frame(spark)
+    wrapped = partitions.without_partitions(frame, [])
+    plan = wrapped._jdf.queryExecution().executedPlan().toString()
+    assert "ExistingRDD" in plan
+    assert by_partition(wrapped) == by_partition(frame)
+    assert seen.value == 1600  # every row, once for each of the two frames collected
+    rdd = wrapped._jdf.queryExecution().toRdd()
+    assert rdd.getNumPartitions() == 8
+    with pytest.raises(Exception, match="does not exist"):
+        partitions.without_partitions(frame, [8])
+
+
+def files_of(folder):
+    return sorted(os.path.relpath(path, folder) for path in glob.glob(os.path.join(folder, "**"), recursive=True)
+                  if os.path.isfile(path) and not path.endswith(".crc"))
+
+
+def rows_of(spark, folder):
+    return sorted(tuple(row) for row in spark.read.parquet(folder).collect())
+
+
+def test_a_resumed_write_keeps_the_committed_tasks_and_ends_like_a_clean_write(spark, jvm, tmp_path):
+    """The first write's tasks 0-3 commit, 4-7 wait until their task folders were copied aside
+    (what resume's set-aside does after a crash), then fail. The resumed write computes 4-7
+    only and ends with the same folder as a clean write."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    out, clean, kept_dir = (str(tmp_path / name) for name in ("out", "clean", ".kept-out"))
+    fail, release = tmp_path / "fail", tmp_path / "release"
+    fail.touch()
+    seen = spark.sparkContext.accumulator(0)
+
+    @F.udf("long")
+    def work(value):
+        seen.add(1)
+        if os.path.exists(str(fail)) and TaskContext.get().partitionId() >= 4:
+            deadline = time.time() + 60
+            while not os.path.exists(str(release)) and time.time() < deadline:
+                time.sleep(0.05)
+            raise RuntimeError("simulated crash")
+        return value * 3
+
+    frame = spark.range(0, 4000, 1, 8).withColumn("y", work("id"))
+    shape = partitions.shape_of(frame)
+    assert (shape.partitions, shape.reusable) == (8, True)  # Spark trusts a UDF to be deterministic by default
+    failure: list[BaseException] = []
+
+    def first_attempt():
+        try:
+            partitions.without_partitions(frame, []).write.mode("overwrite").parquet(out)
+        except Exception as error:
+            failure.append(error)
+
+    writer = threading.Thread(target=first_attempt)
+    writer.start()
+    staging = os.path.join(out, "_temporary", "0")
+    deadline = time.time() + 120
+    while len(glob.glob(os.path.join(staging, "task_*"))) < 4 and time.time() < deadline:
+        time.sleep(0.05)
+    committed = sorted(glob.glob(os.path.join(staging, "task_*")))
+    assert len(committed) == 4
+    os.makedirs(kept_dir)
+    for folder in committed:
+        shutil.copytree(folder, os.path.join(kept_dir, os.path.basename(folder)))
+    release.touch()
+    writer.join(120)
+    assert failure, "the first attempt should have failed"
+    # abortJob of the failed write deleted _temporary and the committed task folders with it.
+    assert not os.path.exists(os.path.join(out, "_temporary"))
+    assert not os.path.exists(os.path.join(out, "_SUCCESS"))
+    kept = sorted(int(name.rsplit("_", 1)[1]) for name in os.listdir(kept_dir))
+    assert kept == [0, 1, 2, 3]
+
+    fail.unlink()
+    seen.value = 0
+    before = spark.conf.get(partitions.PROTOCOL_CONF, None)
+    with partitions.resuming_commit(spark, "file://" + kept_dir, kept):
+        partitions.without_partitions(frame, kept).write.mode("overwrite").parquet(out)
+    assert spark.conf.get(partitions.PROTOCOL_CONF, None) == before
+    assert spark.conf.get(partitions.KEPT_DIR_CONF, None) is None
+    assert seen.value == 2000  # 4 of 8 partitions of 500 rows computed
+
+    partitions.without_partitions(frame, []).write.mode("overwrite").parquet(clean)
+    assert rows_of(spark, out) == rows_of(spark, clean) == [(i, i * 3) for i in range(4000)]
+    names, clean_names = files_of(out), files_of(clean)
+    assert "_SUCCESS" in names and not os.path.exists(os.path.join(out, "_temporary"))
+    assert not os.path.exists(kept_dir)
+    parts = [name for name in names if name.startswith("part-")]
+    assert len(parts) == len([name for name in clean_names if name.startswith("part-")]) == 8
+    assert sorted(name[:10] for name in parts) == [f"part-{i:05d}" for i in range(8)]
+    assert all(os.path.getsize(os.path.join(out, name)) > 0 for name in parts)
+
+
+def test_the_protocol_refuses_folders_that_do_not_match_the_kept_partitions(spark, jvm, tmp_path):
+    kept_dir = tmp_path / "kept"
+    (kept_dir / "task_202601010000000000_0001_m_000002").mkdir(parents=True)
+    frame = spark.range(0, 40, 1, 4)
+    with partitions.resuming_commit(spark, "file://" + str(kept_dir), [1]):
+        with pytest.raises(Exception, match="task folders hold partitions"):
+            partitions.without_partitions(frame, [1]).write.mode("overwrite").parquet(str(tmp_path / "out"))
+    assert os.listdir(kept_dir) == ["task_202601010000000000_0001_m_000002"]  # nothing moved
+
+
+def test_the_protocol_refuses_dynamic_partition_overwrite(spark, jvm, tmp_path):
+    frame = spark.range(0, 40, 1, 4).selectExpr("id", "id % 2 AS k")
+    spark.conf.set("spark.sql.sources.partitionOverwriteMode", "dynamic")
+    try:
+        with partitions.resuming_commit(spark, None, []):
+            with pytest.raises(Exception, match="dynamic partition overwrite"):
+                frame.write.mode("overwrite").partitionBy("k").parquet(str(tmp_path / "out"))
+    finally:
+        spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
+
+
+def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, tmp_path):
+    from pyspark.sql import functions as F
+
+    source = str(tmp_path / "source")
+    spark.range(0, 20000, 1, 8).selectExpr("id", "repeat('x', 50) AS pad").write.parquet(source)
+    plain = spark.read.parquet(source).where("id % 3 = 0")
+    shape = partitions.shape_of(plain)
+    assert shape.reusable and shape.reason is None
+    assert shape.partitions == len(shape.slices) == plain.rdd.getNumPartitions()
+    assert partitions.shape_of(spark.read.parquet(source).where("id % 3 = 0")).digest == shape.digest
+
+    assert "not deterministic" in partitions.shape_of(plain.withColumn("r", F.rand(42))).reason
+    assert "current time" in partitions.shape_of(plain.withColumn("t", F.current_timestamp())).reason
+    shuffled = partitions.shape_of(plain.repartition(4))
+    assert not shuffled.reusable and "shuffle" in shuffled.reason
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        smaller = partitions.shape_of(spark.read.parquet(source).where("id % 3 = 0"))
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert smaller.reusable and smaller.digest != shape.digest
+    assert (smaller.partitions, smaller.slices) != (shape.partitions, shape.slices)
+
+
+def test_unsupported_reasons(spark, tmp_path):
+    out = str(tmp_path / "out")
+    assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
+    assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
+    assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
+    assert "algorithm 2" in partitions.unsupported_reason(
+        spark, out, options={partitions.ALGORITHM_KEY: "2"})
+    assert "no output path" in partitions.unsupported_reason(spark, None)
+    settings = {
+        partitions.ALGORITHM_KEY: "algorithm 2",
+        partitions.PROTOCOL_CONF: "custom commit protocol",
+        "spark.sql.parquet.output.committer.class": "custom Parquet output committer",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic partition overwrite",
+    }
+    values = {partitions.ALGORITHM_KEY: "2",
+              partitions.PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
+              "spark.sql.parquet.output.committer.class": "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",
+              "spark.sql.sources.partitionOverwriteMode": "dynamic"}
+    for key, expected in settings.items():
+        spark.conf.set(key, values[key])
+        try:
+            assert expected in partitions.unsupported_reason(spark, out, mode="overwrite")
+        finally:
+            spark.conf.unset(key)
+    assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
+
+
+LISTENER_APP = textwrap.dedent("""
+    import sys
+    from pyspark.sql import SparkSession
+    spark = SparkSession.builder.getOrCreate()
+    sc = spark.sparkContext
+    sc.setLocalProperty("sparkrecover.stage", "write-it")
+    spark.range(0, 600, 1, 6).write.parquet(sys.argv[1])
+    sc.setLocalProperty("sparkrecover.stage", None)
+    spark.range(0, 10, 1, 3).count()  # outside any stage: no task.committed
+    sc._jsc.sc().listenerBus().waitUntilEmpty(10000)
+    print("LINES" + sc._jvm.sparkrecover.jvm.SparkRecoverListener.drain(sc._jsc.sc()))
+    spark.stop()
+""")
+
+
+def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
+    app = tmp_path / "app.py"
+    app.write_text(LISTENER_APP)
+    done = subprocess.run(
+        [find_spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+         "--jars", jar, "--conf", "spark.extraListeners=" + listener_jar.CLASS_NAME,
+         str(app), str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = done.stdout.split("LINES", 1)[1]
+    lines = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]
+    committed = [line for line in lines if line["k"] == "task.committed"]
+    jobs = {line["job"] for line in lines if line["k"] == "job.started" and line["stage"] == "write-it"}
+    assert sorted(line["partition"] for line in committed) == list(range(6))
+    assert {line["stage"] for line in committed} == {"write-it"}
+    assert {line["spark_job"] for line in committed} <= jobs and len(jobs) >= 1
+    assert all(line["task_attempt"] == 0 and line["bytes"] > 0 and line["records"] == 100 for line in committed)
