@@ -12,7 +12,7 @@ from sparkrecover.driver import runtime, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import manifests
-from tests.test_api import install_runtime, journal, numbers
+from tests.helpers import install_runtime, journal, numbers
 
 HERE = os.path.basename(__file__)
 
