@@ -84,7 +84,8 @@ def sparkrecover_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkrecover", *args]
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
+            cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     return subprocess.run(sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=cwd)

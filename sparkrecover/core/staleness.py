@@ -60,7 +60,7 @@ def difference(recorded: dict[str, Any] | None, current: dict[str, Any],
     return None
 
 
-def changed_inputs(recorded: dict[str, Any] | None, stat: Callable[[str], tuple[int, Any]] = None) -> list[str]:
+def changed_inputs(recorded: dict[str, Any] | None, stat: Callable[[str], tuple[int, Any]] | None = None) -> list[str]:
     """Input files recorded in a fingerprint that are gone or differ now (the CLI's check)."""
     stat = stat or storage.stat
     changed = []

@@ -71,5 +71,5 @@ def enforce_cap(buffer: bytearray, cap: int, dropped: Dropped) -> None:
             keep[index] = False
             size -= len(line) + 1
             dropped.note(line)
-    kept = [line for line, wanted in zip(lines, keep) if wanted]
+    kept = [line for line, wanted in zip(lines, keep, strict=True) if wanted]
     buffer[:] = b"".join(line + b"\n" for line in kept) + tail

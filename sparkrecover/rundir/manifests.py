@@ -228,7 +228,7 @@ def restore_output(before: dict[str, Any]) -> list[str]:
         return []
     kept = {entry[0] for entry in before.get("files") or []}
     removed = []
-    fs, path = storage.filesystem(url)
+    fs, _path = storage.filesystem(url)
     for name in sorted(set(current) - kept):
         target = storage.join(url, name) if name else url
         fs.rm(storage.filesystem(target)[1])

@@ -54,7 +54,7 @@ def test_completion_scripts_are_generated_from_the_cli():
                                          ("fish", "sparkrecover.fish")])
 def test_the_scripts_are_what_install_completion_installs(cli, monkeypatch, shell, name):
     monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")  # name the shell, don't guess it
-    code, out, err = cli("--show-completion", shell)
+    code, out, _err = cli("--show-completion", shell)
     with open(os.path.join(ROOT, "completions", name), encoding="utf-8") as handle:
         committed = handle.read().replace(script("gen_completions").HEADER, "")
     assert (code, out.strip()) == (0, committed.strip())

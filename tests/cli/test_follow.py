@@ -92,7 +92,8 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
     ]
     # then the run as inspect shows it
     assert lines[14:16] == ["run nightly  succeeded", "app:        /jobs/etl.py"]
-    assert "│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │ 1 stage, 2 tasks │" in lines
+    assert ("│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │"
+            " 1 stage, 2 tasks │") in lines
 
 
 def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
@@ -122,7 +123,7 @@ def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
 
 def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
-    code, out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
+    code, _out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     assert code == 0
     assert ("run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end"
             in err)
@@ -186,7 +187,7 @@ def test_tail_and_follow_on_an_fsspec_root(cli):
     thread = in_background([flushed(run, lambda: run.driver.emit("stage.started", stage="s", outputs=[])),
                             flushed(run, lambda: run.driver.emit("stage.committed", stage="s", manifest=[],
                                                                  duration_s=1.0)), end])
-    code, out, err = cli("inspect", "nightly", "--follow", "--json", "--root", "memory://follow-root")
+    code, out, _err = cli("inspect", "nightly", "--follow", "--json", "--root", "memory://follow-root")
     thread.join()
     details = orjson.loads(out)
     assert (code, details["status"], [(s["stage"], s["status"]) for s in details["stages"]]) == (

@@ -40,7 +40,7 @@ def test_cluster_mode_accepts_an_s3_root_and_refuses_a_local_checkpoint_root(cli
     assert orjson.loads(out)["run_dir"] == s3.prefix + "/c1"
     # the fake spark-submit ran no driver: the CLI says the driver's journal is incomplete
     assert "no driver.ended record" in err
-    started = [e for e in events_of(s3.prefix + "/c1") if e["type"] == "run.started"][0]
+    started = next(e for e in events_of(s3.prefix + "/c1") if e["type"] == "run.started")
     assert started["checkpoint_root"] == s3.prefix + "/ckpt"
     assert not storage.exists(s3.prefix + "/c1/lease.json")
 

@@ -188,7 +188,7 @@ def test_failing_storage_never_raises_and_records_journal_degraded(tmp_path, cap
     after = journal.emit("attempt.ended", exit_code=0)
     journal.close()
     read = read_journal(str(run_dir))
-    assert read[:4] == during + [after]
+    assert read[:4] == [*during, after]
     assert [r["type"] for r in read] == ["stage.started", "stage.committed", "driver.ended",
                                          "attempt.ended", "journal.degraded"]
     degraded = read[4]

@@ -39,7 +39,7 @@ def attempt_ended(run_dir):
 
 def test_application_exit_code_is_passed_through(cli, tmp_path, app):
     fake = fake_executable(tmp_path / "fake-submit", f'printf "%s\\n" "$@" > {tmp_path}/argv\nexit 7')
-    code, out, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--",
+    code, _out, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--",
                          "--master", "local[2]", "--conf", "spark.db.password=hunter2", app, "--day", "1")
     assert code == 7, err
     run_dir = str(tmp_path / "runs" / "r1")
@@ -82,7 +82,7 @@ while true; do sleep 0.05; done""")
             assert process.poll() is None and time.monotonic() < deadline, process.communicate()
             time.sleep(0.05)
         process.send_signal(signal.SIGTERM)
-        out, err = process.communicate(timeout=120)
+        _out, err = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
