@@ -22,15 +22,15 @@ import _bench
 GOAL_SECONDS = 0.25
 HEAVY = ("pyspark", "py4j", "fsspec", "s3fs", "botocore", "rich", "pydantic", "orjson",
          "sparkrecover.journal", "sparkrecover.core.planner", "sparkrecover.driver.api")
-PROBE = """
+PROBE = f"""
 import sys
 from sparkrecover.cli import app as cli
 try:
     cli.main(sys.argv[1:])
 except SystemExit:
     pass
-print(" ".join(name for name in %r if name in sys.modules) or "none of them", file=sys.stderr)
-""" % (HEAVY,)
+print(" ".join(name for name in {HEAVY!r} if name in sys.modules) or "none of them", file=sys.stderr)
+"""
 
 
 def command() -> list[str]:

@@ -74,8 +74,9 @@ def main() -> int:
     if not options.no_py4j:
         env = {**os.environ, "SPARKRECOVER_NO_JVM_LISTENER": "1"}
         seconds, _, ended = submit_run(root, "py4j", options.tasks, log, env)
-        print(f"for comparison, the Py4J fallback listener: {seconds:.2f} s (ratio {seconds / _bench.median(plains):.3f} "
-              f"to the median plain run), events dropped by Spark: {ended.get('spark_events_dropped')}")
+        print(f"for comparison, the Py4J fallback listener: {seconds:.2f} s "
+              f"(ratio {seconds / _bench.median(plains):.3f} to the median plain run), "
+              f"events dropped by Spark: {ended.get('spark_events_dropped')}")
     print(f"done {_bench.load_note()}")
     return 0
 

@@ -30,7 +30,8 @@ RUN = "planner-bench"
 
 def stage_summary(name: str, spark_stage: int) -> dict:
     """What the JVM listener writes for one Spark stage (listener_bridge turns it into this event)."""
-    return {"spark_stage": spark_stage, "spark_attempt": 0, "stage": name, "name": "save at NativeMethodAccessorImpl.java:0",
+    return {"spark_stage": spark_stage, "spark_attempt": 0, "stage": name,
+            "name": "save at NativeMethodAccessorImpl.java:0",
             "tasks": 8, "completed_tasks": 8, "failed_tasks": 0, "killed_tasks": 0, "failure": None,
             "metrics": {"duration_ms": 812, "executor_run_time_ms": 1480, "executor_cpu_time_ms": 1210,
                         "jvm_gc_time_ms": 31, "longest_task_ms": 240, "input_bytes": 1048576,

@@ -84,3 +84,11 @@ def s3(s3_server, monkeypatch):
     yield s3_server
     if not s3_server.running:
         s3_server.start()
+
+
+@pytest.fixture
+def run(tmp_path):
+    """A synthetic run (tests.journals.Run) under tmp_path/root, its first attempt started."""
+    from tests.journals import Run
+
+    return Run(tmp_path / "root").start_attempt()

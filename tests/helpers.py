@@ -8,10 +8,14 @@ import signal
 import subprocess
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import orjson
 
 from sparkrecover.journal import read_journal
+
+if TYPE_CHECKING:
+    from sparkrecover.driver.runtime import Runtime
 
 PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "sparkrecover", "demo", "pipeline.py")
@@ -80,7 +84,8 @@ def sparkrecover_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkrecover", *args]
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
+            cwd: str | None = None) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
     return subprocess.run(sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout,
                           env=env, cwd=cwd)
@@ -142,3 +147,43 @@ def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: st
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
     return run_dir
+
+
+def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
+    """A driver Runtime journaling to a fresh run directory under tmp_path, installed as the current one."""
+    from sparkrecover.driver import runtime
+    from sparkrecover.driver.runtime import Runtime
+    from sparkrecover.journal import JournalWriter
+    from sparkrecover.journal import events as ev
+
+    run_dir = str(tmp_path / "root" / "run1")
+    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
+    rt = Runtime(writer, run_dir, plan)
+    runtime.install(rt)
+    return rt
+
+
+def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
+    """What the runtime journaled so far (flushed first), of one type if given."""
+    rt.writer.flush()
+    records = read_journal(rt.run_dir)
+    return [r for r in records if event_type is None or r["type"] == event_type]
+
+
+def numbers(spark, n=100):
+    """A small two-partition DataFrame: id and id % 7 as bucket."""
+    return spark.range(n, numPartitions=2).selectExpr("id", "id % 7 AS bucket")
+
+
+def fake_executable(path, body="exit 0") -> str:
+    """A shell script at path running body: a stand-in for spark-submit."""
+    os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\n" + body + "\n")
+    os.chmod(path, 0o755)
+    return str(path)
+
+
+def summary_counts(record: dict) -> dict:
+    """The task counts of a spark.stage.completed record, shaped like the status tracker's."""
+    return {key: record[key] for key in ("tasks", "completed_tasks", "failed_tasks")}

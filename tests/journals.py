@@ -1,11 +1,18 @@
-"""Synthetic runs for inspect/replay tests: real JournalWriters on a fake clock (no Spark), so
-every timestamp, duration and line of output is the same on every machine."""
+"""Synthetic journals for tests, written by real JournalWriters (no Spark).
+
+``SyntheticRun`` and its runs run on a fake clock for inspect/replay/follow, so every timestamp, duration
+and line of output is the same on every machine; ``Run`` journals stages with real outputs for the planner
+and the commands; the segment helpers write raw lines for the reader."""
 from __future__ import annotations
 
 import os
 from datetime import datetime, timedelta, timezone
 
-from sparkrecover.journal import JournalWriter
+import orjson
+
+from sparkrecover.core import planner
+from sparkrecover.core.runstate import RunState
+from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.rundir import manifests
 
 
@@ -149,3 +156,100 @@ def invalidated_run(root) -> SyntheticRun:
     run.skipped("orders", "committed in attempt 1, output verified")
     run.invalidated("clean", "fingerprint changed: version None -> 2")
     return run.done("clean", ("orders",), rows=900).done("daily", ("clean",), rows=31).end(0)
+
+
+# Ten bytes with Parquet's magic at both ends, so footer checks pass on untouched files.
+PARQUET_LIKE = b"PAR1xxPAR1"
+
+
+def make_output(path, files=None, success=True) -> str:
+    """A folder like Spark writes: part files and, unless told otherwise, _SUCCESS."""
+    os.makedirs(path, exist_ok=True)
+    for name, data in (files or {"part-00000.parquet": PARQUET_LIKE}).items():
+        with open(os.path.join(path, name), "wb") as handle:
+            handle.write(data)
+    if success:
+        open(os.path.join(path, "_SUCCESS"), "wb").close()
+    return str(path)
+
+
+class Run:
+    """A run directory with a journal written by a real JournalWriter, one attempt at a time."""
+
+    def __init__(self, root, run_id="r1"):
+        self.run_id = run_id
+        self.dir = os.path.join(str(root), run_id)
+        self.outputs: dict[str, str] = {}
+        self.attempt = 0
+        self.cli = self.driver = None
+
+    def start_attempt(self, app="app.py"):
+        self.attempt += 1
+        self.cli = JournalWriter(self.dir, self.run_id, self.attempt, "cli", flush_interval=0)
+        self.driver = JournalWriter(self.dir, self.run_id, self.attempt, "driver", flush_interval=0)
+        if self.attempt == 1:
+            self.cli.emit("run.started", app=app, app_args=[], spark_submit_args=["--master", "local[2]"])
+        self.cli.emit("attempt.started", pid=1)
+        return self
+
+    def started(self, stage, upstream=(), output=True):
+        if output:
+            self.outputs[stage] = os.path.join(os.path.dirname(self.dir), "data", stage)
+        outputs = [self.outputs[stage]] if stage in self.outputs else []
+        self.driver.emit("stage.started", stage=stage, kind="stage", outputs=outputs, upstream=list(upstream),
+                         fingerprint={"version": None})
+        return self
+
+    def committed(self, stage, upstream=(), files=None, checksums=False):
+        manifest = []
+        if stage in self.outputs:
+            make_output(self.outputs[stage], files)
+            manifest = [manifests.build_output(self.outputs[stage], checksums=checksums)]
+        manifest, ref, digest = manifests.externalize(stage, manifest, self.dir)
+        self.driver.emit("stage.committed", stage=stage, manifest=manifest, manifest_ref=ref,
+                         manifest_sha256=digest, upstream=list(upstream), duration_s=1.0)
+        return self
+
+    def done(self, stage, upstream=(), files=None):
+        return self.started(stage, upstream).committed(stage, upstream, files)
+
+    def failed(self, stage, error):
+        self.driver.emit("stage.failed", stage=stage, error=error, error_type="RuntimeError")
+        return self
+
+    def end(self, exit_code=1, signal=None):
+        self.driver.emit("driver.ended", exit_code=exit_code)
+        self.cli.emit("attempt.ended", exit_code=exit_code, signal=signal)
+        self.driver.close()
+        self.cli.close()
+        return self
+
+    def state(self) -> RunState:
+        return RunState.from_events(self.run_id, read_journal(self.dir))
+
+    def plan(self, **options) -> dict[str, tuple[str, str]]:
+        decisions = planner.make_plan(self.state(), planner.verifier_for(self.dir), **options)
+        return {d.stage: (d.decision, d.reason) for d in decisions}
+
+
+def line_of(record: dict) -> bytes:
+    return orjson.dumps(record) + b"\n"
+
+
+def segment_path(run_dir, attempt=1, writer="driver", index=0) -> str:
+    return os.path.join(str(run_dir), "journal", f"{attempt:04d}-{writer}-{index:06d}.jsonl")
+
+
+
+def envelope(seq, type_="stage.started", ts="2026-01-01T00:00:00.000Z", attempt=1, writer="driver", **extra):
+    if type_.startswith("stage."):
+        extra.setdefault("stage", "clean")  # every stage event names its stage (events.REQUIRED)
+    return {"v": 1, "type": type_, "run": "r1", "attempt": attempt, "writer": writer, "seq": seq, "ts": ts, **extra}
+
+
+def write_segment(run_dir, lines: list[bytes], attempt=1, writer="driver", index=0) -> str:
+    path = segment_path(run_dir, attempt, writer, index)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as handle:
+        handle.write(b"".join(lines))
+    return path

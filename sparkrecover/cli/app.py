@@ -10,7 +10,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -61,13 +61,24 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def submit(
     ctx: typer.Context,
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
-    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
-    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."),
-    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID",
+                                         help="Name the run (default: time, app and a random suffix)."),
+    spark_submit: Optional[str] = typer.Option(
+        None, "--spark-submit", metavar="PATH",
+        help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
+    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS",
+                                         help="Seconds between journal flushes."),
+    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES",
+                                    help="Journal write buffer in bytes; a full buffer is flushed."),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    checksums: bool = typer.Option(False, "--checksums", help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more)."),
-    checkpoint_root: Optional[str] = typer.Option(None, "--checkpoint-root", metavar="URI", help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). Default: the run directory. Recorded: resume uses it too."),
+    checksums: bool = typer.Option(
+        False, "--checksums",
+        help="Record a SHA-256 of every output file at commit, for resume --verify checksum "
+             "(reads all output once more)."),
+    checkpoint_root: Optional[str] = typer.Option(
+        None, "--checkpoint-root", metavar="URI",
+        help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
+             "Default: the run directory. Recorded: resume uses it too."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -95,11 +106,16 @@ def resume(
                               autocompletion=_complete_run),
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
-    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."),
+    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE",
+                                    help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
-    verify: str = typer.Option("size", "--verify", metavar="LEVEL", help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic bytes), checksum (also content digests recorded with submit --checksums)."),
+    verify: str = typer.Option(
+        "size", "--verify", metavar="LEVEL",
+        help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
+             "bytes), checksum (also content digests recorded with submit --checksums)."),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."),
+    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH",
+                                               help="The spark-submit to use (default: the recorded one)."),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -174,7 +190,7 @@ def _log_crash() -> str:
     return path
 
 
-def _click_errors() -> tuple[type, type, type]:
+def _click_errors() -> tuple[type[typer.Exit], type[typer.Abort], Any]:  # Any: whichever click is running
     """(Exit, Abort, ClickException) as the running typer raises them: recent typers vendor their
     own copy of click, older ones use click itself, and a usage error of either must not be
     mistaken for an internal error."""

@@ -125,8 +125,10 @@ def _headline(state: RunState) -> str:
 def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
     # Fixed-width columns first, so a narrow terminal shortens the details, never the bars.
     progress = Progress(_Icon(), TextColumn("{task.description}", table_column=Column(no_wrap=True)),
-                        BarColumn(bar_width=20), TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
-                        TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+                        BarColumn(bar_width=20),
+                        TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
+                        TextColumn("{task.fields[detail]}",
+                                   table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
                         console=render.console(), transient=False, expand=True)
     rows: dict[str, TaskID] = {}
     with progress:

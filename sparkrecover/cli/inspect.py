@@ -1,10 +1,15 @@
 """``sparkrecover inspect``."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from sparkrecover.cli import render
 from sparkrecover.core import runstate, summary
 from sparkrecover.errors import SparkRecoverError
 from sparkrecover.rundir import runs, storage
+
+if TYPE_CHECKING:
+    from sparkrecover.core.runstate import RunState
 
 
 def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = False) -> int:
@@ -14,7 +19,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
             from sparkrecover.errors import UsageError
 
             raise UsageError("--follow needs a RUN to follow")
-        items = []
+        items: list[tuple[str, str, RunState | None, str | None]] = []
         for run_id, run_dir in runs.list_runs(root_url):
             try:
                 items.append((run_id, run_dir, runstate.load_state(run_dir, run_id), None))

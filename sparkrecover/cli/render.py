@@ -140,8 +140,9 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
     columns = [name for name, (_, narrow) in _STAGE_COLUMNS.items() if wide or narrow]
     table = Table(title="stages", title_justify="left")
     for column in columns:
+        stage_width = min(12, max([5, *(len(row["stage"]) for row in rows)]))
         table.add_column(column, no_wrap=column != "stage", overflow="fold",
-                         min_width=min(12, max([5, *(len(row["stage"]) for row in rows)])) if column == "stage" else None,
+                         min_width=stage_width if column == "stage" else None,
                          justify="left" if column in ("stage", "status", "failures") else "right")
     for row in rows:
         table.add_row(*(_STAGE_COLUMNS[column][0](row) for column in columns))
@@ -176,7 +177,8 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
                          humanize.timestamp(row["started"]), humanize.duration(row["duration_s"]),
                          humanize.tally(row["plan"]) or "-", row["app_id"] or "-")
     out.print(attempts)
-    if summary.get("last_error") and summary["status"] != "succeeded":  # an error a later attempt got past is history: replay shows it
+    # An error a later attempt got past is history: replay shows it.
+    if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
     if summary.get("journal_degraded"):
         warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run")

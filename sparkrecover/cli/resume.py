@@ -50,7 +50,8 @@ def run(*, run: str, root: str | None, dry_run: bool, rerun: tuple[str, ...], fr
             if not json_output:
                 render.plan(plan.dry_run())
 
-        code = recovery.resume(run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress)
+        code = recovery.resume(run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show,
+                               progress=progress)
     if json_output:
         render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
     return code

@@ -178,6 +178,7 @@ class RunState:
                 if handler is None:
                     other += 1
                 elif handler is not ignore:
+                    assert attempt is not None  # set by the record's first line above
                     handler(self, record, attempt)
         finally:
             if attempt is not None:
@@ -270,6 +271,7 @@ def _driver_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    assert stage is not None  # stage.* events name their stage (events.py)
     stage.last_event = "started"
     stage.status, stage.attempt, stage.started = STARTED, record["attempt"], record
     stage.records_lost = None
@@ -280,6 +282,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    assert stage is not None  # stage.* events name their stage (events.py)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
     stage.write, stage.committed_tasks = None, {}  # the write is whole: no partial progress left
@@ -307,6 +310,7 @@ def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> Non
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    assert stage is not None  # stage.* events name their stage (events.py)
     stage.last_event = "failed"
     stage.status, stage.attempt, stage.failed = FAILED, record["attempt"], record
     attempt.failures.append((stage.name, str(record.get("error") or "")))
@@ -315,11 +319,13 @@ def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    assert stage is not None  # stage.* events name their stage (events.py)
     stage.skipped, stage.last_event = record, "skipped"
 
 
 def _stage_invalidated(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record.get("stage"))
+    assert stage is not None  # stage.* events name their stage (events.py)
     stage.invalidated, stage.last_event = record, "invalidated"
 
 
@@ -350,6 +356,7 @@ def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> N
     # count as unfinished (a lost commit reruns a stage, never the other way round).
     for name in record.get("dropped_stages") or []:
         stage = state._stage(name if isinstance(name, str) else str(name))
+        assert stage is not None  # a name was given
         stage.status, stage.attempt, stage.records_lost = STARTED, record["attempt"], record
 
 

@@ -130,7 +130,7 @@ def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None
 
 def runs_overview(items: list[tuple[str, str, RunState | None, str | None]]) -> list[dict[str, Any]]:
     """One row per run; a run whose journal cannot be read shows its error instead."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for run_id, run_dir, state, error in items:
         if state is None:
             rows.append({"run": run_id, "run_dir": run_dir, "status": "unreadable", "error": error})

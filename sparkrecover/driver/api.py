@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparkrecover.core import staleness
@@ -86,13 +86,14 @@ class _StageScope:
         """The plan said skip, but something the stage depends on changed: it runs (rule 5)."""
         self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
 
-    def commit(self, outputs: list[tuple[str, str]], upstream: list[str],
+    def commit(self, outputs: Sequence[tuple[str, str | None]], upstream: list[str],
                added_since: list[dict[str, Any]] | None = None, **extra: Any) -> None:
         """``added_since``: what each output held before an append; its manifest then lists only
         the files the append added."""
         manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
         if added_since is not None:
-            manifest = [manifests.added_files(output, before) for output, before in zip(manifest, added_since)]
+            manifest = [manifests.added_files(output, before)
+                        for output, before in zip(manifest, added_since, strict=True)]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
         self.rt.sync_telemetry()
         self.rt.writer.emit(
@@ -241,7 +242,7 @@ def _files_read_by(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[st
 
 def _filled(cell: Any) -> bool:
     try:
-        cell.cell_contents
+        _ = cell.cell_contents  # an empty cell raises ValueError
     except ValueError:
         return False
     return True

@@ -62,7 +62,7 @@ def _hook_spark_context(rt: Any) -> None:
                        deploy_mode=conf.get("spark.submit.deployMode", "client"),
                        spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind)
 
-    SparkContext.__init__ = init
+    SparkContext.__init__ = init  # type: ignore[method-assign]  # patching the class is the point
 
 
 def _run_script(script: str, args: list[str]) -> int:

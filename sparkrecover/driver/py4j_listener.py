@@ -8,7 +8,7 @@ handler swallows its own errors.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, ClassVar
 
 from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.journal import events as ev
@@ -135,7 +135,7 @@ class JournalListener:
         raise AttributeError(name)
 
     class Java:
-        implements = ["org.apache.spark.scheduler.SparkListenerInterface"]
+        implements: ClassVar[list[str]] = ["org.apache.spark.scheduler.SparkListenerInterface"]
 
 
 def _ignore(*_: Any) -> None:

@@ -135,8 +135,8 @@ class Telemetry:
             self.dropped = int(record.get("dropped") or 0)
             self._warn("dropped", f"Spark dropped {self.dropped} listener events (its listener queues were "
                                   "full); the journal's Spark telemetry is incomplete")
-        elif event_type == ev.SPARK_JOB_STARTED:
-            self.rt.note_job(record["stage"], record.get("job"))
+        elif event_type == ev.SPARK_JOB_STARTED and record.get("job") is not None:
+            self.rt.note_job(record["stage"], record["job"])
         self.rt.writer.append(event_type, record)
 
     def _warn(self, key: str, message: str) -> None:

@@ -59,7 +59,7 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         return None
     files = _input_files(write.frame)
     previous = rt.producers.get(write.url) if write.url else None
-    if previous is not None and previous != write.name and previous in rt.reached:
+    if previous is not None and previous != write.name and previous in rt.reached and write.spark_path:
         # An earlier stage of this attempt wrote this target (a table created, then inserted
         # into): this write depends on it, so it runs again whenever that one does.
         files.append(write.spark_path)

@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from sparkrecover.driver import runtime, writes
@@ -88,7 +89,8 @@ def _tracking(attribute: str) -> Callable[[Any], Any]:
 
 def _tracking_option(original: Any) -> Any:
     def option(self: Any, *args: Any, **kwargs: Any) -> Any:
-        given = dict(zip(("key", "value"), args), **kwargs)
+        # Positional, keyword or both: args may hold fewer than the two names.
+        given = dict(zip(("key", "value"), args, strict=False), **kwargs)
         if str(given.get("key")).lower() == "path":
             self._sr_path = given.get("value")
         return original(self, *args, **kwargs)
@@ -111,7 +113,7 @@ def _remember_table(original: Any) -> Any:
     return init
 
 
-def _recorded(describe: Callable[..., writes.Write | None], name: str, original: Any) -> Any:
+def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -> Any:
     signature = inspect.signature(original)
 
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -147,7 +149,7 @@ def is_own_module(module: str) -> bool:
 
 def call_site() -> tuple[str, int]:
     """The user's file and line: the first frame whose module is not ours or pyspark's."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if not is_own_module(str(frame.f_globals.get("__name__") or "")):
             return os.path.abspath(frame.f_code.co_filename), frame.f_lineno
@@ -158,6 +160,14 @@ def call_site() -> tuple[str, int]:
 def _site_label(filename: str) -> str:
     relative = os.path.relpath(filename, _base_dir) if filename.startswith(os.sep) else filename
     return filename if relative.startswith("..") else relative
+
+
+def _runtime() -> runtime.Runtime:
+    """The installed runtime: describers run only under a write that found one (see ``_recorded``)."""
+    rt = runtime.current()
+    if rt is None:
+        raise RuntimeError("no sparkrecover runtime installed")
+    return rt
 
 
 def identify(rt: runtime.Runtime, mode: str, target: str) -> tuple[str, str, int]:
@@ -200,7 +210,7 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
         label = str(path) if path is not None else f"{fmt or 'default'} sink"
         return _sink_write(spark, frame, label, mode, _category(mode))
     url, spark_path = qualify(spark, str(path))
-    name, site, ordinal = identify(runtime.current(), mode, url)
+    name, site, ordinal = identify(_runtime(), mode, url)
     return writes.Write(name, site, ordinal, mode, _category(mode), url, frame, spark, url=url,
                         spark_path=spark_path, existed=storage.exists(url), writer=writer)
 
@@ -214,7 +224,7 @@ def _table_write(spark: Any, frame: Any, table: str, mode: str, category: str, f
     existed, location, provider = writes.table_info(spark, table)
     if not existed and path is not None:
         location = qualify(spark, str(path))[1]
-    name, site, ordinal = identify(runtime.current(), mode, f"table {table}")
+    name, site, ordinal = identify(_runtime(), mode, f"table {table}")
     call = writes.Write(name, site, ordinal, mode, category, f"table {table}", frame, spark, table=table,
                         existed=existed)
     if location and str(provider or fmt or "").lower() not in _LOGGED_FORMATS:
@@ -223,7 +233,7 @@ def _table_write(spark: Any, frame: Any, table: str, mode: str, category: str, f
 
 
 def _sink_write(spark: Any, frame: Any, label: str, mode: str, category: str) -> writes.Write:
-    name, site, ordinal = identify(runtime.current(), mode, label)
+    name, site, ordinal = identify(_runtime(), mode, label)
     return writes.Write(name, site, ordinal, mode, category, label, frame, spark)
 
 

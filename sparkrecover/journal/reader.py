@@ -4,7 +4,8 @@ A torn last line of a segment (a writer killed mid-write) is dropped with a warn
 malformed line is corruption and raises ``JournalError`` naming the file and line. A record seen
 twice in one writer's stream is kept once: a
 compaction between its upload and its deletes, or a write retried after a partial failure, leaves
-such copies; seqs only grow, so any record at or below the last seq read is one. Storage errors while reading are ``JournalError`` too (exit 3).
+such copies; seqs only grow, so any record at or below the last seq read is one. Storage errors
+while reading are ``JournalError`` too (exit 3).
 
 Order: by attempt, then by time; within an attempt the CLI and driver streams interleave by
 timestamp, the driver's event first on a tie (the CLI only writes ``attempt.ended`` after the

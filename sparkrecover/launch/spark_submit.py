@@ -149,7 +149,7 @@ def _merge_list_option(options: list[str], name: str, value: str) -> list[str]:
         if item == name and index + 1 < len(merged):
             merged[index + 1] = f"{merged[index + 1]},{value}"
             return merged
-    return merged + [name, value]
+    return [*merged, name, value]
 
 
 def with_listener(options: list[str], jar: str, defaults: dict[str, str]) -> list[str]:

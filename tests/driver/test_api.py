@@ -9,26 +9,9 @@ import sparkrecover as sr
 from sparkrecover.driver import runtime
 from sparkrecover.driver.runtime import Runtime
 from sparkrecover.errors import UsageError
-from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
-
-
-def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
-    run_dir = str(tmp_path / "root" / "run1")
-    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
-    rt = Runtime(writer, run_dir, plan)
-    runtime.install(rt)
-    return rt
-
-
-def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
-    rt.writer.flush()
-    records = read_journal(rt.run_dir)
-    return [r for r in records if event_type is None or r["type"] == event_type]
-
-
-def numbers(spark, n=100):
-    return spark.range(n, numPartitions=2).selectExpr("id", "id % 7 AS bucket")
+from sparkrecover.journal import read_journal
+from tests.helpers import install_runtime, journal, numbers
 
 
 def test_checkpoint_writes_commits_and_reads_back(spark, tmp_path):

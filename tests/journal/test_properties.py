@@ -114,7 +114,7 @@ def test_garbage_after_the_last_line_is_dropped(items, layout, tail):
             except JournalError as error:
                 assert f"{os.path.basename(last_segment(run_dir))}:" in str(error)
             else:  # only a whole, valid envelope of this segment may be accepted
-                assert read == records + [parsed]
+                assert read == [*records, parsed]
 
 
 @SETTINGS
@@ -142,7 +142,8 @@ json_values = st.recursive(
     max_leaves=12,
 )
 # Any key but the envelope's, which payloads must not repeat.
-payload_keys = st.text(max_size=12).filter(lambda key: key not in {"v", "type", "run", "attempt", "writer", "seq", "ts"})
+ENVELOPE = {"v", "type", "run", "attempt", "writer", "seq", "ts"}
+payload_keys = st.text(max_size=12).filter(lambda key: key not in ENVELOPE)
 
 
 class FixedClock(JournalWriter):
@@ -153,7 +154,8 @@ class FixedClock(JournalWriter):
 
 
 @SETTINGS
-@given(items=st.lists(st.tuples(event_types | st.text(max_size=20), st.dictionaries(payload_keys, json_values, max_size=6))
+@given(items=st.lists(st.tuples(event_types | st.text(max_size=20),
+                                st.dictionaries(payload_keys, json_values, max_size=6)),
                       .map(_readable), min_size=1, max_size=20),
        run_id=st.text(min_size=1, max_size=12), attempt=st.integers(1, 10 ** 6))
 def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):

@@ -1,4 +1,4 @@
-"""inspect --follow and the journal tail under it: synthetic writers in a thread (no Spark)."""
+"""inspect --follow: synthetic writers in a thread (no Spark)."""
 from __future__ import annotations
 
 import io
@@ -15,8 +15,6 @@ from rich.console import Console
 from sparkrecover.cli import render
 from sparkrecover.core import watch as follow
 from sparkrecover.errors import RunNotFoundError
-from sparkrecover.journal import JournalWriter
-from sparkrecover.journal import tail as tails
 from sparkrecover.rundir import lease
 from tests import journals
 from tests.helpers import screen
@@ -94,7 +92,8 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
     ]
     # then the run as inspect shows it
     assert lines[14:16] == ["run nightly  succeeded", "app:        /jobs/etl.py"]
-    assert "│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │ 1 stage, 2 tasks │" in lines
+    assert ("│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │"
+            " 1 stage, 2 tasks │") in lines
 
 
 def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
@@ -124,7 +123,7 @@ def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
 
 def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
-    code, out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
+    code, _out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     assert code == 0
     assert ("run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end"
             in err)
@@ -173,57 +172,6 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
     assert "run nightly: attempt 1 ended: succeeded (exit 0)" in drawn
 
 
-# -- the tail ---------------------------------------------------------------------------------------
-
-def test_tail_reads_only_what_grew(tmp_path, monkeypatch):
-    reads = []
-    original = tails.read_from
-    monkeypatch.setattr(tails, "read_from", lambda url, offset: reads.append((os.path.basename(url), offset))
-                        or original(url, offset))
-    run_dir = str(tmp_path / "r1")
-    writer = JournalWriter(run_dir, "r1", 1, "driver", flush_interval=0)
-    tail = tails.JournalTail(run_dir)
-    assert tail.poll() == [] and not tail.found_journal
-    first = [writer.emit("a"), writer.emit("b")]
-    writer.flush()
-    assert tail.poll() == first
-    assert tail.poll() == []  # nothing grew: nothing read
-    size = os.path.getsize(os.path.join(run_dir, "journal", "0001-driver-000000.jsonl"))
-    third = writer.emit("c")
-    writer.flush()
-    assert tail.poll() == [third]
-    assert reads == [("0001-driver-000000.jsonl", 0), ("0001-driver-000000.jsonl", size)]
-
-
-def test_tail_keeps_a_half_written_line_for_the_next_poll(tmp_path):
-    run_dir = tmp_path / "r1"
-    path = run_dir / "journal" / "0001-cli-000000.jsonl"
-    path.parent.mkdir(parents=True)
-    line = orjson.dumps({"v": 1, "type": "x", "run": "r1", "attempt": 1, "writer": "cli", "seq": 0,
-                         "ts": "2026-01-01T00:00:00.000Z"}) + b"\n"
-    path.write_bytes(line[:20])
-    tail = tails.JournalTail(str(run_dir))
-    assert tail.poll() == []
-    path.write_bytes(line + line[:10])
-    assert [r["seq"] for r in tail.poll()] == [0]
-    assert tail.drain() == ([], [f"{path}:2: dropped a torn last line (10 bytes; the writer stopped mid-write)"])
-
-
-def test_tail_rereads_a_rewritten_segment_without_repeating_events(tmp_path):
-    run_dir = tmp_path / "r1"
-    path = run_dir / "journal" / "0001-cli-000000.jsonl"
-    path.parent.mkdir(parents=True)
-    lines = [orjson.dumps({"v": 1, "type": "x", "run": "r1", "attempt": 1, "writer": "cli", "seq": seq,
-                           "ts": f"2026-01-01T00:00:0{seq}.000Z", "payload": "." * (50 - 40 * seq)}) + b"\n"
-             for seq in range(3)]
-    path.write_bytes(lines[0] + lines[1])
-    tail = tails.JournalTail(str(run_dir))
-    assert [r["seq"] for r in tail.poll()] == [0, 1]
-    path.write_bytes(lines[1] + lines[2])  # rewritten shorter (say, compacted): read again from the start
-    assert len(lines[1] + lines[2]) < len(lines[0] + lines[1])
-    assert [r["seq"] for r in tail.poll()] == [2]
-
-
 def test_tail_and_follow_on_an_fsspec_root(cli):
     """The same code path on memory://, which has no append: the writer rewrites segment objects."""
     run = journals.SyntheticRun("memory://follow-root")
@@ -239,7 +187,7 @@ def test_tail_and_follow_on_an_fsspec_root(cli):
     thread = in_background([flushed(run, lambda: run.driver.emit("stage.started", stage="s", outputs=[])),
                             flushed(run, lambda: run.driver.emit("stage.committed", stage="s", manifest=[],
                                                                  duration_s=1.0)), end])
-    code, out, err = cli("inspect", "nightly", "--follow", "--json", "--root", "memory://follow-root")
+    code, out, _err = cli("inspect", "nightly", "--follow", "--json", "--root", "memory://follow-root")
     thread.join()
     details = orjson.loads(out)
     assert (code, details["status"], [(s["stage"], s["status"]) for s in details["stages"]]) == (

@@ -45,7 +45,7 @@ def test_no_progress_with_json_even_on_a_terminal(monkeypatch, tmp_path, capsys)
 
 def test_no_progress_on_a_pipe(cli, tmp_path):
     big_run(tmp_path / "root")
-    code, out, err = cli("resume", "nightly", "--root", str(tmp_path / "root"), "--dry-run")
+    code, _out, err = cli("resume", "nightly", "--root", str(tmp_path / "root"), "--dry-run")
     assert code == 0 and "verifying" not in err and "files" not in err
 
 

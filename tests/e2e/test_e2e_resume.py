@@ -13,7 +13,7 @@ from sparkrecover.launch.spark_submit import find_spark_submit
 from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, submit_and_kill, wait_for
 
 pytestmark = pytest.mark.e2e
-TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "tiny.py")
+TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "tiny.py")
 
 
 @pytest.fixture

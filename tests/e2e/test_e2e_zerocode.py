@@ -16,7 +16,7 @@ from sparkrecover.launch.spark_submit import find_spark_submit
 from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, submit_and_kill, wait_for
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "zerocode_app.py")
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "zerocode_app.py")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "examples", "src", "main", "python")
 SEED = '{"id": 1}\n{"id": 2}\n'
 PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}

@@ -46,7 +46,7 @@ journal of run nightly at <tmp>/root/nightly: 29 events
     27  03:00:13.500    2 driver  stage.committed         daily   2 files, 3.0 KiB in 2.0s
     28  03:00:14.000    2 driver  driver.ended            -       exit 0
     29  03:00:14.500    2 cli     attempt.ended           -       exit 0
-"""
+"""  # noqa: E501 - the expected timeline is wider than 120 columns, as replay prints it
 
 STATE_AT_EVENT_21 = """\
 
@@ -108,7 +108,7 @@ def test_until_shows_the_run_then_and_what_resume_would_have_decided(cli, tmp_pa
 def test_until_checks_outputs_as_they_are_now(cli, tmp_path):
     run = journals.crashed_run(tmp_path / "root")
     shutil.rmtree(run.outputs("orders"))
-    code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "13", "--json")
+    _code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "13", "--json")
     assert orjson.loads(out)["plan"] == {"run": "nightly", "attempt": 2, "stages": [
         {"stage": "orders", "decision": "lost", "reason": f"output lost: {run.outputs('orders')} is gone"},
         {"stage": "clean", "decision": "skip", "reason": "committed in attempt 1, output verified"}]}
@@ -116,10 +116,10 @@ def test_until_checks_outputs_as_they_are_now(cli, tmp_path):
 
 def test_the_end_of_a_crashed_attempt_is_a_crash_not_a_running_attempt(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
-    code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "17", "--json")
+    _code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "17", "--json")
     state = orjson.loads(out)["state"]
     assert (state["status"], state["stopped_in"]) == ("crashed", ["daily"])
-    code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "16", "--json")
+    _code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "16", "--json")
     assert orjson.loads(out)["state"]["status"] == "running"  # the attempt went on writing after 16
 
 
@@ -147,7 +147,7 @@ def test_json_emits_the_normalized_events(cli, tmp_path):
 
 def test_the_invalidated_and_failed_events_read_as_one_line_each(cli, tmp_path):
     journals.invalidated_run(tmp_path / "root")
-    code, out, err = replay_cli(cli, tmp_path, "nightly")
+    _code, _out, err = replay_cli(cli, tmp_path, "nightly")
     assert ("    15  03:00:07.500    1 driver  stage.failed            daily   Py4JJavaError: An error occurred "
             "while calling o123.save.\n") in err
     assert "    16  03:00:08.000    1 driver  driver.ended            -       exit 1: boom\n" in err
@@ -159,7 +159,7 @@ def test_unknown_event_types_are_shown_with_their_payload(cli, tmp_path):
     run = journals.SyntheticRun(tmp_path / "root").attempt()
     run.driver.emit("spark.task.speculated", stage="orders", task=7, host="worker-2")
     run.end(0)
-    code, out, err = replay_cli(cli, tmp_path, "nightly")
+    _code, _out, err = replay_cli(cli, tmp_path, "nightly")
     assert ('     4  03:00:02.000    1 driver  spark.task.speculated   orders  {"task":7,"host":"worker-2"}\n'
             in err)
 
@@ -228,7 +228,7 @@ journal OK: 0 problems, 0 warnings
 
 def test_verify_reports_a_torn_tail_as_a_warning(cli, tmp_path):
     run = journals.crashed_run(tmp_path / "root")
-    edit_lines(segment(run), lambda lines: lines[:-2] + [lines[-2][:25]])
+    edit_lines(segment(run), lambda lines: [*lines[:-2], lines[-2][:25]])
     assert verify(cli, tmp_path) == (0, "", """\
 journal of run nightly at <tmp>/root/nightly: 2 segment(s), 16 events (1/cli 2, 1/driver 14)
 warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:15: torn last line (25 bytes; the writer stopped \
@@ -271,7 +271,7 @@ journal corrupt: 1 problem, 0 warnings
 def test_verify_finds_each_kind_of_corruption(cli, tmp_path, damage, finding):
     run = journals.crashed_run(tmp_path / "root")
     edit_lines(segment(run), damage)
-    code, out, err = verify(cli, tmp_path)
+    code, _out, err = verify(cli, tmp_path)
     assert code == 3
     assert f"error: <tmp>/root/nightly/journal/{finding}\n" in err
     assert err.endswith("journal corrupt: 1 problem, 0 warnings\n")
@@ -300,7 +300,7 @@ def test_verify_forgives_what_the_writer_itself_reported_dropped(cli, tmp_path):
                                    "writer": "driver", "seq": 15, "ts": "2026-11-22T03:00:09.000Z",
                                    "since": "2026-11-22T03:00:02.000Z", "until": "2026-11-22T03:00:09.000Z",
                                    "error": "OSError: disk full", "dropped_bytes": 600}) + b"\n")
-    code, out, err = verify(cli, tmp_path)
+    code, _out, err = verify(cli, tmp_path)
     assert code == 0, err
     assert ("warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: seq jumps from 1 to 5: 3 events "
             "missing: dropped while the journal's storage was failing (journal.degraded at "
@@ -315,7 +315,7 @@ def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
     writer.emit("run.started", app="a.py")
     writer.emit("attempt.started", pid=1)
     writer.close()
-    code, out, err = verify(cli, tmp_path)
+    code, _out, err = verify(cli, tmp_path)
     assert code == 0
     assert ("warning: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:2: time goes back from "
             "2026-11-22T03:00:02.000Z to 2026-11-22T03:00:01.000Z within attempt 1/cli (a clock stepped back?)\n"

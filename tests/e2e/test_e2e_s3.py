@@ -1,5 +1,5 @@
-"""The journal on S3 (a moto server on 127.0.0.1): the CLI's checks, then real spark-submit runs
-killed and resumed from an S3 journal, an S3 outage in the middle of a run, and s3a:// checkpoints.
+"""Real spark-submit runs with the journal on S3 (a moto server on 127.0.0.1): killed and resumed,
+an S3 outage in the middle of a run, and s3a:// checkpoints verified at s3://.
 """
 from __future__ import annotations
 
@@ -29,88 +29,7 @@ from tests.helpers import (
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
 SECRET = "sparkrecover-test-secret-7f3a"  # moto takes any key: a distinctive one to look for
 
-
-def fake_spark_submit(tmp_path) -> str:
-    script = tmp_path / "spark-submit"
-    script.write_text("#!/bin/sh\nexit 0\n")
-    script.chmod(0o755)
-    (tmp_path / "app.py").write_text("print('hi')\n")
-    return str(script)
-
-
-# -- the CLI on S3 and other roots (no Spark) --------------------------------------------------------
-
-@pytest.mark.parametrize("root", ["memory://runs", "./runs", "file:///tmp/runs"])
-def test_cluster_mode_refuses_a_root_the_driver_cannot_reach(cli, tmp_path, root):
-    code, out, err = cli("submit", "--root", root, "--spark-submit", fake_spark_submit(tmp_path), "--",
-                         "--deploy-mode", "cluster", "app.py")
-    assert code == 2 and out == ""
-    assert "--deploy-mode cluster needs --root on shared storage" in err and "Traceback" not in err
-
-
-def test_cluster_mode_accepts_an_s3_root_and_refuses_a_local_checkpoint_root(cli, tmp_path, s3):
-    spark_submit = fake_spark_submit(tmp_path)
-    code, _, err = cli("submit", "--root", s3.prefix, "--checkpoint-root", str(tmp_path / "ckpt"),
-                       "--spark-submit", spark_submit, "--", "--deploy-mode", "cluster", "app.py")
-    assert code == 2 and "--deploy-mode cluster needs --checkpoint-root on shared storage" in err
-    code, out, err = cli("submit", "--root", s3.prefix, "--run-id", "c1", "--checkpoint-root",
-                         s3.prefix + "/ckpt", "--spark-submit", spark_submit, "--json", "--",
-                         "--deploy-mode", "cluster", "app.py")
-    assert code == 0, err
-    assert orjson.loads(out)["run_dir"] == s3.prefix + "/c1"
-    # the fake spark-submit ran no driver: the CLI says the driver's journal is incomplete
-    assert "no driver.ended record" in err
-    started = [e for e in events_of(s3.prefix + "/c1") if e["type"] == "run.started"][0]
-    assert started["checkpoint_root"] == s3.prefix + "/ckpt"
-    assert not storage.exists(s3.prefix + "/c1/lease.json")
-
-
-def test_unreachable_s3_is_one_line_and_exit_3(cli, monkeypatch, s3):
-    import s3fs
-
-    s3.stop()  # the port is closed: connection refused
-    s3fs.S3FileSystem.clear_instance_cache()
-    try:
-        code, out, err = cli("inspect", "--root", s3.prefix)
-    finally:
-        s3.start()
-        s3fs.S3FileSystem.clear_instance_cache()
-    assert code == 3 and out == ""
-    assert err.startswith("error: ") and "could not list" in err and "Traceback" not in err
-    assert err.count("error:") == 1  # one message (rich may wrap it at the terminal width)
-
-
-def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3, monkeypatch):
-    from sparkrecover.journal import JournalWriter, events
-
-    run_dir = s3.prefix + "/r9"
-    writer = JournalWriter(run_dir, "r9", 1, "cli", flush_interval=0)
-    writer.emit(events.RUN_STARTED, app="etl.py")
-    writer.emit(events.ATTEMPT_ENDED, exit_code=0)
-    writer.close()
-    code, out, err = cli("inspect", "--root", s3.prefix, "--json")
-    assert code == 0, err
-    assert [row["run"] for row in orjson.loads(out)["runs"]] == ["r9"]
-    code, out, _ = cli("inspect", run_dir, "--json")
-    assert orjson.loads(out)["status"] == "succeeded"
-    monkeypatch.setenv("SPARKRECOVER_ROOT", s3.prefix)
-    code, out, _ = cli("inspect", "r9", "--json")
-    assert (code, orjson.loads(out)["run_dir"]) == (0, run_dir)
-
-
-def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
-    from sparkrecover.errors import LeaseHeldError
-    from sparkrecover.rundir.lease import Lease
-
-    run_dir = s3.prefix + "/held"
-    first = Lease(run_dir, "held").acquire()
-    try:
-        with pytest.raises(LeaseHeldError):
-            Lease(run_dir, "held").acquire()
-    finally:
-        first.release()
-    assert not storage.exists(run_dir + "/lease.json")
-    Lease(run_dir, "held").acquire().release()
+pytestmark = pytest.mark.e2e
 
 
 # -- end to end: real spark-submit, journal on S3 --------------------------------------------------

@@ -12,7 +12,7 @@ from sparkrecover.driver import runtime, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import manifests
-from tests.test_api import install_runtime, journal, numbers
+from tests.helpers import install_runtime, journal, numbers
 
 HERE = os.path.basename(__file__)
 
@@ -56,7 +56,7 @@ def append(spark, path, n=3):
 
 def data_files(path) -> list[str]:
     found = []
-    for folder, dirs, names in os.walk(path):
+    for folder, _dirs, names in os.walk(path):
         found += [os.path.relpath(os.path.join(folder, n), path) for n in names]
     return sorted(found)
 
@@ -229,7 +229,8 @@ def test_tables_are_verified_through_their_location(spark, tmp_path):
         write()
         assert spark.table(table).count() == 6
         assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 2
-        assert planner.verifier_for(rt2.run_dir)(RunState.from_events("run1", journal(rt2)).stages[started[1]["stage"]]) == []
+        table_stage = RunState.from_events("run1", journal(rt2)).stages[started[1]["stage"]]
+        assert planner.verifier_for(rt2.run_dir)(table_stage) == []
     finally:
         spark.sql("DROP DATABASE IF EXISTS zerocode CASCADE")
 

@@ -132,7 +132,7 @@ def test_a_stage_invalidated_and_not_rebuilt_yet(cli, tmp_path):
     run = journals.SyntheticRun(tmp_path / "root").attempt()
     run.done("orders").end(0)
     run.attempt(plan={"orders": "skip"}).invalidated("orders", "code changed").crash()
-    code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
+    _code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
     stage = orjson.loads(out)["stages"][0]
     assert (stage["status"], stage["invalidated"], stage["reason"]) == (
         "invalidated", {"attempt": 2, "reason": "code changed"}, "code changed")
@@ -144,7 +144,7 @@ def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
     run.spark_work("clean", tasks=8, failed_tasks=4, failure="Job aborted due to stage failure")
     run.failed("clean", "Py4JJavaError: An error occurred while calling o99.save.\n\tat Foo.bar")
     run.end(1, error="Py4JJavaError: An error occurred while calling o99.save.")
-    code, out, err = inspect(cli, tmp_path, "nightly")
+    _code, _out, err = inspect(cli, tmp_path, "nightly")
     lines = err.splitlines()
     assert lines[0] == "run nightly  failed"
     assert "stopped in" not in err  # it failed in clean, it did not stop there unseen
@@ -158,11 +158,11 @@ def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
 
 def test_killed_attempt_shows_its_signal(cli, tmp_path):
     journals.SyntheticRun(tmp_path / "root").attempt().done("orders").end(137, signal=9)
-    code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
+    _code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
     attempt = orjson.loads(out)["attempts"][0]
     assert (attempt["outcome"], attempt["exit_code"], attempt["signal"], attempt["signal_name"]) == (
         "failed", 137, 9, "SIGKILL")
-    code, out, err = inspect(cli, tmp_path, "nightly")
+    _code, out, err = inspect(cli, tmp_path, "nightly")
     assert "│ 1       │ failed  │ 137 (SIGKILL) │" in err
 
 
@@ -234,7 +234,7 @@ def test_empty_root(cli, tmp_path):
 def test_narrow_terminal_keeps_the_columns_that_matter(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     journals.crashed_run(tmp_path / "root")
-    code, out, err = inspect(cli, tmp_path, "nightly")
+    _code, _out, err = inspect(cli, tmp_path, "nightly")
     assert "┃ stage  ┃ status     ┃ attempt ┃ duration ┃ written ┃ tasks ┃ failures ┃" in err
     assert "│ daily  │ unfinished │       1 │        - │       - │     4 │ 1 task   │" in err
     # messages are never cut: a terminal wraps them, a log keeps them whole for grep
