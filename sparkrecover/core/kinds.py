@@ -10,7 +10,8 @@ class TextEnum(str, Enum):
     def __str__(self) -> str:
         return str(self.value)
 
-    __format__ = str.__format__
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 class StageStatus(TextEnum):

@@ -215,9 +215,7 @@ class RunState:
             self.attempts[number] = AttemptState(number)
         return self.attempts[number]
 
-    def _stage(self, name: str | None) -> StageState | None:
-        if name is None:
-            return None
+    def _stage(self, name: str) -> StageState:
         if name not in self.stages:
             self.stages[name] = StageState(name, order=len(self.stages))
         return self.stages[name]
@@ -270,8 +268,7 @@ def _driver_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 
 def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    assert stage is not None  # stage.* events name their stage (events.py)
+    stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "started"
     stage.status, stage.attempt, stage.started = STARTED, record["attempt"], record
     stage.records_lost = None
@@ -281,8 +278,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    assert stage is not None  # stage.* events name their stage (events.py)
+    stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
     stage.write, stage.committed_tasks = None, {}  # the write is whole: no partial progress left
@@ -309,8 +305,7 @@ def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> Non
 
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    assert stage is not None  # stage.* events name their stage (events.py)
+    stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "failed"
     stage.status, stage.attempt, stage.failed = FAILED, record["attempt"], record
     attempt.failures.append((stage.name, str(record.get("error") or "")))
@@ -318,26 +313,25 @@ def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 
 def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    assert stage is not None  # stage.* events name their stage (events.py)
+    stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.skipped, stage.last_event = record, "skipped"
 
 
 def _stage_invalidated(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    assert stage is not None  # stage.* events name their stage (events.py)
+    stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.invalidated, stage.last_event = record, "invalidated"
 
 
 def _spark_job_started(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    if stage is not None:
-        stage.spark_jobs += 1
+    name = record.get("stage")
+    if name is not None:
+        state._stage(name).spark_jobs += 1
 
 
 def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record.get("stage"))
-    if stage is not None:
+    name = record.get("stage")
+    if name is not None:
+        stage = state._stage(name)
         stage.spark_stages += 1
         stage.tasks += int(record.get("tasks") or 0)
         stage.failed_tasks += int(record.get("failed_tasks") or 0)

@@ -179,7 +179,7 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
     values = {PROTOCOL_CONF: PROTOCOL_CLASS, KEPT_DIR_CONF: kept_dir or "",
               KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept)))}
     conf = spark._jsparkSession.conf()  # the JVM's: None-safe get, and unset of an absent key
-    previous = {key: (conf.get(key) if conf.contains(key) else None) for key in values}
+    previous: dict[str, str | None] = {key: (conf.get(key) if conf.contains(key) else None) for key in values}
     try:
         for key, value in values.items():
             conf.set(key, value)
@@ -229,7 +229,7 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
     if algorithm.strip() != "1":
         return (f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
                 "write straight into the output, there is nothing to keep")
-    overwrite = options.get("partitionOverwriteMode") or setting("spark.sql.sources.partitionOverwriteMode", "static")
+    overwrite = options.get("partitionOverwriteMode") or setting("spark.sql.sources.partitionOverwriteMode") or ""
     if mode.lower() == "overwrite" and overwrite.lower() == "dynamic":
         return "dynamic partition overwrite: its job commit would not move the kept tasks' partitions"
     try:

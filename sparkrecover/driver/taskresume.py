@@ -66,7 +66,7 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int]) -> tuple[list[int], st
         return [], None
     chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok=wanted).items() if p in wanted}
     os.makedirs(kept_dir, exist_ok=True)
-    for partition, folder in chosen.items():
+    for folder in chosen.values():
         target = os.path.join(kept_dir, os.path.basename(folder.path))
         if os.path.dirname(folder.path) != kept_dir:
             os.replace(folder.path, target)  # one atomic rename per task: a crash loses nothing

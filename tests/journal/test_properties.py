@@ -155,8 +155,8 @@ class FixedClock(JournalWriter):
 
 @SETTINGS
 @given(items=st.lists(st.tuples(event_types | st.text(max_size=20),
-                                st.dictionaries(payload_keys, json_values, max_size=6)),
-                      .map(_readable), min_size=1, max_size=20),
+                                st.dictionaries(payload_keys, json_values, max_size=6)).map(_readable),
+                      min_size=1, max_size=20),
        run_id=st.text(min_size=1, max_size=12), attempt=st.integers(1, 10 ** 6))
 def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):
     with tempfile.TemporaryDirectory() as emitted, tempfile.TemporaryDirectory() as appended:

@@ -26,7 +26,7 @@ def _drop_stage_from_first_commit(run) -> str:
 def test_a_stage_event_without_its_stage_is_corruption_everywhere(cli, tmp_path, command):
     run = journals.crashed_run(tmp_path / "root")
     where = _drop_stage_from_first_commit(run)
-    code, out, err = cli(*command, "--root", str(tmp_path / "root"))
+    code, _, err = cli(*command, "--root", str(tmp_path / "root"))
     flat = " ".join(err.split())
     assert "Traceback" not in err and "internal error" not in err
     if command == ["inspect"]:  # the list goes on, and shows the run as unreadable
