@@ -185,11 +185,11 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
             conf.set(key, value)
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, before in previous.items():
+            if before is None:
                 conf.unset(key)
             else:
-                conf.set(key, value)
+                conf.set(key, before)
 
 
 def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexists",
