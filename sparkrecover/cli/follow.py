@@ -109,6 +109,12 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
+    progress = stage.partitions
+    if progress and progress["total"]:
+        # Inside a write: the bar counts its partitions (kept ones from earlier attempts included).
+        detail.append(f"{progress['committed']:,}/{progress['total']:,} partitions")
+        return {"state": status, "detail": "  ".join(detail), "total": progress["total"],
+                "completed": progress["committed"]}
     done = status in ("committed", "skipped", "lost")
     return {"state": status, "detail": "  ".join(detail), "total": None if running else 1,
             "completed": 1 if done else 0}

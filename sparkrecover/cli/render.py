@@ -113,8 +113,14 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
         for what, attempt, reason in found:
             grouped.setdefault((what, attempt, humanize.first_line(reason, 500) or "no reason given"),
                                []).append(row["stage"])
-    return [f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
-            for (what, attempt, reason), names in grouped.items()]
+    notes = [f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
+             for (what, attempt, reason), names in grouped.items()]
+    for row in stages:
+        progress = row.get("partitions")
+        if progress and row["status"] != "running":
+            notes.append(f"{row['stage']}: {progress['committed']}/{progress['total']} partitions committed "
+                         "before it stopped (resume keeps them)")
+    return notes
 
 
 def _exit_text(row: dict[str, Any]) -> str:

@@ -53,18 +53,19 @@ class Decision:
 
 
 Verifier = Callable[[StageState], list[str]]
-Evidence = Callable[[StageState], set[int]]
+Evidence = Callable[[StageState], "tuple[set[int], str | None]"]
 
 
-def committer_evidence(stage: StageState) -> set[int]:
-    """Partitions of an unfinished write whose committed task folder survives, one each."""
+def committer_evidence(stage: StageState) -> tuple[set[int], str | None]:
+    """Partitions of an unfinished write whose committed task folder survives, one each; or why
+    none can be kept."""
     if not stage.outputs:
-        return set()
+        return set(), "it has no output folder to keep tasks in"
     empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
     folders = taskfiles.task_folders(stage.outputs[0])
     if taskfiles.job_commit_began(stage.outputs[0], folders):
-        return set()
-    return set(taskfiles.usable(folders, empty_ok))
+        return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
+    return set(taskfiles.usable(folders, empty_ok)), None
 
 
 def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], None] | None = None) -> Verifier:
@@ -143,9 +144,10 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     if not write.get("reusable"):
         decision.reason += f"; no partition is kept: {write.get('reason') or 'its partitions may differ'}"
         return
-    kept = sorted(set(stage.committed_tasks) & evidence(stage))
+    found, problem = evidence(stage)
+    kept = sorted(set(stage.committed_tasks) & found)
     if not kept:
-        decision.reason += "; the partitions it committed left no files to keep"
+        decision.reason += f"; no partition is kept: {problem or 'the partitions it committed left no files'}"
         return
     total = int(write["partitions"])
     attempts = sorted({stage.committed_tasks[p][0] for p in kept})

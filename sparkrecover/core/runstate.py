@@ -50,6 +50,13 @@ class StageState:
     committed_tasks: dict[int, tuple[int, int | None]] = field(default_factory=dict)
 
     @property
+    def partitions(self) -> dict[str, int] | None:
+        """Progress inside an unfinished write: partitions whose task committed, of how many."""
+        if self.write is None or self.status == COMMITTED:
+            return None
+        return {"committed": len(self.committed_tasks), "total": int(self.write.get("partitions") or 0)}
+
+    @property
     def committed_attempt(self) -> int | None:
         return self.committed["attempt"] if self.committed else None
 
@@ -299,7 +306,11 @@ def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record["stage"])
-    if stage.write is not None and stage.write.get("attempt") == record["attempt"]:
+    write = stage.write
+    # A kept partition's task commits again in the resumed write, empty: it was not computed, and
+    # its rows are in the task folder of the attempt that did compute it.
+    if write is not None and write.get("attempt") == record["attempt"] \
+            and record["partition"] not in (write.get("kept") or ()):
         rows = record.get("records")
         stage.committed_tasks[record["partition"]] = (record["attempt"], rows if isinstance(rows, int) else None)
 

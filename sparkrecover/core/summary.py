@@ -63,6 +63,7 @@ def _stage_row(stage: StageState, last_number: int, live: bool) -> dict[str, Any
         "failed_spark_stages": stage.failed_spark_stages,
         "tasks": stage.tasks,
         "failed_tasks": stage.failed_tasks,
+        "partitions": stage.partitions,
         "reason": _stage_note(stage, last_number),
         "error": (stage.failed or {}).get("error") if stage.status == "failed" else None,
         "skipped": _event_note(stage.skipped),

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparkrecover.core import staleness
-from sparkrecover.driver import fingerprints, runtime
+from sparkrecover.driver import fingerprints, runtime, taskresume
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import manifests, storage
@@ -147,8 +147,17 @@ def checkpoint(name: str, build: Any, *, path: str | None = None, format: str = 
                 return _read_checkpoint(spark, committed["paths"][0], committed.get("format") or format,
                                         committed.get("schema"))
             scope.invalidate(stale)
+        # Task-level resume: the committed tasks of a checkpoint that died mid-write are set
+        # aside before the overwrite deletes its folder.
+        target = taskresume.Target(frame, spark, url, spark_path, "overwrite", format)
+        tasks = taskresume.prepare(target, entry)
         scope.start("checkpoint", [url], upstream, fingerprint)
-        frame.write.mode("overwrite").format(format).save(spark_path)
+        writer = frame.write.mode("overwrite").format(format)
+        if tasks is not None:
+            taskresume.started(rt, name, target, tasks)
+            taskresume.run(target, tasks, writer, lambda: writer.save(spark_path))
+        else:
+            writer.save(spark_path)
         schema = frame.schema.json()
         scope.commit([(url, spark_path)], upstream, format=format, schema=schema)
     return _read_checkpoint(spark, spark_path, format, schema)

@@ -37,24 +37,52 @@ class TaskPlan:
         return self.reason is None
 
 
-def prepare(rt: Any, write: Any, entry: dict[str, Any]) -> TaskPlan | None:
-    """What this write keeps, with the kept folders set aside; None for a write task-level resume
-    does not apply to (no local output path: tables and sinks run as before)."""
-    if not write.url or not write.spark_path or write.table is not None or not storage.is_local(write.url):
+# Formats Spark writes through FileFormatWriter and a commit protocol: the ones whose committed
+# task folders can be kept. Others (delta, iceberg, jdbc, noop, ...) run their writes whole.
+FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
+
+
+@dataclass
+class Target:
+    """One write as task-level resume sees it."""
+
+    frame: Any          # the DataFrame written
+    spark: Any
+    url: str            # fsspec URL of the output folder
+    spark_path: str     # the same as Spark names it
+    mode: str           # the save mode
+    format: str | None  # None: the session's default source
+
+
+def target_of(write: Any) -> Target | None:
+    """The target of an implicit write, or None where task-level resume does not apply (a
+    table or a sink: no output folder of ours to keep tasks in)."""
+    if write.writer is None or not write.url or not write.spark_path or write.table is not None:
         return None
-    frame, spark = write.frame, write.spark
-    reason = partitions.unsupported_reason(spark, write.spark_path, mode=write.mode, frame=frame)
+    fmt = getattr(write.writer, "_sr_format", None)
+    return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
+
+
+def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+    """What this write keeps, with the kept folders set aside; None where task-level resume does
+    not apply (no local or HDFS output folder)."""
+    if target is None or not storage.is_local(target.url):
+        return None
+    frame, spark = target.frame, target.spark
+    fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
+    reason = (None if fmt in FILE_FORMATS else f"the {fmt} format does not commit through task folders") or \
+        partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=frame)
     if reason is not None:
         return TaskPlan(partitions.WriteShape(0, False, reason), reason)
     shape = partitions.shape_of(frame)
     plan = TaskPlan(shape, None if shape.reusable else shape.reason)
     tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
-    kept_dir = taskfiles.kept_dir(write.url)
+    kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir:
         if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
             plan.reason = "its partitions changed since the attempt that committed them (input slices or count)"
         else:
-            plan.kept, plan.kept_dir = _set_aside(write.url, kept_dir, set(tasks.get("kept") or []))
+            plan.kept, plan.kept_dir = _set_aside(target.url, kept_dir, set(tasks.get("kept") or []))
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     return plan
@@ -83,24 +111,25 @@ def _remove(path: str) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def started(rt: Any, name: str, write: Any, plan: TaskPlan) -> None:
-    staging = storage.join(write.url, "_temporary", "0")
+def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
+    staging = storage.join(target.url, "_temporary", "0")
     rt.writer.emit(ev.WRITE_STARTED, stage=name, partitions=plan.shape.partitions, staging=staging,
                    shape=plan.shape.digest, reusable=plan.reusable, reason=plan.reason, kept=plan.kept)
 
 
-def run(write: Any, plan: TaskPlan, do_write: Callable[[], Any]) -> Any:
+def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]) -> Any:
     """The write through the partition wrapper (every attempt, so partition *i* means the same
-    rows), under the resuming commit protocol when partitions are kept."""
+    rows), under the resuming commit protocol when partitions are kept. ``writer`` is the
+    DataFrameWriter ``do_write`` saves through."""
     if not plan.reusable:
         return do_write()
-    frame = partitions.without_partitions(write.frame, plan.kept)
-    _point_writer_at(write.writer, frame)
+    frame = partitions.without_partitions(target.frame, plan.kept)
+    _point_writer_at(writer, frame)
     if not plan.kept:
         return do_write()
-    with partitions.resuming_commit(write.spark, plan.kept_dir, plan.kept):
+    with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept):
         result = do_write()
-    _remove(taskfiles.kept_dir(write.url) or "")
+    _remove(taskfiles.kept_dir(target.url) or "")
     return result
 
 

@@ -73,15 +73,16 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
             scope.invalidate(stale)
         # Task-level resume: committed task folders are set aside before the cleanup below
         # removes the dead attempt's _temporary.
-        tasks = taskresume.prepare(rt, write, entry) if write.writer is not None else None
+        target = taskresume.target_of(write)
+        tasks = taskresume.prepare(target, entry)
         cleaned = undo_previous(rt, entry, write)
         before = snapshot(write, rt.writer.attempt)
         scope.start("write", urls, upstream, fingerprint, before=[before] if before else [],
                     call_site=write.call_site, ordinal=write.ordinal, target=write.target, mode=write.mode,
                     verifiable=write.verifiable, cleaned=cleaned[:100])
-        if tasks is not None:
-            taskresume.started(rt, write.name, write, tasks)
-            result = taskresume.run(write, tasks, do_write)
+        if tasks is not None and target is not None:
+            taskresume.started(rt, write.name, target, tasks)
+            result = taskresume.run(target, tasks, write.writer, do_write)
         else:
             result = do_write()
         outputs = [(write.url, write.spark_path)] if write.url else []

@@ -1,6 +1,10 @@
-"""One big write, as a nightly job's last step: PARTS partitions of slow rows written as Parquet.
+"""One big write, as a nightly job's last step: PARTS partitions of slow rows.
 
-    one_write.py OUT MARKERS PARTS
+    one_write.py OUT MARKERS PARTS [VARIANT]
+
+VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends to OUT),
+``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, which Spark
+calls INDETERMINATE), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
@@ -13,7 +17,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
 
+import sparkrecover as sr
+
 out, markers, parts = sys.argv[1], sys.argv[2], int(sys.argv[3])
+variant = sys.argv[4] if len(sys.argv) > 4 else "overwrite"
 ROWS = 100
 
 
@@ -27,5 +34,14 @@ def work(value):
 spark = SparkSession.builder.appName("one-write").getOrCreate()
 os.makedirs(markers, exist_ok=True)
 frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", F.udf(work, LongType())("id"))
-frame.write.mode("overwrite").parquet(out)
+if variant == "overwrite":
+    frame.write.mode("overwrite").parquet(out)
+elif variant == "append":
+    frame.write.mode("append").parquet(out)
+elif variant == "partitioned":
+    frame.withColumn("bucket", F.col("id") % 3).write.mode("overwrite").partitionBy("bucket").parquet(out)
+elif variant == "shuffled":
+    frame.repartition(parts).write.mode("overwrite").parquet(out)
+elif variant == "checkpoint":
+    sr.checkpoint("numbers", frame, path=out)
 spark.stop()

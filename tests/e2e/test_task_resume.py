@@ -30,18 +30,28 @@ def computed_since(markers: str, since_ns: int) -> set[int]:
 
 
 def task_commits(run_dir: str, attempt: int) -> int:
-    count = 0
+    """Partitions ``attempt`` computed and committed so far, as its journal says (a partition kept
+    from an earlier attempt commits again, empty: not counted)."""
+    kept: set[int] = set()
+    computed: set[int] = set()
     for path in glob.glob(os.path.join(run_dir, "journal", f"{attempt:04d}-driver-*.jsonl")):
         with open(path, "rb") as handle:
-            count += handle.read().count(b'"type":"task.committed"')
-    return count
+            for line in handle:
+                if b'"type":"write.started"' in line or b'"type":"task.committed"' in line:
+                    with contextlib.suppress(orjson.JSONDecodeError):
+                        record = orjson.loads(line)
+                        if record["type"] == "write.started":
+                            kept.update(record.get("kept") or [])
+                        else:
+                            computed.add(record["partition"])
+    return len(computed - kept)
 
 
-def submit_until(root: str, out: str, markers: str, commits: int) -> int:
+def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite") -> int:
     """Submit the app and SIGKILL it once ``commits`` task commits are journaled; returns the time
     of the kill (ns)."""
     return run_until(sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval",
-                                          "0.2", "--", *SPARK_OPTIONS, APP, out, markers, str(PARTS)),
+                                          "0.2", "--", *SPARK_OPTIONS, APP, out, markers, str(PARTS), variant),
                      os.path.join(root, "night"), 1, commits)
 
 
@@ -112,3 +122,74 @@ def test_a_resume_killed_during_its_write_resumes_again_exactly(spark, tmp_path)
     assert len(data) == PARTS and sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)]
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
 
+
+
+def dry_run(root: str) -> dict:
+    result = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    stage, = orjson.loads(result.stdout)["stages"]
+    return stage
+
+
+def files_by_partition(out: str) -> dict[str, int]:
+    """Data files below ``out`` (partition folders included), counted by part number."""
+    counts: dict[str, int] = {}
+    for _, dirs, names in os.walk(out):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in names:
+            if name.startswith("part-"):
+                counts[name[:10]] = counts.get(name[:10], 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("variant", ["append", "partitioned", "checkpoint"])
+def test_append_partitioned_and_checkpoint_writes_keep_their_tasks_too(spark, tmp_path, variant):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    seed = []
+    if variant == "append":  # what the folder held before: kept once, the append lands once
+        spark.range(-5, 0).selectExpr("id", "id * 3 AS tripled").write.parquet(out)
+        seed = [(i, i * 3) for i in range(-5, 0)]
+    killed_at = submit_until(root, out, markers, commits=6, variant=variant)
+    stage = dry_run(root)
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    assert rows(spark, out) == sorted(seed + [(i, i * 3) for i in range(PARTS * 100)])
+    per_part = 3 if variant == "partitioned" else 1  # one file per bucket a partition holds
+    counts = files_by_partition(out)
+    assert {f"part-{p:05d}": per_part for p in range(PARTS)}.items() <= counts.items()
+    assert sum(counts.values()) == PARTS * per_part + (1 if seed else 0)
+    assert "_temporary" not in os.listdir(out)
+    assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
+
+
+def test_an_indeterminate_write_reruns_whole_and_the_plan_says_why(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    submit_until(root, out, markers, commits=4, variant="shuffled")
+    stage = dry_run(root)
+    assert stage["decision"] == "run" and "partitions" not in stage
+    assert "no partition is kept" in stage["reason"] and "shuffle" in stage["reason"]
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
+    assert len(files_by_partition(out)) == PARTS
+
+
+def test_a_kill_during_the_job_commit_reruns_the_write_whole(spark, tmp_path):
+    """The committer's merge had begun when the driver died (here: one committed task's file
+    already moved into the target, as FileOutputCommitter's mergePaths does): what is left cannot
+    be trusted, so the write runs whole and the output is still exact."""
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    submit_until(root, out, markers, commits=5)
+    task = sorted(glob.glob(os.path.join(out, "_temporary", "0", "task_*")))[0]
+    moved = next(name for name in os.listdir(task) if name.startswith("part-"))
+    os.rename(os.path.join(task, moved), os.path.join(out, moved))
+    stage = dry_run(root)
+    assert stage["decision"] == "run", stage
+    assert "job commit had begun" in stage["reason"]
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
+    assert len(files_by_partition(out)) == PARTS

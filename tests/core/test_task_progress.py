@@ -1,0 +1,165 @@
+"""Task-level progress in the fold and the planner, on synthetic journals and real task folders
+laid out as FileOutputCommitter leaves them (no Spark)."""
+from __future__ import annotations
+
+import os
+import uuid
+
+from sparkrecover.core import planner
+from sparkrecover.rundir import taskfiles
+
+UUID = str(uuid.UUID(int=7))
+
+
+def task_folder(out: str, partition: int, write_uuid: str = UUID, job: str = "202611230301", rows: bool = True,
+                place: str | None = None) -> str:
+    """A committed task folder with one data file (and its checksum), as commitTask leaves it."""
+    folder = os.path.join(place or os.path.join(out, "_temporary", "0"), f"task_{job}_0001_m_{partition:06d}")
+    os.makedirs(folder)
+    if rows:
+        name = f"part-{partition:05d}-{write_uuid}-c000.snappy.parquet"
+        with open(os.path.join(folder, name), "wb") as handle:
+            handle.write(b"PAR1" + b"x" * 10 + b"PAR1")
+        open(os.path.join(folder, f".{name}.crc"), "w").close()
+    return folder
+
+
+def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=None, kept=()):
+    run.driver.emit("write.started", stage=stage, partitions=partitions, shape=shape, reusable=reusable,
+                    reason=reason, kept=list(kept), staging=os.path.join(run.outputs[stage], "_temporary", "0"))
+    return run
+
+
+def committed_tasks(run, stage, *partitions, records=100):
+    for partition in partitions:
+        run.driver.emit("task.committed", stage=stage, partition=partition, task_attempt=0, spark_job=1,
+                        spark_stage=2, records=records, bytes=10)
+    return run
+
+
+def decision_of(run, stage="w"):
+    decisions = planner.make_plan(run.state(), planner.verifier_for(run.dir))
+    return next(d for d in decisions if d.stage == stage)
+
+
+def test_a_write_killed_with_committed_tasks_continues_keeping_them(run):
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0, 1, 2, 5).end(137, 9)
+    for partition in (0, 1, 2, 5):
+        task_folder(run.outputs["w"], partition)
+    decision = decision_of(run)
+    assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (committed in attempt 1)")
+    assert decision.partitions == {"kept": 4, "total": 8}
+    assert decision.tasks == {"kept": [0, 1, 2, 5], "partitions": 8, "shape": "s1"}
+    assert decision.summary()["partitions"] == {"kept": 4, "total": 8}
+
+
+def test_journal_and_committer_must_agree(run):
+    """A folder the journal never heard of, or a journaled task whose folder is gone, is computed
+    again (rule 6: the journal alone is not evidence, and neither is the disk alone)."""
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0, 1).end(137, 9)
+    task_folder(run.outputs["w"], 1)
+    task_folder(run.outputs["w"], 3)  # committed after the last journal flush
+    assert decision_of(run).tasks["kept"] == [1]
+
+
+def test_no_evidence_left_means_run(run):
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0, 1).end(1)  # a failed job: abortJob removed _temporary
+    decision = decision_of(run)
+    assert decision.decision == "run"
+    assert decision.reason.endswith("; no partition is kept: the partitions it committed left no files")
+
+
+def test_partitions_that_may_differ_are_not_kept_and_the_plan_says_why(run):
+    run.started("w")
+    write_started(run, "w", reusable=False, reason="the write's RDD is INDETERMINATE")
+    committed_tasks(run, "w", 0, 1).end(137, 9)
+    task_folder(run.outputs["w"], 0)
+    decision = decision_of(run)
+    assert decision.decision == "run"
+    assert decision.reason == ("started in attempt 1 but not committed; no partition is kept: "
+                               "the write's RDD is INDETERMINATE")
+
+
+def test_progress_carries_over_attempts_of_the_same_shape_only(run):
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0, 1).end(137, 9)
+    run.start_attempt().started("w")
+    write_started(run, "w", kept=[0, 1])
+    committed_tasks(run, "w", 0, 1, records=0)  # the kept partitions' empty tasks
+    committed_tasks(run, "w", 4).end(137, 9)
+    state = run.state()
+    assert state.stages["w"].committed_tasks == {0: (1, 100), 1: (1, 100), 4: (2, 100)}
+    assert state.stages["w"].partitions == {"committed": 3, "total": 8}
+    run.start_attempt().started("w")
+    write_started(run, "w", shape="other")  # e.g. another maxPartitionBytes: nothing carries over
+    committed_tasks(run, "w", 6).end(137, 9)
+    assert run.state().stages["w"].committed_tasks == {6: (3, 100)}
+
+
+def test_a_committed_write_has_no_partial_progress(run):
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0).committed("w").end(0)
+    stage = run.state().stages["w"]
+    assert stage.partitions is None and stage.committed_tasks == {}
+
+
+def test_evidence_comes_from_the_job_attempt_folder_and_the_kept_folder(tmp_path):
+    out = str(tmp_path / "out")
+    task_folder(out, 0)
+    task_folder(out, 1, place=taskfiles.kept_dir(out))
+    task_folder(out, 2, rows=False)  # an empty partition (Spark writes no file for it)
+    os.makedirs(os.path.join(out, "_temporary", "0", "_temporary", "attempt_x_m_000003_0"))  # in flight
+    folders = taskfiles.task_folders(out)
+    assert sorted(folders) == [0, 1, 2]
+    assert sorted(taskfiles.usable(folders, empty_ok=set())) == [0, 1]
+    assert sorted(taskfiles.usable(folders, empty_ok={2})) == [0, 1, 2]
+
+
+def test_doubtful_task_folders_are_not_kept(tmp_path):
+    out = str(tmp_path / "out")
+    task_folder(out, 0)
+    task_folder(out, 0, write_uuid=str(uuid.UUID(int=8)), job="202611230302")  # two with data
+    wrong = task_folder(out, 1)
+    os.rename(os.path.join(wrong, f"part-00001-{UUID}-c000.snappy.parquet"),
+              os.path.join(wrong, f"part-00009-{UUID}-c000.snappy.parquet"))  # not its partition
+    task_folder(out, 2)
+    assert sorted(taskfiles.usable(taskfiles.task_folders(out), empty_ok=set())) == [2]
+
+
+def test_a_job_commit_that_had_begun_is_seen_by_its_files_in_the_target(tmp_path):
+    out = str(tmp_path / "out")
+    task_folder(out, 0)
+    folder = task_folder(out, 1)
+    name = f"part-00001-{UUID}-c000.snappy.parquet"
+    assert not taskfiles.job_commit_began(out, taskfiles.task_folders(out))
+    with open(os.path.join(out, "part-00000-11111111-2222-3333-4444-555555555555-c000.parquet"), "wb"):
+        pass  # yesterday's output, another write: not a sign
+    assert not taskfiles.job_commit_began(out, taskfiles.task_folders(out))
+    os.rename(os.path.join(folder, name), os.path.join(out, name))  # mergePaths had moved it
+    assert taskfiles.job_commit_began(out, taskfiles.task_folders(out))
+
+
+def test_inspect_and_replay_show_progress_inside_a_write(run, cli, tmp_path):
+    import orjson
+
+    run.started("w")
+    write_started(run, "w")
+    committed_tasks(run, "w", 0, 1, 2).end(137, 9)
+    root = os.path.dirname(run.dir)
+    code, out, err = cli("inspect", "r1", "--root", root)
+    assert code == 0
+    assert "w: 3/8 partitions committed before it stopped (resume keeps them)" in err
+    code, out, _ = cli("inspect", "r1", "--root", root, "--json")
+    stage, = orjson.loads(out)["stages"]
+    assert stage["partitions"] == {"committed": 3, "total": 8}
+    code, _, err = cli("replay", "r1", "--root", root)
+    assert "write.started" in err and "8 partitions" in err
+    assert "partition 2 (task attempt 0), 100 rows" in err
