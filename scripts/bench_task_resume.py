@@ -1,0 +1,113 @@
+"""Task-level resume (DESIGN §9): one write of 80 partitions of about 1 s each, killed after 50 %,
+70 % and 90 % of its partitions committed, then resumed.
+
+    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0]
+
+1. The app (tests/apps/one_write.py: one Parquet write, each partition's first row sleeps) under
+   ``sparkrecover submit``, uninterrupted: the full run.
+2. The same under plain ``spark-submit``: what a plain re-submission after a crash costs.
+3. For each fraction: ``sparkrecover submit``, its process group SIGKILLed once that fraction of
+   the partitions has journaled its task commit; then ``sparkrecover resume``, timed from launch
+   to exit, counting the partitions it computed (the app marks each partition it computes).
+
+Prints, per fraction, the partitions the resume computed and resume wall / full-run wall.
+Goals: at 70 %, at most 30 % + 4 partitions computed and a ratio of at most 0.60; at 90 %, a
+ratio of at most 0.35. Exits 0 whatever the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import _bench
+
+APP = os.path.join(_bench.REPO, "tests", "apps", "one_write.py")
+GOALS = {0.7: 0.60, 0.9: 0.35}
+
+
+def computed_partitions(run_dir: str, attempt: int) -> int:
+    """Partitions ``attempt`` computed and committed, as its journal says (kept ones excluded)."""
+    import orjson
+
+    kept: set[int] = set()
+    done: set[int] = set()
+    for path in glob.glob(os.path.join(run_dir, "journal", f"{attempt:04d}-driver-*.jsonl")):
+        with open(path, "rb") as handle:
+            for line in handle:
+                if b'"type":"task.committed"' in line or b'"type":"write.started"' in line:
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError:
+                        continue  # the torn last line of a live segment
+                    if record["type"] == "write.started":
+                        kept.update(record.get("kept") or [])
+                    else:
+                        done.add(record["partition"])
+    return len(done - kept)
+
+
+def marked_since(markers: str, since_ns: int) -> int:
+    return len({name.split("-")[0] for name in os.listdir(markers) if int(name.split("-")[1]) > since_ns})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--partitions", type=int, default=80)
+    parser.add_argument("--seconds", type=float, default=1.0)
+    options = parser.parse_args()
+    parts = options.partitions
+    work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
+    log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
+    env = {**os.environ, "ONE_WRITE_SLEEP": str(options.seconds)}
+    print(f"bench_task_resume: one write of {parts} partitions x {options.seconds:.1f} s on local[2] "
+          f"{_bench.load_note()}; logs in {log}", flush=True)
+
+    def app(name: str) -> list[str]:
+        return [APP, os.path.join(work, name, "out"), os.path.join(work, name, "markers"), str(parts)]
+
+    full = _bench.timed(_bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--",
+                                            *_bench.SPARK_OPTIONS, *app("full")), log, env)
+    print(f"  full run under sparkrecover submit: {full:.2f} s", flush=True)
+    plain = _bench.timed([_bench.spark_submit(), *_bench.SPARK_OPTIONS, *app("plain")], log,
+                         {**_bench.plain_env(), **env})
+    print(f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
+          flush=True)
+
+    for fraction in (0.5, 0.7, 0.9):
+        name = f"kill{int(fraction * 100)}"
+        run_dir, target = os.path.join(root, name), round(parts * fraction)
+        command = _bench.sparkrecover("submit", "--root", root, "--run-id", name, "--flush-interval", "0.2", "--",
+                                      *_bench.SPARK_OPTIONS, *app(name))
+        with open(log, "ab") as handle:
+            child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
+                                     env=env)
+            while computed_partitions(run_dir, 1) < target:
+                if child.poll() is not None:
+                    sys.exit(f"the run ended (exit {child.returncode}) before {target} task commits; see {log}")
+                time.sleep(0.05)
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        killed_at = time.time_ns()
+        resume = _bench.timed(_bench.sparkrecover("resume", name, "--root", root), log, env)
+        computed = marked_since(os.path.join(work, name, "markers"), killed_at)
+        ratio = resume / full
+        goal = GOALS.get(fraction)
+        allowed = parts - target + 4
+        print(f"killed at {int(fraction * 100)} % ({target}/{parts} commits journaled): resume computed "
+              f"{computed} partitions (at most {allowed}: {_bench.verdict(computed, allowed)}), "
+              f"{resume:.2f} s = {ratio:.3f} x the full run"
+              + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""), flush=True)
+        shutil.rmtree(os.path.join(work, name), ignore_errors=True)
+    print(f"done {_bench.load_note()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
