@@ -155,7 +155,8 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     decision.reason = (f"{len(kept)}/{total} partitions kept (committed in attempt "
                        f"{', '.join(map(str, attempts))})")
     decision.partitions = {"kept": len(kept), "total": total}
-    decision.tasks = {"kept": kept, "partitions": total, "shape": write.get("shape")}
+    decision.tasks = {"kept": kept, "partitions": total, "shape": write.get("shape"),
+                      "empty": [p for p in kept if stage.committed_tasks[p][1] == 0]}
 
 
 def _caveat(stage: StageState, decision: Verdict) -> str:

@@ -222,11 +222,21 @@ class StageFunction:
                     scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
                     return None
                 scope.invalidate(stale)
+            expected = None
+            if len(located) == 1:
+                # Its write to its one output keeps the committed tasks of an unfinished attempt:
+                # set aside now, before the restore below cleans the output.
+                expected = taskresume.ExpectedWrite(self.name, entry, *located[0])
+                taskresume.set_aside(expected.url, entry)
             for before in entry.get("restore") or []:
                 manifests.restore_output(before)  # rule 2: no data left twice by an earlier write
             before = [manifests.build_output(url, spark_path) for url, spark_path in located]
             scope.start("stage", urls, upstream, fingerprint, before=before)
-            result = self.fn(*args, **kwargs)
+            rt.expect_write(expected)
+            try:
+                result = self.fn(*args, **kwargs)
+            finally:
+                rt.expect_write(None)
             scope.commit(located, upstream)
         return result
 

@@ -246,6 +246,17 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
     return None
 
 
+def jar_loaded(spark: Any) -> bool:
+    """Whether the package's JVM classes are on the driver's classpath (``submit`` adds the jar
+    when a JDK could build it; without one the Py4J listener runs and writes run whole)."""
+    try:
+        _jvm_class(spark._jvm, KEPT_RDD_CLASS)
+        _jvm_class(spark._jvm, PROTOCOL_CLASS)
+    except Exception:
+        return False
+    return True
+
+
 def _jvm_class(jvm: Any, name: str) -> Any:
     from py4j.java_gateway import JavaClass
 

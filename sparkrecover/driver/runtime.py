@@ -53,6 +53,14 @@ class Runtime:
     def leave_stage(self) -> None:
         self._scopes.depth = max(0, getattr(self._scopes, "depth", 0) - 1)
 
+    # A declared stage with one output keeps the committed tasks of its write to that output
+    # (task-level resume): the stage names the write it expects, the write hook finds it here.
+    def expect_write(self, declared: Any | None) -> None:
+        self._scopes.declared = declared
+
+    def expected_write(self) -> Any | None:
+        return getattr(self._scopes, "declared", None)
+
     def checkpoint_url(self, name: str) -> str:
         """Default place of a checkpoint: <run dir>/checkpoints/<name>, or with --checkpoint-root
         <checkpoint root>/<run id>/<name> (an fsspec URL; Spark gets it through to_spark_path)."""

@@ -16,6 +16,7 @@ The protocol, step by step (docs/decisions.md lists what a crash between any two
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,16 @@ class Target:
     format: str | None  # None: the session's default source
 
 
+@dataclass
+class ExpectedWrite:
+    """The write a declared stage with one output is expected to make to it."""
+
+    stage: str
+    entry: dict[str, Any]  # the stage's plan entry
+    url: str
+    spark_path: str
+
+
 def target_of(write: Any) -> Target | None:
     """The target of an implicit write, or None where task-level resume does not apply (a
     table or a sink: no output folder of ours to keep tasks in)."""
@@ -63,36 +74,68 @@ def target_of(write: Any) -> Target | None:
     return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
 
 
-def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
-    """What this write keeps, with the kept folders set aside; None where task-level resume does
-    not apply (no local or HDFS output folder)."""
+def set_aside(url: str, entry: dict[str, Any]) -> None:
+    """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
+    the target, before anything cleans it. The write checks them against its shape later."""
+    tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
+    kept_dir = taskfiles.kept_dir(url)
+    if tasks and kept_dir:
+        try:
+            _set_aside(url, kept_dir, set(tasks.get("kept") or []), set(tasks.get("empty") or []))
+        except OSError as error:  # what was not moved is computed again: slower, never wrong
+            print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
+
+
+def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+    """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
+    kept at all; None where task-level resume does not apply (no local output folder)."""
     if target is None or not storage.is_local(target.url):
         return None
-    frame, spark = target.frame, target.spark
-    fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
-    reason = (None if fmt in FILE_FORMATS else f"the {fmt} format does not commit through task folders") or \
-        partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=frame)
-    if reason is not None:
-        return TaskPlan(partitions.WriteShape(0, False, reason), reason)
-    shape = partitions.shape_of(frame)
-    plan = TaskPlan(shape, None if shape.reusable else shape.reason)
+    try:
+        reason = _unsupported(target)
+        shape = partitions.WriteShape(0, False, reason) if reason is not None else partitions.shape_of(target.frame)
+    except Exception as error:  # probing must never break the write: it runs whole
+        reason = f"its partitions could not be probed ({type(error).__name__}: {error})"
+        shape = partitions.WriteShape(0, False, reason)
+    plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
     kept_dir = taskfiles.kept_dir(target.url)
-    if tasks and plan.reusable and kept_dir:
+    if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
         if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
             plan.reason = "its partitions changed since the attempt that committed them (input slices or count)"
         else:
-            plan.kept, plan.kept_dir = _set_aside(target.url, kept_dir, set(tasks.get("kept") or []))
+            folders = taskfiles.task_folders(target.url)
+            plan.kept = sorted(p for p in set(tasks.get("kept") or [])
+                               if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, [])))
+            plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     return plan
 
 
-def _set_aside(url: str, kept_dir: str, wanted: set[int]) -> tuple[list[int], str | None]:
+def _unsupported(target: Target) -> str | None:
+    spark = target.spark
+    fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
+    if fmt not in FILE_FORMATS:
+        return f"the {fmt} format does not commit through task folders"
+    if not partitions.jar_loaded(spark):
+        return "sparkrecover's JVM classes are not loaded (no JDK built the jar)"
+    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
+
+
+def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+    """Both steps, for a write whose DataFrame is known before its target is cleaned."""
+    if target is not None and storage.is_local(target.url):
+        set_aside(target.url, entry)
+    return plan_write(target, entry)
+
+
+def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) -> None:
     folders = taskfiles.task_folders(url)
     if taskfiles.job_commit_began(url, folders):
-        return [], None
-    chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok=wanted).items() if p in wanted}
+        _remove(kept_dir)
+        return
+    chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok).items() if p in wanted}
     os.makedirs(kept_dir, exist_ok=True)
     for folder in chosen.values():
         target = os.path.join(kept_dir, os.path.basename(folder.path))
@@ -102,7 +145,6 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int]) -> tuple[list[int], st
         for folder in candidates:
             if os.path.dirname(folder.path) == kept_dir and chosen.get(partition) is not folder:
                 _remove(folder.path)
-    return sorted(chosen), storage.to_spark_path(kept_dir) if chosen else None
 
 
 def _remove(path: str) -> None:

@@ -20,9 +20,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from sparkrecover.driver import runtime, writes
+from sparkrecover.driver import runtime, taskresume, writes
 from sparkrecover.rundir import storage
 
+_FILE_METHODS = ("parquet", "json", "csv", "orc", "text", "xml")
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
 V2_WRITES = {"create": writes.CREATE, "replace": writes.OVERWRITE, "createOrReplace": writes.OVERWRITE,
              "append": writes.APPEND, "overwrite": writes.OVERWRITE, "overwritePartitions": writes.OVERWRITE}
@@ -118,8 +119,13 @@ def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -
 
     def write(self: Any, *args: Any, **kwargs: Any) -> Any:
         rt = runtime.current()
-        if rt is None or rt.in_stage:
+        if rt is None:
             return original(self, *args, **kwargs)
+        if rt.in_stage:  # the stage's own write; the one to its declared output keeps its tasks
+            expected = rt.expected_write() if describe is _describe_v1 else None
+            if expected is None:
+                return original(self, *args, **kwargs)
+            return _expected_write(rt, expected, self, name, signature, args, kwargs, original)
         try:
             bound = signature.bind(self, *args, **kwargs).arguments
         except TypeError:
@@ -132,6 +138,34 @@ def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -
             return original(self, *args, **kwargs)
         return writes.run(rt, call, lambda: original(self, *args, **kwargs))
     return write
+
+
+def _expected_write(rt: runtime.Runtime, expected: taskresume.ExpectedWrite, writer: Any, method: str,
+                    signature: inspect.Signature, args: tuple, kwargs: dict, original: Any) -> Any:
+    """A declared stage's write: through task-level resume when it writes the stage's output."""
+    def do_write() -> Any:
+        return original(writer, *args, **kwargs)
+
+    try:
+        bound = signature.bind(writer, *args, **kwargs).arguments
+        path = bound.get("path") or (getattr(writer, "_sr_path", None) if method == "save" else None)
+        if path is None or method in ("saveAsTable", "insertInto", "jdbc"):
+            return do_write()
+        url, spark_path = qualify(writer._spark, str(path))
+        if url != expected.url:
+            return do_write()
+        rt.expect_write(None)  # one write keeps the stage's tasks: its first to the output
+        mode = _normal_mode(bound.get("mode") or getattr(writer, "_sr_mode", None))
+        fmt = method if method in _FILE_METHODS else bound.get("format") or getattr(writer, "_sr_format", None)
+        target = taskresume.Target(writer._df, writer._spark, url, spark_path, mode, fmt)
+        plan = taskresume.plan_write(target, expected.entry)
+    except Exception as error:  # task-level resume must never break the user's write
+        print(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}", file=sys.stderr)
+        return do_write()
+    if plan is None:
+        return do_write()
+    taskresume.started(rt, expected.stage, target, plan)
+    return taskresume.run(target, plan, writer, do_write)
 
 
 # -- identity -------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@
 
 VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends to OUT),
 ``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, which Spark
-calls INDETERMINATE), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``).
+calls INDETERMINATE), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
+an ``@sr.stage(outputs=[OUT])`` function).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
@@ -44,4 +45,10 @@ elif variant == "shuffled":
     frame.repartition(parts).write.mode("overwrite").parquet(out)
 elif variant == "checkpoint":
     sr.checkpoint("numbers", frame, path=out)
+elif variant == "stage":
+    @sr.stage(outputs=[out])
+    def publish():
+        frame.write.mode("overwrite").parquet(out)
+
+    publish()
 spark.stop()

@@ -51,7 +51,7 @@ def test_a_write_killed_with_committed_tasks_continues_keeping_them(run):
     decision = decision_of(run)
     assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (committed in attempt 1)")
     assert decision.partitions == {"kept": 4, "total": 8}
-    assert decision.tasks == {"kept": [0, 1, 2, 5], "partitions": 8, "shape": "s1"}
+    assert decision.tasks == {"kept": [0, 1, 2, 5], "partitions": 8, "shape": "s1", "empty": []}
     assert decision.summary()["partitions"] == {"kept": 4, "total": 8}
 
 

@@ -142,8 +142,8 @@ def files_by_partition(out: str) -> dict[str, int]:
     return counts
 
 
-@pytest.mark.parametrize("variant", ["append", "partitioned", "checkpoint"])
-def test_append_partitioned_and_checkpoint_writes_keep_their_tasks_too(spark, tmp_path, variant):
+@pytest.mark.parametrize("variant", ["append", "partitioned", "checkpoint", "stage"])
+def test_append_partitioned_and_declared_writes_keep_their_tasks_too(spark, tmp_path, variant):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     seed = []
     if variant == "append":  # what the folder held before: kept once, the append lands once
