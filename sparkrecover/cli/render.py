@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkrecover.core import humanize
+from sparkrecover.core import humanize, schemas
 
 _console: Console | None = None
 
@@ -86,6 +86,8 @@ def plan(document: dict[str, Any], title: str | None = None) -> None:
     if not document["stages"]:
         table.add_row("-", "-", "no stage was recorded: everything runs")
     console().print(table)
+    for entry in document.get("schemas") or []:  # replay's plan "then" has none
+        info(schemas.describe(entry))
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------

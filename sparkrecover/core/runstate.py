@@ -123,6 +123,8 @@ class RunState:
     first_ts: str | None = None
     last_ts: str | None = None
     last_error: str | None = None
+    # The latest schema.inferred per read key (core/schemas.py decides which a resume may reuse).
+    schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> RunState:
@@ -365,6 +367,11 @@ def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> N
         stage.status, stage.attempt, stage.records_lost = STARTED, record["attempt"], record
 
 
+def _schema_inferred(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.schemas.pop(record["key"], None)  # re-inserted: the dict stays in order of last inference
+    state.schemas[record["key"]] = record
+
+
 def _ignore(state: RunState, record: dict, attempt: AttemptState) -> None:
     """A known event that changes nothing the planner or inspect needs."""
 
@@ -390,6 +397,8 @@ _HANDLERS = {
     ev.SPARK_STAGE_COMPLETED: _spark_stage_completed,
     ev.SPARK_EXECUTOR_REMOVED: _ignore,
     ev.JOURNAL_DEGRADED: _journal_degraded,
+    ev.SCHEMA_INFERRED: _schema_inferred,
+    ev.SCHEMA_REUSED: _ignore,  # the schema.inferred it reused stays the latest word
 }
 
 

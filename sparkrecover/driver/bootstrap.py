@@ -123,9 +123,10 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
-    from sparkrecover.driver import zerocode
+    from sparkrecover.driver import schemas, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
+    schemas.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
     try:
         exit_code = _run_script(script_argv[0], script_argv[1:])

@@ -34,6 +34,10 @@ class Runtime:
         self.fingerprints: dict[str, str] = {
             name: entry["fingerprint"]["digest"] for name, entry in self.decisions.items()
             if (entry.get("fingerprint") or {}).get("digest")}
+        # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
+        # (driver/schemas.py checks the input files again before using one).
+        self.schemas: dict[str, dict[str, Any]] = {
+            entry["key"]: entry for entry in (plan or {}).get("schemas", []) if entry.get("key")}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
         # Per thread, like the Spark local property: a write made while a stage runs belongs to

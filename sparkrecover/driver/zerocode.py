@@ -192,8 +192,16 @@ def call_site() -> tuple[str, int]:
 
 
 def _site_label(filename: str) -> str:
-    relative = os.path.relpath(filename, _base_dir) if filename.startswith(os.sep) else filename
+    # Before install() (a read patched alone, in a test) the working folder stands in for the script's.
+    relative = os.path.relpath(filename, _base_dir or os.getcwd()) if filename.startswith(os.sep) else filename
     return filename if relative.startswith("..") else relative
+
+
+def user_site() -> str:
+    """The user's call site as stage names show it: ``file:line``, the file relative to the
+    script's folder (the same in every attempt, wherever the run directory is)."""
+    filename, line = call_site()
+    return f"{_site_label(filename)}:{line}"
 
 
 def _runtime() -> runtime.Runtime:
@@ -207,8 +215,7 @@ def _runtime() -> runtime.Runtime:
 def identify(rt: runtime.Runtime, mode: str, target: str) -> tuple[str, str, int]:
     """(stage name, call site, ordinal). The ordinal counts writes of this target and mode at this
     call site, so a loop over targets names each target's writes the same way every attempt."""
-    filename, line = call_site()
-    site = f"{_site_label(filename)}:{line}"
+    site = user_site()
     with _lock:
         ordinal = rt.write_ordinals.get((site, mode, target), 0) + 1
         rt.write_ordinals[(site, mode, target)] = ordinal

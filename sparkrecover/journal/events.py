@@ -38,6 +38,10 @@ ATTEMPT_ENDED = "attempt.ended"
 WRITE_STARTED = "write.started"
 TASK_COMMITTED = "task.committed"
 LEASE_LOST = "lease.lost"
+# Reads whose schema Spark infers with a pass over the data (issue 13): what an attempt inferred,
+# and what a resumed attempt took from the plan instead of inferring again.
+SCHEMA_INFERRED = "schema.inferred"
+SCHEMA_REUSED = "schema.reused"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (DESIGN §4 rule 1), the ends of processes, and the starts and failures of stages so that a crash
@@ -58,6 +62,9 @@ REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
     STAGE_FAILED: _STAGE,
     WRITE_STARTED: (("stage", str), ("partitions", int)),
     TASK_COMMITTED: (("stage", str), ("partition", int)),
+    # The fold keeps the latest schema per key, and the plan hands it back checked by input_digest.
+    SCHEMA_INFERRED: (("key", str), ("format", str), ("schema", dict), ("input_digest", str)),
+    SCHEMA_REUSED: (("key", str),),
 }
 
 

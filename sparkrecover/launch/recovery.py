@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import planner, runstate
+from sparkrecover.core import planner, runstate, schemas
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, UsageError
 from sparkrecover.journal.segments import next_attempt
@@ -33,12 +33,15 @@ class ResumePlan:
     state: RunState
     attempt: int
     decisions: list[planner.Decision]
+    # Inferred schemas the next attempt may reuse (core/schemas.py), beside the stage decisions.
+    schemas: list[dict[str, Any]] = field(default_factory=list)
 
     def document(self) -> dict[str, Any]:
-        return planner.plan_document(self.run_id, self.attempt, self.decisions)
+        return {**planner.plan_document(self.run_id, self.attempt, self.decisions), "schemas": self.schemas}
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(self.run_id, self.attempt, self.decisions)
+        return {**planner.dry_run_document(self.run_id, self.attempt, self.decisions),
+                "schemas": [schemas.summary(entry) for entry in self.schemas]}
 
 
 @dataclass
@@ -105,7 +108,8 @@ def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun:
     state = runstate.load_state(run_dir, run_id, warn)
     verify = planner.verifier_for(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, next_attempt(run_dir), decisions)
+    return ResumePlan(run_dir, run_id, state, next_attempt(run_dir), decisions,
+                      schemas.reusable(state, from_scratch=from_scratch))
 
 
 def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,

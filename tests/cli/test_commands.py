@@ -18,7 +18,8 @@ def test_resume_dry_run_json_shape(run, cli, tmp_path):
     assert code == 0, err
     assert orjson.loads(out) == {"run": "r1", "attempt": 2, "stages": [
         {"stage": "a", "decision": "skip", "reason": "committed in attempt 1, output verified"},
-        {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"}]}
+        {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"}],
+        "schemas": []}
     # a dry run launches nothing: no new attempt, no plan, no lease
     assert journal_files(run.dir) == files
     assert sorted(os.listdir(run.dir)) == ["journal"]

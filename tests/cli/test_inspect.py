@@ -179,7 +179,8 @@ def test_json_carries_what_the_tables_show(cli, tmp_path):
     assert daily == {
         "stage": "daily", "kind": "checkpoint", "status": "committed", "attempt": 2, "duration_s": 2.0,
         "rows": 30, "bytes": 3072, "files": 2, "spark_jobs": 2, "spark_stages": 2, "failed_spark_stages": 0,
-        "tasks": 6, "failed_tasks": 1, "partitions": None, "reason": None, "error": None, "skipped": None, "invalidated": None}
+        "tasks": 6, "failed_tasks": 1, "partitions": None, "reason": None, "error": None, "skipped": None,
+        "invalidated": None}
     assert details["stages"][0]["skipped"] == {"attempt": 2, "reason": "committed in attempt 1, output verified"}
     assert [(a["attempt"], a["outcome"], a["plan"], a["duration_s"]) for a in details["attempts"]] == [
         (1, "crashed", None, 7.5), (2, "succeeded", {"skip": 2, "run": 1}, 5.5)]
