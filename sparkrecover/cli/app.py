@@ -37,9 +37,13 @@ PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
+    from sparkrecover.errors import UsageError
     from sparkrecover.rundir import runs, storage
 
-    root = storage.resolve_root(ctx.params.get("root"))
+    try:
+        root = storage.resolve_root(ctx.params.get("root"))
+    except UsageError:  # not a folder: nothing to offer, and TAB must print no error
+        return []
     if not storage.is_local(root):
         return []
     return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
