@@ -13,6 +13,7 @@ import traceback
 from typing import Any, List, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from sparkrecover import __version__
 from sparkrecover.errors import EXIT_INTERRUPTED, EXIT_USAGE, SparkRecoverError
@@ -32,6 +33,31 @@ ROOT_HELP = "Where runs live (any fsspec URL). Default: $SPARKRECOVER_ROOT, else
 MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this many attempts in all; "
                      "stops early when an attempt made no progress.")
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
+
+
+BEFORE_DASHES = "sparkrecover.before_dashes"  # ctx.meta: submit's pass-through arguments before `--`
+
+
+class _SubmitCommand(TyperCommand):
+    """``submit``'s command line, parsed up to the first ``--`` only, so that what was given
+    before it can be told from what was given after it: before, an option nobody knows is a
+    typo (``--run-idd``); after, everything is spark-submit's, untouched."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" not in args:
+            rest = super().parse_args(ctx, args)
+            ctx.meta[BEFORE_DASHES] = list(rest)
+            return rest
+        cut = args.index("--")
+        head = super().parse_args(ctx, args[:cut])
+        ctx.meta[BEFORE_DASHES] = list(head)
+        # As click would have it: `--` right after our options is dropped, later it is kept.
+        ctx.args = [*head, "--", *args[cut + 1:]] if head else list(args[cut + 1:])
+        return list(ctx.args)
+
+
+def _option_names(command: Any) -> list[str]:
+    return [name for param in command.params if param.param_type_name == "option" for name in param.opts]
 
 
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -61,7 +87,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     """Make long PySpark batch jobs survive driver crashes."""
 
 
-@app.command(context_settings=PASS_THROUGH)
+@app.command(cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
@@ -97,6 +123,10 @@ def submit(
     """
     from sparkrecover.cli import submit as command
 
+    group = ctx.parent.command if ctx.parent else None
+    elsewhere = {name: _option_names(other) for name, other in getattr(group, "commands", {}).items()
+                 if other is not ctx.command}
+    command.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
     raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
                                  buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
                                  checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))

@@ -89,6 +89,29 @@ def split_submit_args(args: list[str]) -> SubmitArgs:
     raise UsageError("no application given: sparkrecover submit [OPTIONS] [--] [spark-submit options] app.py [args]")
 
 
+def unknown_options(args: list[str]) -> list[str]:
+    """The options before the application that spark-submit does not know (``--x`` or ``--x=1``
+    as given), in order. Used on what came before ``--`` only: there, an option nobody knows is a
+    typo of one of sparkrecover's far more often than a spark-submit option newer than this list."""
+    unknown = []
+    index = 0
+    while index < len(args):
+        item = args[index]
+        name = item.split("=", 1)[0]
+        if item == "--":
+            index += 1
+        elif item in OPTIONS_WITH_VALUE:
+            index += 2
+        elif name in OPTIONS_WITH_VALUE or name in SWITCHES:
+            index += 1
+        elif item.startswith("-") and item != "-":
+            unknown.append(item)
+            index += 1
+        else:
+            break  # the application: what follows is its own
+    return unknown
+
+
 def check_application(parsed: SubmitArgs) -> None:
     if parsed.app.endswith(".jar") or parsed.option("--class"):
         raise UsageError(f"{parsed.app}: JVM applications are not supported yet; sparkrecover runs "

@@ -67,3 +67,48 @@ def test_completion_under_a_root_that_is_a_file_offers_nothing_and_says_nothing(
     monkeypatch.setenv("COMP_CWORD", "4")
     code, out, err = cli()
     assert (code, out.split(), err) == (0, [], "")
+
+
+# -- 2. mistyped options before --, and run ids ------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--run-idd", "x"],
+     "no such option --run-idd (neither sparkrecover's nor spark-submit's): did you mean --run-id?"),
+    (["--max-attempt", "2"],
+     "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?"),
+    (["--max-attempt=2"],
+     "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?"),
+    (["--dry-run"], "no such option --dry-run: it is an option of resume, not of submit"),
+    (["--bogus"], "no such option --bogus (neither sparkrecover's nor spark-submit's)"),
+    (["--master", "local[2]", "--run-id", "x"],
+     "--run-id is sparkrecover's option: give it before spark-submit's options, or before --"),
+])
+def test_an_option_nobody_knows_before_the_double_dash_launches_nothing(cli, tmp_path, app, fake, args, message):
+    code, out, err = cli("submit", "--spark-submit", fake, *args, app)
+    assert (code, out) == (2, "")
+    assert one_line(err) == f"error: {message}"
+    assert launches(tmp_path) == []
+    assert not (tmp_path / ".sparkrecover").exists()
+
+
+def test_spark_submit_options_pass_through_untouched(cli, tmp_path, app, fake):
+    """Known spark-submit options before the application, anything after --, and the application's
+    own arguments reach spark-submit as given."""
+    code, _, err = cli("submit", "--run-id", "a", "--spark-submit", fake, "--master", "local[2]",
+                       "--conf=spark.x=1", "-v", "--driver-java-options", "-Dx=1", app, "--bogus", "1")
+    assert code == 0, err
+    code, _, err = cli("submit", "--run-id", "b", "--spark-submit", fake, "--", "--some-future-option=x", app)
+    assert code == 0, err
+    first, second = launches(tmp_path)
+    assert first.startswith("--master local[2] --conf=spark.x=1 -v --driver-java-options -Dx=1 ")
+    assert first.endswith(f"-- {tmp_path / 'app.py'} --bogus 1")
+    assert second.startswith("--some-future-option=x ")
+
+
+@pytest.mark.parametrize("run_id", ["", "a/b", "..", ".hidden", "a b", "x" * 129])
+def test_a_run_id_that_cannot_name_a_folder_is_refused(cli, tmp_path, app, fake, run_id):
+    code, out, err = cli("submit", "--run-id", run_id, "--spark-submit", fake, "--", app)
+    assert (code, out) == (2, "")
+    assert one_line(err).startswith(f"error: invalid run id {run_id!r}")
+    assert launches(tmp_path) == []
+    assert not (tmp_path / ".sparkrecover").exists()
