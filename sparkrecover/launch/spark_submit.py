@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
@@ -285,13 +286,22 @@ def child_environment(parsed: SubmitArgs) -> dict[str, str]:
     return env
 
 
-def run_child(command: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+def run_child(command: list[str], env: dict[str, str], cwd: str | None = None,
+              started: Callable[[int], None] = lambda pid: None) -> int:
     """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
-    (128+N when it died of signal N)."""
+    (128+N when it died of signal N). ``started`` is called with its pid once it really runs, so
+    that a spark-submit that cannot be started leaves nothing journaled; if ``started`` fails,
+    the child is killed (nobody would be recording it)."""
     try:
         child = subprocess.Popen(command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None)
     except OSError as error:
         raise LaunchError(f"could not start {command[0]}: {error.strerror or error}") from None
+    try:
+        started(child.pid)
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
 
     def forward(signum: int, _frame: object) -> None:
         try:

@@ -5,8 +5,11 @@ CLI plumbing only: a fake spark-submit (tests.helpers.fake_executable) stands in
 """
 from __future__ import annotations
 
+import os
+
 import pytest
 
+from sparkrecover.journal import read_journal
 from tests.helpers import fake_executable
 
 
@@ -112,3 +115,33 @@ def test_a_run_id_that_cannot_name_a_folder_is_refused(cli, tmp_path, app, fake,
     assert one_line(err).startswith(f"error: invalid run id {run_id!r}")
     assert launches(tmp_path) == []
     assert not (tmp_path / ".sparkrecover").exists()
+
+
+# -- 10. attempt.started only once spark-submit really started ---------------------------------------
+
+def test_a_missing_spark_submit_on_resume_leaves_no_attempt_behind(cli, tmp_path, app):
+    fake = fake_executable(tmp_path / "bin" / "spark-submit", "exit 1")
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--", app)
+    assert code == 1, err
+    run_dir = str(tmp_path / "runs" / "r1")
+    before = read_journal(run_dir)
+    os.remove(fake)
+    code, out, err = cli("resume", "r1", "--root", "runs")
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines()[-1] == f"error: could not start {fake}: No such file or directory"
+    assert read_journal(run_dir) == before  # no attempt 2: nothing started, nothing crashed
+    code, out, err = cli("resume", "r1", "--root", "runs", "--spark-submit", str(tmp_path / "absent"))
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines()[-1].endswith("absent: not found or not executable")
+    assert read_journal(run_dir) == before
+
+
+def test_a_spark_submit_that_cannot_start_on_submit_journals_no_attempt(cli, tmp_path, app):
+    broken = tmp_path / "bin" / "spark-submit"
+    broken.parent.mkdir()
+    broken.write_bytes(b"\x7fELF not really")  # executable, but not a program: exec fails
+    broken.chmod(0o755)
+    code, out, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", str(broken), "--", app)
+    assert (code, out) == (2, "")
+    assert err.strip().splitlines()[-1] == f"error: could not start {broken}: Exec format error"
+    assert not os.path.exists(tmp_path / "runs" / "r1" / "journal")
