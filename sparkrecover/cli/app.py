@@ -216,10 +216,17 @@ def replay(
     raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
 
 
-def _log_crash() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(f"sparkrecover {__version__}\nargv: {sys.argv!r}\n\n")
+def _log_crash(argv: list[str]) -> str:
+    """Write the traceback of an internal error to a log of its own, for a bug report. The
+    command line is redacted as in the journal (rule 9), and the file is the user's alone: it
+    sits in a shared temporary folder, so mkstemp makes it new (never an existing file or link)
+    and 0600."""
+    from sparkrecover.launch import redact
+
+    descriptor, path = tempfile.mkstemp(prefix=f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-",
+                                        suffix=".log")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(f"sparkrecover {__version__}\nargv: {redact.redact_args(argv)!r}\n\n")
         traceback.print_exc(file=handle)
     return path
 
@@ -254,7 +261,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except Exception as problem:
-        path = _log_crash()
+        path = _log_crash(list(sys.argv[1:] if argv is None else argv))
         print(f"error: internal error: {type(problem).__name__}: {problem} (traceback in {path})", file=sys.stderr)
         code = EXIT_INTERNAL
     sys.exit(code)

@@ -5,7 +5,9 @@ CLI plumbing only: a fake spark-submit (tests.helpers.fake_executable) stands in
 """
 from __future__ import annotations
 
+import glob
 import os
+import stat
 
 import pytest
 
@@ -145,3 +147,30 @@ def test_a_spark_submit_that_cannot_start_on_submit_journals_no_attempt(cli, tmp
     assert (code, out) == (2, "")
     assert err.strip().splitlines()[-1] == f"error: could not start {broken}: Exec format error"
     assert not os.path.exists(tmp_path / "runs" / "r1" / "journal")
+
+
+# -- 11. the crash log -----------------------------------------------------------------------------
+
+def test_the_crash_log_is_private_and_holds_the_redacted_command_line(cli, tmp_path, app, fake, monkeypatch):
+    import tempfile
+
+    from sparkrecover.launch import recovery
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / "tmp").mkdir()
+
+    def boom(*_args, **_kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(recovery, "submit", boom)
+    code, _, err = cli("submit", "--spark-submit", fake, "--", "--conf", "spark.db.password=hunter2", app,
+                       "--token", "s3cr3t")
+    assert code == 70
+    assert "internal error: RuntimeError: a bug" in err
+    (log,) = glob.glob(str(tmp_path / "tmp" / "sparkrecover-crash-*.log"))
+    assert stat.S_IMODE(os.stat(log).st_mode) == 0o600
+    text = open(log, encoding="utf-8").read()
+    assert "hunter2" not in text and "s3cr3t" not in text
+    assert "'spark.db.password=*****'" in text and "'--token', '*****'" in text
+    assert "RuntimeError: a bug" in text
