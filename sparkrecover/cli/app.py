@@ -38,10 +38,32 @@ PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow
 BEFORE_DASHES = "sparkrecover.before_dashes"  # ctx.meta: submit's pass-through arguments before `--`
 
 
-class _SubmitCommand(TyperCommand):
+class _Command(TyperCommand):
+    """A command whose usage line reads as a shell user expects: ``RUN``, not typer's ``{RUN}``
+    for a required argument, followed by what the command passes on (``usage_tail``)."""
+
+    usage_tail: tuple[str, ...] = ()
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                  for piece in super().collect_usage_pieces(ctx)]
+        return [*pieces, *self.usage_tail]
+
+    def format_usage(self, ctx: Any, formatter: Any) -> None:
+        # One line, never wrapped: click would cut "[APP ARGS]" in two at 80 columns.
+        formatter.write(f"Usage: {ctx.command_path} {' '.join(self.collect_usage_pieces(ctx))}\n")
+
+
+class _ResumeCommand(_Command):
+    usage_tail = ("[-- SPARK-SUBMIT OPTIONS]",)
+
+
+class _SubmitCommand(_Command):
     """``submit``'s command line, parsed up to the first ``--`` only, so that what was given
     before it can be told from what was given after it: before, an option nobody knows is a
     typo (``--run-idd``); after, everything is spark-submit's, untouched."""
+
+    usage_tail = ("[--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]",)
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if "--" not in args:
@@ -73,6 +95,12 @@ def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     if not storage.is_local(root):
         return []
     return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+
+
+def _complete_verify(incomplete: str) -> list[str]:
+    from sparkrecover.rundir.manifests import VERIFY_LEVELS
+
+    return [level for level in VERIFY_LEVELS if level.startswith(incomplete)]
 
 
 def _version(value: bool) -> None:
@@ -113,7 +141,8 @@ def submit(
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
-    Everything after the options above (or after --) goes to spark-submit untouched:
+    sparkrecover's own options (listed below) come first; everything after them, or after --,
+    goes to spark-submit untouched: its options, the application and the application's arguments.
 
     \b
         sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
@@ -132,7 +161,7 @@ def submit(
                                  checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))
 
 
-@app.command(context_settings={"allow_extra_args": True})
+@app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
     run: str = typer.Argument(..., metavar="RUN",
@@ -144,7 +173,7 @@ def resume(
                                     help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
     verify: str = typer.Option(
-        "size", "--verify", metavar="LEVEL",
+        "size", "--verify", metavar="LEVEL", autocompletion=_complete_verify,
         help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
              "bytes), checksum (also content digests recorded with submit --checksums)."),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
@@ -166,7 +195,7 @@ def resume(
                                  json_output=json_output, extra=list(ctx.args)))
 
 
-@app.command()
+@app.command(cls=_Command)
 def inspect(
     run: Optional[str] = typer.Argument(None, metavar="RUN",
                                         help="A run id or run directory URL; without it, list the runs.",
@@ -188,7 +217,7 @@ def inspect(
     raise typer.Exit(command.run(run=run, root=root, json_output=json_output, follow=follow))
 
 
-@app.command()
+@app.command(cls=_Command)
 def replay(
     run: str = typer.Argument(..., metavar="RUN",
                               help="A run id under the root, or the URL of a run directory.",
