@@ -80,7 +80,7 @@ def join(url: str, *parts: str) -> str:
 
 
 # The package that gives fsspec each protocol, for a useful message when it is missing.
-_BACKENDS = {"s3": "s3fs (pip install 'sparkrecover[s3]')", "gs": "gcsfs", "gcs": "gcsfs",
+_BACKENDS = {"s3": "s3fs (pip install s3fs)", "gs": "gcsfs", "gcs": "gcsfs",
              "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
 
 
