@@ -13,6 +13,7 @@ import traceback
 from typing import Any, List, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from sparkrecover import __version__
 from sparkrecover.errors import EXIT_INTERRUPTED, EXIT_USAGE, SparkRecoverError
@@ -34,15 +35,72 @@ MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this ma
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
+BEFORE_DASHES = "sparkrecover.before_dashes"  # ctx.meta: submit's pass-through arguments before `--`
+
+
+class _Command(TyperCommand):
+    """A command whose usage line reads as a shell user expects: ``RUN``, not typer's ``{RUN}``
+    for a required argument, followed by what the command passes on (``usage_tail``)."""
+
+    usage_tail: tuple[str, ...] = ()
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+                  for piece in super().collect_usage_pieces(ctx)]
+        return [*pieces, *self.usage_tail]
+
+    def format_usage(self, ctx: Any, formatter: Any) -> None:
+        # One line, never wrapped: click would cut "[APP ARGS]" in two at 80 columns.
+        formatter.write(f"Usage: {ctx.command_path} {' '.join(self.collect_usage_pieces(ctx))}\n")
+
+
+class _ResumeCommand(_Command):
+    usage_tail = ("[-- SPARK-SUBMIT OPTIONS]",)
+
+
+class _SubmitCommand(_Command):
+    """``submit``'s command line, parsed up to the first ``--`` only, so that what was given
+    before it can be told from what was given after it: before, an option nobody knows is a
+    typo (``--run-idd``); after, everything is spark-submit's, untouched."""
+
+    usage_tail = ("[--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]",)
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" not in args:
+            rest = super().parse_args(ctx, args)
+            ctx.meta[BEFORE_DASHES] = list(rest)
+            return rest
+        cut = args.index("--")
+        head = super().parse_args(ctx, args[:cut])
+        ctx.meta[BEFORE_DASHES] = list(head)
+        # As click would have it: `--` right after our options is dropped, later it is kept.
+        ctx.args = [*head, "--", *args[cut + 1:]] if head else list(args[cut + 1:])
+        return list(ctx.args)
+
+
+def _option_names(command: Any) -> list[str]:
+    return [name for param in command.params if param.param_type_name == "option" for name in param.opts]
+
+
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
+    from sparkrecover.errors import UsageError
     from sparkrecover.rundir import runs, storage
 
-    root = storage.resolve_root(ctx.params.get("root"))
+    try:
+        root = storage.resolve_root(ctx.params.get("root"))
+    except UsageError:  # not a folder: nothing to offer, and TAB must print no error
+        return []
     if not storage.is_local(root):
         return []
     return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+
+
+def _complete_verify(incomplete: str) -> list[str]:
+    from sparkrecover.rundir.manifests import VERIFY_LEVELS
+
+    return [level for level in VERIFY_LEVELS if level.startswith(incomplete)]
 
 
 def _version(value: bool) -> None:
@@ -57,7 +115,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
     """Make long PySpark batch jobs survive driver crashes."""
 
 
-@app.command(context_settings=PASS_THROUGH)
+@app.command(cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
@@ -83,7 +141,8 @@ def submit(
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
-    Everything after the options above (or after --) goes to spark-submit untouched:
+    sparkrecover's own options (listed below) come first; everything after them, or after --,
+    goes to spark-submit untouched: its options, the application and the application's arguments.
 
     \b
         sparkrecover submit --run-id nightly -- --master 'local[*]' etl.py --day 2026-11-21
@@ -93,12 +152,16 @@ def submit(
     """
     from sparkrecover.cli import submit as command
 
+    group = ctx.parent.command if ctx.parent else None
+    elsewhere = {name: _option_names(other) for name, other in getattr(group, "commands", {}).items()
+                 if other is not ctx.command}
+    command.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
     raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
                                  buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
                                  checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))
 
 
-@app.command(context_settings={"allow_extra_args": True})
+@app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
     run: str = typer.Argument(..., metavar="RUN",
@@ -110,7 +173,7 @@ def resume(
                                     help="Run this stage again even if it is intact (repeatable)."),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
     verify: str = typer.Option(
-        "size", "--verify", metavar="LEVEL",
+        "size", "--verify", metavar="LEVEL", autocompletion=_complete_verify,
         help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
              "bytes), checksum (also content digests recorded with submit --checksums)."),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
@@ -132,7 +195,7 @@ def resume(
                                  json_output=json_output, extra=list(ctx.args)))
 
 
-@app.command()
+@app.command(cls=_Command)
 def inspect(
     run: Optional[str] = typer.Argument(None, metavar="RUN",
                                         help="A run id or run directory URL; without it, list the runs.",
@@ -154,7 +217,7 @@ def inspect(
     raise typer.Exit(command.run(run=run, root=root, json_output=json_output, follow=follow))
 
 
-@app.command()
+@app.command(cls=_Command)
 def replay(
     run: str = typer.Argument(..., metavar="RUN",
                               help="A run id under the root, or the URL of a run directory.",
@@ -182,10 +245,17 @@ def replay(
     raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
 
 
-def _log_crash() -> str:
-    path = os.path.join(tempfile.gettempdir(), f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(f"sparkrecover {__version__}\nargv: {sys.argv!r}\n\n")
+def _log_crash(argv: list[str]) -> str:
+    """Write the traceback of an internal error to a log of its own, for a bug report. The
+    command line is redacted as in the journal (rule 9), and the file is the user's alone: it
+    sits in a shared temporary folder, so mkstemp makes it new (never an existing file or link)
+    and 0600."""
+    from sparkrecover.launch import redact
+
+    descriptor, path = tempfile.mkstemp(prefix=f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-",
+                                        suffix=".log")
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(f"sparkrecover {__version__}\nargv: {redact.redact_args(argv)!r}\n\n")
         traceback.print_exc(file=handle)
     return path
 
@@ -220,7 +290,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED
     except Exception as problem:
-        path = _log_crash()
+        path = _log_crash(list(sys.argv[1:] if argv is None else argv))
         print(f"error: internal error: {type(problem).__name__}: {problem} (traceback in {path})", file=sys.stderr)
         code = EXIT_INTERNAL
     sys.exit(code)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -24,11 +25,20 @@ EVENT_STYLE = {"stage.committed": "green", "stage.failed": "red", "stage.skipped
                "attempt.ended": "bold", "run.started": "bold", "journal.degraded": "yellow"}
 
 
+# The width of a pipe or a CI log: wide enough that no table is ever squeezed (tables take their
+# natural width, never more) and no line wrapped; the reader's pager or log viewer does the rest.
+UNBOUNDED_WIDTH = 100_000
+
+
 def console() -> Console:
     global _console
     if _console is None:
         # COLUMNS, NO_COLOR and TERM are read from the environment by rich itself.
         _console = Console(stderr=True, highlight=False, soft_wrap=False)
+        if not _console.is_terminal and not os.environ.get("COLUMNS"):
+            # rich assumes 80 columns off a terminal: it would cut stage names and run ids into
+            # pieces and inspect would drop columns. Nobody's screen is that narrow here.
+            _console.width = UNBOUNDED_WIDTH
     return _console
 
 

@@ -1,9 +1,35 @@
 """``sparkrecover submit``."""
 from __future__ import annotations
 
+import difflib
+
 from sparkrecover.cli import render
+from sparkrecover.errors import UsageError
 from sparkrecover.launch import recovery
+from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import runs, storage
+
+
+def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str, list[str]]) -> None:
+    """Refuse an option given before ``--`` that neither sparkrecover nor spark-submit knows:
+    handed on, it would launch a run that spark-submit rejects, or one without the option the
+    user meant (``--run-idd x`` used to start a run under a random id). ``own`` are submit's
+    options, ``elsewhere`` the other commands' (``--dry-run`` belongs to ``resume``)."""
+    unknown = launcher.unknown_options(before_dashes)
+    if not unknown:
+        return
+    option = unknown[0]
+    name = option.split("=", 1)[0]
+    if name in own:
+        # click stops at the first spark-submit option: what follows is spark-submit's.
+        raise UsageError(f"{name} is sparkrecover's option: give it before spark-submit's options, or before --")
+    owners = [command for command, options in elsewhere.items() if name in options]
+    if owners:
+        raise UsageError(f"no such option {name}: it is an option of {' and '.join(owners)}, not of submit")
+    known = [*own, *sorted(launcher.OPTIONS_WITH_VALUE | launcher.SWITCHES)]
+    guess = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    raise UsageError(f"no such option {name} (neither sparkrecover's nor spark-submit's)"
+                     + (f": did you mean {guess[0]}?" if guess else ""))
 
 
 def run(*, root: str | None, run_id: str | None, spark_submit: str | None, flush_interval: float,

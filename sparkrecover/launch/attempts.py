@@ -72,7 +72,9 @@ class LaunchSpec:
                              "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
                              f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}")
         parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
-        return cls(spark_submit=spark_submit or record.get("spark_submit") or launcher.find_spark_submit(),
+        # --spark-submit given again is looked up as on submit; the recorded one is a full path.
+        found = launcher.find_spark_submit(spark_submit) if spark_submit else None
+        return cls(spark_submit=found or record.get("spark_submit") or launcher.find_spark_submit(),
                    submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
                    flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
                    buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
@@ -114,34 +116,45 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
                 notify: Callable[[str], None] = lambda message: None,
                 warn: Callable[[str], None] | None = None) -> int:
     """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
-    the run's lease."""
-    writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
-                           buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
-    try:
+    the run's lease.
+
+    The attempt (and on a first one the run) is journaled only once spark-submit is running: one
+    that cannot be started is an error to fix and try again, not an attempt that crashed."""
+    bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
+                      "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+    if spec.checksums:
+        bootstrap_args.append("--checksums")
+    if spec.checkpoint_root:
+        bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
+    if plan is not None:
+        # Written before the launch: the driver reads it as it starts. A launch that fails leaves
+        # it for the next attempt of the same number to overwrite.
+        bootstrap_args += ["--plan", plans.write_plan(run_dir, attempt, plan)]
+    jar = _listener_jar(spec.spark_submit, notify)
+    bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
+    command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args, listener_jar=jar)
+    writers: list[JournalWriter] = []
+
+    def journal_start(_pid: int) -> None:
+        writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
+                               buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
+        writers.append(writer)
         if first:
             writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
-        bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
-                          "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
-        if spec.checksums:
-            bootstrap_args.append("--checksums")
-        if spec.checkpoint_root:
-            bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
-        if plan is not None:
-            bootstrap_args += ["--plan", plans.write_plan(run_dir, attempt, plan)]
-        jar = _listener_jar(spec.spark_submit, notify)
-        bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
-        command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args,
-                                             listener_jar=jar)
         writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
         if plan is not None:
             writer.emit(ev.PLAN_CREATED, plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
                         stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]])
         writer.flush()
-        code = launcher.run_child(command, launcher.child_environment(spec.submit_args), cwd=spec.cwd)
-        writer.emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
+
+    try:
+        code = launcher.run_child(command, launcher.child_environment(spec.submit_args), cwd=spec.cwd,
+                                  started=journal_start)
+        writers[0].emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:
-        writer.close()
-    _report_journal_health(run_dir, attempt, code, writer, warn or notify)
+        for writer in writers:
+            writer.close()
+    _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
     return code
 
 

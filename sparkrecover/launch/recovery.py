@@ -73,7 +73,7 @@ def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submi
             if where is not None and launcher_is_local_root(where):
                 raise UsageError(f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
                                  f"...): the driver runs on the cluster and cannot write to {where}")
-    run_id = runs.check_run_id(run_id) if run_id else runs.new_run_id(parsed.app)
+    run_id = runs.check_run_id(run_id) if run_id is not None else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)
     if runs.has_journal(run_dir):
         state = runstate.load_state(run_dir, run_id, notify)

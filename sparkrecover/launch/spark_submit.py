@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
@@ -87,6 +88,29 @@ def split_submit_args(args: list[str]) -> SubmitArgs:
         parsed.app, parsed.app_args = item, list(args[index + 1:])
         return parsed
     raise UsageError("no application given: sparkrecover submit [OPTIONS] [--] [spark-submit options] app.py [args]")
+
+
+def unknown_options(args: list[str]) -> list[str]:
+    """The options before the application that spark-submit does not know (``--x`` or ``--x=1``
+    as given), in order. Used on what came before ``--`` only: there, an option nobody knows is a
+    typo of one of sparkrecover's far more often than a spark-submit option newer than this list."""
+    unknown = []
+    index = 0
+    while index < len(args):
+        item = args[index]
+        name = item.split("=", 1)[0]
+        if item == "--":
+            index += 1
+        elif item in OPTIONS_WITH_VALUE:
+            index += 2
+        elif name in OPTIONS_WITH_VALUE or name in SWITCHES:
+            index += 1
+        elif item.startswith("-") and item != "-":
+            unknown.append(item)
+            index += 1
+        else:
+            break  # the application: what follows is its own
+    return unknown
 
 
 def check_application(parsed: SubmitArgs) -> None:
@@ -262,13 +286,22 @@ def child_environment(parsed: SubmitArgs) -> dict[str, str]:
     return env
 
 
-def run_child(command: list[str], env: dict[str, str], cwd: str | None = None) -> int:
+def run_child(command: list[str], env: dict[str, str], cwd: str | None = None,
+              started: Callable[[int], None] = lambda pid: None) -> int:
     """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
-    (128+N when it died of signal N)."""
+    (128+N when it died of signal N). ``started`` is called with its pid once it really runs, so
+    that a spark-submit that cannot be started leaves nothing journaled; if ``started`` fails,
+    the child is killed (nobody would be recording it)."""
     try:
         child = subprocess.Popen(command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None)
     except OSError as error:
         raise LaunchError(f"could not start {command[0]}: {error.strerror or error}") from None
+    try:
+        started(child.pid)
+    except BaseException:
+        child.kill()
+        child.wait()
+        raise
 
     def forward(signum: int, _frame: object) -> None:
         try:

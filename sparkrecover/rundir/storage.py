@@ -51,8 +51,26 @@ def normalize(url: str, cwd: str | None = None) -> str:
 
 
 def resolve_root(root: str | None) -> str:
-    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2)."""
-    return normalize(root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT)
+    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2); a local root that is,
+    or lies under, a regular file is a usage error here, before any command reads or writes."""
+    given = root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT
+    url = normalize(given)
+    if is_local(url) and not _can_be_folder(url):
+        source = f"--root {root}" if root else f"${ROOT_ENV}" if os.environ.get(ROOT_ENV) else "the default root"
+        raise UsageError(f"the root {url} is not a folder ({source})")
+    return url
+
+
+def _can_be_folder(path: str) -> bool:
+    """Whether ``path`` is a folder or could be made one: its nearest existing ancestor is a folder.
+    Only the local disk is looked at: an object store has no files in the way of a prefix, and
+    TAB completion must never wait on the network."""
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+    return os.path.isdir(path)
 
 
 def join(url: str, *parts: str) -> str:
@@ -62,7 +80,7 @@ def join(url: str, *parts: str) -> str:
 
 
 # The package that gives fsspec each protocol, for a useful message when it is missing.
-_BACKENDS = {"s3": "s3fs (pip install 'sparkrecover[s3]')", "gs": "gcsfs", "gcs": "gcsfs",
+_BACKENDS = {"s3": "s3fs (pip install s3fs)", "gs": "gcsfs", "gcs": "gcsfs",
              "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
 
 

@@ -80,6 +80,35 @@ def test_completion_offers_the_run_ids_under_the_root(cli, monkeypatch, tmp_path
     assert complete(cli, monkeypatch, "sparkrecover resume n") == []
 
 
+def test_resume_verify_completes_its_levels(cli, monkeypatch):
+    assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify ") == ["size", "footer", "checksum"]
+    assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify f") == ["footer"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_complete_run_ids_and_verify_levels(cli, monkeypatch, tmp_path, shell):
+    """What the zsh and fish scripts get from sparkrecover: they pass the command line typed so
+    far in _TYPER_COMPLETE_ARGS (zsh wants an _arguments spec, fish one value a line)."""
+    journals.clean_run(tmp_path / "root")
+    journals.SyntheticRun(tmp_path / "root", "nightly-2").attempt().end(0)
+
+    def offered(words: str) -> str:
+        monkeypatch.setenv("_SPARKRECOVER_COMPLETE", f"complete_{shell}")
+        monkeypatch.setenv("_TYPER_COMPLETE_ARGS", words)
+        monkeypatch.setenv("_TYPER_COMPLETE_FISH_ACTION", "get-args")
+        code, out, err = cli()
+        assert (code, err) == (0, "")
+        return out.strip()
+
+    runs = offered(f"sparkrecover replay --root {tmp_path / 'root'} n")
+    levels = offered("sparkrecover resume nightly --verify ")
+    if shell == "zsh":
+        assert (runs, levels) == ("_arguments '*: :((\"nightly\"\n\"nightly-2\"))'",
+                                  "_arguments '*: :((\"size\"\n\"footer\"\n\"checksum\"))'")
+    else:
+        assert (runs.split(), levels.split()) == (["nightly", "nightly-2"], ["size", "footer", "checksum"])
+
+
 def test_the_bash_script_completes_in_bash(tmp_path):
     shim = tmp_path / "bin" / "sparkrecover"
     shim.parent.mkdir()
@@ -110,6 +139,21 @@ def test_every_command_and_option_has_help():
             if not (getattr(param, "help", None) or "").strip():
                 missing.append(f"{name} {param.opts[0] if param.opts else param.name}")
     assert missing == []
+
+
+def test_usage_lines_say_what_goes_where(cli):
+    usage = {}
+    for name in commands():
+        code, out, _ = cli(name, "--help")
+        assert code == 0
+        usage[name] = out.splitlines()[0]
+        assert "options above" not in out  # the options are listed below the text
+    assert usage == {
+        "submit": "Usage: sparkrecover submit [OPTIONS] [--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]",
+        "resume": "Usage: sparkrecover resume [OPTIONS] RUN [-- SPARK-SUBMIT OPTIONS]",
+        "inspect": "Usage: sparkrecover inspect [OPTIONS] [RUN]",
+        "replay": "Usage: sparkrecover replay [OPTIONS] RUN",
+    }
 
 
 def test_every_command_has_an_example():

@@ -250,3 +250,23 @@ def test_narrow_terminal_keeps_the_columns_that_matter(cli, tmp_path, monkeypatc
 def test_bad_input_is_one_line_and_its_exit_code(cli, tmp_path, args, message):
     code, out, err = inspect(cli, tmp_path, *args)
     assert (code, out, err) == (2 if "--follow needs" in message else 5, "", message)
+
+
+def test_on_a_pipe_tables_keep_every_column_and_whole_names(cli, tmp_path, monkeypatch):
+    """stderr is no terminal and COLUMNS is unset (a pipe, a CI log): rich would squeeze every
+    table into 80 columns; sparkrecover prints them at their natural width instead."""
+    monkeypatch.delenv("COLUMNS")
+    stage = "enrich_customer_orders_with_the_loyalty_programme_tiers_of_2026"
+    run_id = "nightly-enrichment-of-customer-orders-for-the-loyalty-programme-2026-11-21"
+    journals.SyntheticRun(tmp_path / "root", run_id).attempt().done("orders").started(stage, ("orders",)).end(1)
+    for command in (["inspect", run_id], ["inspect"], ["resume", run_id, "--dry-run"]):
+        code, _, err = on_screen(cli, tmp_path, *command)
+        assert code == 0, err
+        rows = [line for line in err.splitlines() if line.startswith("│")]
+        assert rows, err
+        assert any(f"│ {stage} " in row for row in rows) or any(f"│ {run_id} " in row for row in rows), err
+        assert all(row.split("│")[1].strip() for row in rows), err  # no cell wrapped onto a second line
+    code, _, err = on_screen(cli, tmp_path, "inspect", run_id)
+    header = next(line for line in err.splitlines() if line.startswith("┃ stage"))
+    assert [cell.strip() for cell in header.strip("┃").split("┃")] == [
+        "stage", "status", "attempt", "duration", "rows", "written", "jobs", "spark stages", "tasks", "failures"]

@@ -54,6 +54,13 @@ def test_missing_application_is_a_usage_error(args, message):
     assert caught.value.exit_code == 2
 
 
+def test_unknown_options_are_those_before_the_application_spark_submit_does_not_know():
+    assert launcher.unknown_options(["--master", "yarn", "--conf=a=b", "-c", "x=1", "-v", "--driver-memory=2g",
+                                     "--driver-java-options", "-Dx", "app.py", "--bogus"]) == []
+    assert launcher.unknown_options(["--run-idd", "x", "app.py"]) == ["--run-idd"]
+    assert launcher.unknown_options(["--", "--max-attempt=2", "-x", "app.py", "--y"]) == ["--max-attempt=2", "-x"]
+
+
 @pytest.mark.parametrize("args", [["app.jar"], ["--class", "com.example.Main", "app.py"],
                                   ["--class=com.example.Main", "app.py"]])
 def test_jvm_applications_are_refused(tmp_path, args):
