@@ -13,7 +13,7 @@ from typing import Any
 from sparkrecover.core.kinds import StageStatus
 from sparkrecover.errors import JournalError, RunNotFoundError
 from sparkrecover.journal import events as ev
-from sparkrecover.journal.reader import iter_journal
+from sparkrecover.journal.reader import iter_journal, read_journal
 from sparkrecover.rundir import runs
 
 # Stage statuses as the journal leaves them (the planner turns them into decisions).
@@ -417,3 +417,13 @@ def load_state(run_dir: str, run_id: str, warn: Callable[[str], None] | None = N
     if not state.event_count:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
     return state
+
+
+def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
+    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    records = read_journal(run_dir, warn)
+    if not records:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return records

@@ -5,8 +5,8 @@ import re
 from dataclasses import dataclass
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import JOURNAL_DIR
 
-JOURNAL_DIR = "journal"
 _NAME = re.compile(r"^(\d{4,})-([a-z]+)-(\d{6,})\.jsonl$")
 
 

@@ -16,8 +16,9 @@ from typing import Any
 
 from sparkrecover.journal import events
 from sparkrecover.journal.reader import parse_segment
-from sparkrecover.journal.segments import JOURNAL_DIR, Segment, parse_segment_name
+from sparkrecover.journal.segments import Segment, parse_segment_name
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import JOURNAL_DIR
 
 Warn = Callable[[str], None]
 

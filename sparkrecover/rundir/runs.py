@@ -1,18 +1,17 @@
-"""Runs on storage: ids, run directories, finding them again, reading their state."""
+"""Runs on storage: ids, run directories and their layout, finding them again."""
 from __future__ import annotations
 
 import os
 import re
 import secrets
 import time
-from collections.abc import Callable
 
-from sparkrecover.errors import RunNotFoundError, UsageError
-from sparkrecover.journal.reader import read_journal
-from sparkrecover.journal.segments import JOURNAL_DIR
+from sparkrecover.errors import UsageError
 from sparkrecover.rundir import storage
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# The run directory's layout (DESIGN §5): the journal's segments and the plans each have a folder.
+JOURNAL_DIR = "journal"
 PLANS_DIR = "plans"
 
 
@@ -47,16 +46,6 @@ def resolve_run(run: str, root: str) -> tuple[str, str]:
 
 def has_journal(run_dir: str) -> bool:
     return storage.exists(storage.join(run_dir, JOURNAL_DIR))
-
-
-def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
-    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
-    if not has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    records = read_journal(run_dir, warn)
-    if not records:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return records
 
 
 def list_runs(root: str) -> list[tuple[str, str]]:
