@@ -155,6 +155,8 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     decision.reason = (f"{len(kept)}/{total} partitions kept (committed in attempt "
                        f"{', '.join(map(str, attempts))})")
     decision.partitions = {"kept": len(kept), "total": total}
+    # The driver keeps nothing if the stage changed since (rule 5): compared like a skip's.
+    decision.fingerprint = (stage.started or {}).get("fingerprint")
     decision.tasks = {"kept": kept, "partitions": total, "shape": write.get("shape"),
                       "empty": [p for p in kept if stage.committed_tasks[p][1] == 0]}
 

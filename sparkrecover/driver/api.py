@@ -147,6 +147,7 @@ def checkpoint(name: str, build: Any, *, path: str | None = None, format: str = 
                 return _read_checkpoint(spark, committed["paths"][0], committed.get("format") or format,
                                         committed.get("schema"))
             scope.invalidate(stale)
+        entry = taskresume.unless_stale(scope, entry, stale)
         # Task-level resume: the committed tasks of a checkpoint that died mid-write are set
         # aside before the overwrite deletes its folder.
         target = taskresume.Target(frame, spark, url, spark_path, "overwrite", format)
@@ -222,6 +223,7 @@ class StageFunction:
                     scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
                     return None
                 scope.invalidate(stale)
+            entry = taskresume.unless_stale(scope, entry, stale)
             expected = None
             if len(located) == 1:
                 # Its write to its one output keeps the committed tasks of an unfinished attempt:

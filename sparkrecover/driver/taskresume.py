@@ -74,6 +74,16 @@ def target_of(write: Any) -> Target | None:
     return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
 
 
+def unless_stale(scope: Any, entry: dict[str, Any], stale: str | None) -> dict[str, Any]:
+    """A ``continue`` entry whose stage changed since its tasks committed (code, plan, inputs,
+    version: rule 5) keeps nothing: partition *i* would not hold the same rows. Journaled as
+    ``stage.invalidated`` with the reason; the write runs whole."""
+    if entry.get("decision") != "continue" or stale is None:
+        return entry
+    scope.invalidate(stale)
+    return {**entry, "decision": "run", "tasks": None}
+
+
 def set_aside(url: str, entry: dict[str, Any]) -> None:
     """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
     the target, before anything cleans it. The write checks them against its shape later."""

@@ -71,6 +71,7 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
                 _register_table(write, entry.get("committed") or {})
                 return None
             scope.invalidate(stale)
+        entry = taskresume.unless_stale(scope, entry, stale)
         # Task-level resume: committed task folders are set aside before the cleanup below
         # removes the dead attempt's _temporary.
         target = taskresume.target_of(write)

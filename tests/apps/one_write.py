@@ -35,6 +35,8 @@ def work(value):
 spark = SparkSession.builder.appName("one-write").getOrCreate()
 os.makedirs(markers, exist_ok=True)
 frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", F.udf(work, LongType())("id"))
+if os.environ.get("ONE_WRITE_NOTE"):  # another query: what a code change does to the plan
+    frame = frame.withColumn("note", F.lit(os.environ["ONE_WRITE_NOTE"]))
 if variant == "overwrite":
     frame.write.mode("overwrite").parquet(out)
 elif variant == "append":

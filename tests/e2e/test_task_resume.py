@@ -193,3 +193,19 @@ def test_a_kill_during_the_job_commit_reruns_the_write_whole(spark, tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
     assert len(files_by_partition(out)) == PARTS
+
+
+def test_a_write_whose_query_changed_keeps_nothing_and_says_why(spark, tmp_path):
+    """Rule 5 holds inside a write: kept partitions were computed by the old query."""
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    killed_at = submit_until(root, out, markers, commits=5)
+    assert dry_run(root)["decision"] == "continue"
+    resumed = run_cli("resume", "night", "--root", root, env={**os.environ, "ONE_WRITE_NOTE": "v2"})
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS
+    events = [e for e in events_of(os.path.join(root, "night")) if e["attempt"] == 2]
+    invalidated, = [e for e in events if e["type"] == "stage.invalidated"]
+    assert invalidated["reason"] == "plan changed"
+    assert [e["kept"] for e in events if e["type"] == "write.started"] == [[]]
+    assert sorted((r.id, r.tripled, r.note) for r in spark.read.parquet(out).collect()) == [
+        (i, i * 3, "v2") for i in range(PARTS * 100)]
