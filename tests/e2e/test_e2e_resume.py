@@ -124,3 +124,14 @@ def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_
         for name in names:
             with open(os.path.join(folder, name), "rb") as handle:
                 assert b"PLANTED-SECRET" not in handle.read(), os.path.join(folder, name)
+
+
+def test_retries_stop_when_a_failure_outside_any_stage_repeats(tmp_path, tiny_input):
+    # Attempt 1 commits every stage, then the script exits 3 outside any stage; attempt 2 skips
+    # them all, commits nothing and exits 3 again: a third attempt would only do the same.
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    result = submit_tiny(root, "outside", tiny_input, report, "--exit-at-end", "3", options=["--max-attempts", "3"])
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "not retrying: attempt 2 made no progress: it ended again with exit code 3" in result.stderr
+    assert sorted({e["attempt"] for e in events_of(os.path.join(root, "outside"))}) == [1, 2]
+    assert open(report).read() == "a,4\nb,2\n"
