@@ -22,7 +22,6 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
 
 import argparse
 import runpy
-import traceback
 import types
 from typing import Any
 
