@@ -35,7 +35,8 @@ def sparkrecover(*args: str, log=None) -> int:
                            stdout=log, stderr=subprocess.STDOUT if log else None)
 
 
-def committed_stages(run_dir: str) -> list[str]:
+def stage_events(run_dir: str, kind: str) -> list[str]:
+    """Stages with a ``stage.<kind>`` record in the journal, in journal order."""
     stages = []
     journal = os.path.join(run_dir, "journal")
     for name in sorted(os.listdir(journal)) if os.path.isdir(journal) else []:
@@ -45,7 +46,7 @@ def committed_stages(run_dir: str) -> list[str]:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue  # a line being written right now
-                if record.get("type") == "stage.committed":
+                if record.get("type") == f"stage.{kind}":
                     stages.append(record["stage"])
     return stages
 
@@ -63,15 +64,18 @@ def main() -> int:
         child = subprocess.Popen([sys.executable, "-m", "sparkrecover", "submit", "--run-id", run_id, "--",
                                   *SPARK_OPTIONS, *app], stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
-        while "clean" not in committed_stages(run_dir):
+        # The kill is decided from the journal: once 'daily' has started (clean is committed).
+        while "daily" not in stage_events(run_dir, "started"):
             if child.poll() is not None:
                 print(f"the run ended early (exit {child.returncode}); see {out}/spark.log", file=sys.stderr)
                 return 1
             time.sleep(0.1)
-        note(f"   stages committed so far: {', '.join(committed_stages(run_dir))}")
         os.killpg(child.pid, signal.SIGKILL)  # the driver, spark-submit and sparkrecover, all at once
         child.wait()
-    note(f"   SIGKILL of the whole driver after {time.monotonic() - started:.1f}s, while 'daily' was running")
+    committed = stage_events(run_dir, "committed")
+    running = [stage for stage in stage_events(run_dir, "started") if stage not in committed]
+    note(f"   SIGKILL of the whole driver after {time.monotonic() - started:.1f}s; the journal says: "
+         f"committed {', '.join(committed) or 'nothing'}, running {', '.join(running) or 'nothing'}")
 
     say("2. inspect: what the journal says happened")
     sparkrecover("inspect", run_id)
@@ -88,7 +92,7 @@ def main() -> int:
         print(f"see {out}/spark.log", file=sys.stderr)
         return code
 
-    say("5. inspect: orders and clean were skipped, daily and publish ran")
+    say(f"5. inspect: {', '.join(committed) or 'no stage'} skipped, the others ran")
     sparkrecover("inspect", run_id)
     note(f"\nreport: {os.path.join(out, 'report.txt')}\njournal: {run_dir}/journal/")
     return 0

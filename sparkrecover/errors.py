@@ -27,6 +27,20 @@ class JournalError(SparkRecoverError):
     exit_code = EXIT_JOURNAL
 
 
+class JournalDamagedError(JournalError):
+    """A journal line is not a record of the format this sparkrecover reads (a disk or a copy
+    damaged it, or someone edited it). The message names the file and line and says what to do."""
+
+    def __init__(self, where: str, problem: str):
+        self.where = where
+        run_dir = where.rsplit("/journal/", 1)[0]
+        run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]
+        super().__init__(
+            f"{where}: {problem}. The journal of run {run_id} is damaged: 'sparkrecover replay {run_id} "
+            f"--verify' lists every damaged line; 'sparkrecover resume {run_id} --from-scratch' sets the "
+            "damaged segments aside (in journal.damaged/) and runs every stage again")
+
+
 class StorageError(JournalError):
     """The storage under the root could not be reached or refused a request (exit 3 like any
     journal that cannot be read)."""

@@ -31,8 +31,9 @@ def run(*, run: str, root: str | None, dry_run: bool, rerun: tuple[str, ...], fr
             if complete:
                 render.info(f"run {run_id} already completed successfully; resume would launch nothing")
         return 0
-    state = runstate.load_state(run_dir, run_id, render.warning)
-    if state.succeeded and not (rerun or from_scratch):
+    if not from_scratch:  # a damaged journal can be resumed --from-scratch only (recovery.plan_resume)
+        state = runstate.load_state(run_dir, run_id, render.warning)
+    if not from_scratch and state.succeeded and not rerun:
         if json_output:
             render.emit_json({"run": run_id, "complete": True, "exit_code": 0})
         render.info(f"run {run_id} already completed successfully; nothing to resume "

@@ -22,7 +22,7 @@ if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.pa
 
 import argparse
 import runpy
-import traceback
+import types
 from typing import Any
 
 
@@ -82,14 +82,43 @@ def _run_script(script: str, args: list[str]) -> int:
     return 0
 
 
+def _is_ours(frame: Any) -> bool:
+    """A frame plain ``spark-submit script.py`` would not have: this bootstrap, runpy running the
+    script, or sparkrecover's hooks (by module name, docs/architecture.md; the demo is a user's)."""
+    module = frame.f_globals.get("__name__") or ""
+    if frame.f_code.co_filename in (__file__, os.path.abspath(__file__), runpy.__file__) or module == "runpy":
+        return True
+    own = module == "sparkrecover" or module.startswith("sparkrecover.")
+    return own and not (module == "sparkrecover.demo" or module.startswith("sparkrecover.demo."))
+
+
 def _user_frames(tb: Any) -> Any:
-    """The traceback from the script's own frame on, as ``python script.py`` prints it: spark-submit
-    merges the driver's stderr into its stdout, so frames of ours would change what users see."""
-    while tb is not None and tb.tb_next is not None and (
-            tb.tb_frame.f_code.co_filename in (__file__, os.path.abspath(__file__))
-            or "runpy" in tb.tb_frame.f_code.co_filename):
+    """The traceback as ``spark-submit script.py`` prints it: the frames of the script, the
+    libraries it calls and pyspark, none of ours (spark-submit merges the driver's stderr into
+    its stdout, so frames of ours would change what users see). None when every frame is ours
+    (a SyntaxError compiling the script prints as Python prints it: no traceback header)."""
+    frames = []
+    while tb is not None:
+        if not _is_ours(tb.tb_frame):
+            frames.append(tb)
         tb = tb.tb_next
-    return tb
+    rebuilt = None
+    for kept in reversed(frames):
+        rebuilt = types.TracebackType(rebuilt, kept.tb_frame, kept.tb_lasti, kept.tb_lineno)
+    return rebuilt
+
+
+def _trim(failure: BaseException) -> None:
+    """Trim ours out of the failure and of every exception chained to it, as Python prints them."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [failure]
+    while todo:
+        error = todo.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        error.__traceback__ = _user_frames(error.__traceback__)
+        todo += [error.__cause__, error.__context__]
 
 
 def _close_telemetry(rt: Any) -> dict[str, Any]:
@@ -133,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         exit_code, error = 130, "interrupted"
     except BaseException as failure:
-        traceback.print_exception(type(failure), failure, _user_frames(failure.__traceback__))
+        _trim(failure)
+        sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
     finally:
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))

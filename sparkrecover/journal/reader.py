@@ -1,7 +1,8 @@
 """Reads a run's journal back: every segment, checked, merged into one ordered event stream.
 
 A torn last line of a segment (a writer killed mid-write) is dropped with a warning; any other
-malformed line is corruption and raises ``JournalError`` naming the file and line. A record seen
+malformed line is corruption and raises ``JournalDamagedError`` naming the file and line and what
+to do (``resume --from-scratch`` sets damaged segments aside: ``damaged_segments``). A record seen
 twice in one writer's stream is kept once: a
 compaction between its upload and its deletes, or a write retried after a partial failure, leaves
 such copies; seqs only grow, so any record at or below the last seq read is one. Storage errors
@@ -25,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.errors import JournalError
+from sparkrecover.errors import JournalDamagedError, JournalError
 from sparkrecover.journal import events
 from sparkrecover.journal.segments import Segment, list_segments
 from sparkrecover.rundir import storage
@@ -35,8 +36,11 @@ Warn = Callable[[str], None]
 
 def _check_record(record: Any, where: str, segment: Segment) -> None:
     problem = events.record_problem(record, segment.attempt, segment.writer)
-    if problem is not None:
-        raise JournalError(f"{where}: {problem}")
+    if problem is None:
+        return
+    if isinstance(record, dict) and isinstance(record.get("v"), int) and record["v"] > events.SCHEMA_VERSION:
+        raise JournalError(f"{where}: {problem}")  # not damage: a newer sparkrecover wrote it
+    raise JournalDamagedError(where, problem)
 
 
 def _open(segment: Segment) -> Any:
@@ -72,7 +76,7 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
                 except orjson.JSONDecodeError:
                     where = f"{segment.url}:{number}"
                     if line.endswith(b"\n"):
-                        raise JournalError(f"{where}: malformed journal line") from None
+                        raise JournalDamagedError(where, "malformed journal line") from None
                     if warn:
                         warn(f"{where}: dropped a torn last line ({len(line)} bytes; the writer "
                              "stopped mid-write)")
@@ -144,6 +148,29 @@ def read_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = N
         except FileNotFoundError:
             continue
     raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+
+
+def damaged_segments(run_dir: str) -> list[Segment]:
+    """The segments the reader refuses (``JournalDamagedError``), each read on its own."""
+    damaged = []
+    for segment in list_segments(run_dir):
+        try:
+            for _ in _stream([segment], None):
+                pass
+        except JournalDamagedError:
+            damaged.append(segment)
+    return damaged
+
+
+def salvage_records(segment: Segment) -> Iterator[dict[str, Any]]:
+    """The sound records of a damaged segment, line by line, damaged lines left out."""
+    for line in storage.read_bytes(segment.url).split(b"\n"):
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if events.record_problem(record, segment.attempt, segment.writer) is None:
+            yield record
 
 
 _DEGRADED_PREFIX = b'{"v":1,"type":"journal.degraded"'

@@ -13,8 +13,10 @@ from typing import Any
 
 from sparkrecover.core import planner, runstate, schemas
 from sparkrecover.core.runstate import RunState
-from sparkrecover.errors import EXIT_INTERRUPTED, UsageError
-from sparkrecover.journal.segments import next_attempt
+from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, UsageError
+from sparkrecover.journal import events as ev
+from sparkrecover.journal import reader
+from sparkrecover.journal.segments import list_segments, next_attempt
 from sparkrecover.launch import attempts
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import lease as leases
@@ -104,12 +106,61 @@ def launcher_is_local_root(root: str) -> bool:
 
 def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun: tuple[str, ...] = (),
                 from_scratch: bool = False, warn: Notify | None = None,
-                progress: Callable[[int], None] | None = None) -> ResumePlan:
-    state = runstate.load_state(run_dir, run_id, warn)
+                progress: Callable[[int], None] | None = None, set_aside: bool = False) -> ResumePlan:
+    """The next attempt's plan. A damaged journal can only be planned ``from_scratch``: its
+    damaged segments are left out (moved to ``journal.damaged/`` when ``set_aside``, i.e. when
+    the attempt is launched, not on a dry run) and every stage runs."""
+    attempt = next_attempt(run_dir)
+    try:
+        state = runstate.load_state(run_dir, run_id, warn)
+    except JournalDamagedError:
+        if not from_scratch:
+            raise
+        state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     verify = planner.verifier_for(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, next_attempt(run_dir), decisions,
+    return ResumePlan(run_dir, run_id, state, attempt, decisions,
                       schemas.reusable(state, from_scratch=from_scratch))
+
+
+DAMAGED_DIR = "journal.damaged"
+
+
+def _without_damage(run_dir: str, run_id: str, notify: Notify, set_aside: bool) -> RunState:
+    """The run folded from its sound segments, the damaged ones set aside (docs/decisions.md).
+
+    The fold cannot know what the damaged segments held (stages committed, outputs written), so
+    this is for ``--from-scratch`` only, where every stage runs whatever the journal said. The
+    run's ``run.started`` (how to relaunch it) is salvaged from a damaged segment if it was there.
+    """
+    damaged = reader.damaged_segments(run_dir)
+    sound = [s for s in list_segments(run_dir) if s not in damaged]
+    salvaged = [record for segment in damaged if segment.attempt == min(s.attempt for s in [*sound, *damaged])
+                for record in reader.salvage_records(segment) if record["type"] == ev.RUN_STARTED][:1]
+    records = list(reader.iter_segments(sound))
+    if salvaged and not any(record["type"] == ev.RUN_STARTED for record in records[:1]):
+        records.insert(0, salvaged[0])
+    names = ", ".join(segment.name for segment in damaged)
+    if set_aside:
+        for segment in damaged:
+            _move(segment.url, storage.join(run_dir, DAMAGED_DIR, segment.name))
+        notify(f"the journal was damaged: set {len(damaged)} segment(s) aside in "
+               f"{storage.join(run_dir, DAMAGED_DIR)} for inspection ({names}); every stage runs again")
+    else:
+        notify(f"the journal is damaged ({names}): --from-scratch sets those segments aside and runs "
+               "every stage again")
+    return RunState.from_events(run_id, records)
+
+
+def _move(url: str, to: str) -> None:
+    target, number = to, 1
+    while storage.exists(target):  # damaged twice: keep both
+        number += 1
+        target = f"{to}.{number}"
+    storage.write_atomic(target, storage.read_bytes(url))
+    fs, path = storage.filesystem(url)
+    with storage.guard(url, "set a damaged journal segment aside"):
+        fs.rm(path)
 
 
 def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
@@ -119,7 +170,7 @@ def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
     other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
     with _lease(run_dir, run_id, notify):
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, rerun=options.rerun,
-                           from_scratch=options.from_scratch, warn=notify, progress=progress)
+                           from_scratch=options.from_scratch, warn=notify, progress=progress, set_aside=True)
         show_plan(plan)
         code = _launch(plan, options, notify, warn)
         return _retry(run_dir, run_id, code, 1, options, notify, show_plan, warn)
@@ -158,19 +209,36 @@ def _normalized(error: str | None) -> str:
     return re.sub(r"0x[0-9a-f]+|\d+", "#", (error or "").strip().splitlines()[0] if error else "")
 
 
+def _failure(attempt: runstate.AttemptState) -> tuple[str | None, str, str] | None:
+    """(stage or None, the error as compared, as shown) of a failed attempt whose driver said why:
+    the last stage failure, else what ``driver.ended`` recorded (an exception outside any stage,
+    or the script's own exit code). None for a driver that left no word (killed, lost journal)."""
+    ended = attempt.driver_ended or {}
+    code = ended.get("exit_code")
+    if attempt.failures:
+        stage, error = attempt.failures[-1]
+        return stage, f"{_normalized(error)} (exit {code})", (error or "").splitlines()[0][:200] if error else ""
+    if not code:
+        return None
+    said: str | None = ended.get("error")
+    shown = f"{said.splitlines()[0][:200]}, exit code {code}" if said else f"exit code {code}"
+    return None, f"{_normalized(said)} (exit {code})", shown
+
+
 def no_progress(state: RunState) -> str | None:
-    """Why the last attempt made no progress over the one before, or None if it did."""
+    """Why the last attempt made no progress over the one before, or None if it did: it committed
+    nothing and failed as the one before did, inside a stage or not."""
     numbers = sorted(state.attempts)
     if len(numbers) < 2:
         return None
     last, before = state.attempts[numbers[-1]], state.attempts[numbers[-2]]
-    if last.committed or not last.failures or not before.failures:
+    failed, failed_before = _failure(last), _failure(before)
+    if last.committed or failed is None or failed_before is None or failed[:2] != failed_before[:2]:
         return None
-    stage, error = last.failures[-1]
-    if (stage, _normalized(error)) != (before.failures[-1][0], _normalized(before.failures[-1][1])):
-        return None
-    return (f"attempt {last.number} made no progress: stage {stage} failed again with the same error "
-            f"({(error or '').splitlines()[0][:200]})")
+    stage, _, shown = failed
+    if stage is not None:
+        return f"attempt {last.number} made no progress: stage {stage} failed again with the same error ({shown})"
+    return f"attempt {last.number} made no progress: it ended again with {shown}"
 
 
 class _lease:

@@ -1,13 +1,15 @@
 """A small pipeline for end-to-end tests: load a CSV, total it, write a report.
 
-    tiny.py INPUT OUTPUT [--fail-in STAGE] [--die-once MARKER] [--password SECRET]
+    tiny.py INPUT OUTPUT [--fail-in STAGE] [--die-once MARKER] [--exit-at-end CODE] [--password SECRET]
 
---fail-in raises in that stage every time; --die-once SIGKILLs the driver in "total" the first
+--fail-in raises in that stage every time; --exit-at-end exits with CODE after the last stage,
+outside any stage, every time; --die-once SIGKILLs the driver in "total" the first
 time (creating MARKER), like an OOM kill; --password is only there to be redacted.
 """
 import argparse
 import os
 import signal
+import sys
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -19,6 +21,7 @@ parser.add_argument("input")
 parser.add_argument("output")
 parser.add_argument("--fail-in")
 parser.add_argument("--die-once")
+parser.add_argument("--exit-at-end", type=int)
 parser.add_argument("--password")
 args = parser.parse_args()
 spark = SparkSession.builder.appName("tiny").getOrCreate()
@@ -58,3 +61,5 @@ def report():
 
 report()
 spark.stop()
+if args.exit_at_end:
+    sys.exit(args.exit_at_end)

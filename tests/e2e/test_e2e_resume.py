@@ -124,3 +124,34 @@ def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_
         for name in names:
             with open(os.path.join(folder, name), "rb") as handle:
                 assert b"PLANTED-SECRET" not in handle.read(), os.path.join(folder, name)
+
+
+def test_retries_stop_when_a_failure_outside_any_stage_repeats(tmp_path, tiny_input):
+    # Attempt 1 commits every stage, then the script exits 3 outside any stage; attempt 2 skips
+    # them all, commits nothing and exits 3 again: a third attempt would only do the same.
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    result = submit_tiny(root, "outside", tiny_input, report, "--exit-at-end", "3", options=["--max-attempts", "3"])
+    assert result.returncode == 3, result.stderr[-3000:]
+    assert "not retrying: attempt 2 made no progress: it ended again with exit code 3" in result.stderr
+    assert sorted({e["attempt"] for e in events_of(os.path.join(root, "outside"))}) == [1, 2]
+    assert open(report).read() == "a,4\nb,2\n"
+
+
+def test_resume_from_scratch_runs_every_stage_of_a_damaged_journal(tmp_path, tiny_input):
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    died = submit_tiny(root, "damaged", tiny_input, report, "--die-once", str(tmp_path / "died"))
+    assert died.returncode == 137, died.stderr[-3000:]
+    run_dir = os.path.join(root, "damaged")
+    segment = os.path.join(run_dir, "journal", "0001-driver-000000.jsonl")
+    with open(segment, "rb") as handle:
+        lines = handle.read().split(b"\n")
+    with open(segment, "wb") as handle:
+        handle.write(b"\n".join([lines[0], b"\x00\x00 damaged \x00", *lines[1:]]))
+    refused = run_cli("resume", "damaged", "--root", root)
+    assert refused.returncode == 3 and f"{segment}:2" in refused.stderr
+    resumed = run_cli("resume", "damaged", "--root", root, "--from-scratch")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert os.listdir(os.path.join(run_dir, "journal.damaged")) == ["0001-driver-000000.jsonl"]
+    assert stage_events(run_dir, 2) == [("stage.committed", "load", None), ("stage.committed", "total", None),
+                                        ("stage.committed", "report", None)]
+    assert open(report).read() == "a,4\nb,2\n"

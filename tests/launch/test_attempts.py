@@ -124,3 +124,20 @@ def test_submit_of_a_finished_run_id_is_a_safe_no_op(cli, tmp_path, app):
     # so one cron line is safe to repeat.
     assert code == 0, err
     assert (tmp_path / "launches").read_text() == "ran\n"
+
+
+def test_max_attempts_counts_every_attempt_of_this_invocation(cli, tmp_path, app):
+    # Counting only: the fake leaves no driver journal, so no attempt can be judged stuck.
+    fake = fake_executable(tmp_path / "fake-submit", f"echo ran >> {tmp_path}/launches\nexit 1")
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "3", "--spark-submit", fake,
+                       "--", app)
+    assert code == 1, err
+    assert (tmp_path / "launches").read_text().count("ran") == 3
+    code, _, err = cli("resume", "r1", "--root", "runs", "--max-attempts", "2")
+    assert code == 1, err
+    assert (tmp_path / "launches").read_text().count("ran") == 5
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "2", "--spark-submit", fake,
+                       "--", app)
+    assert code == 1, err
+    assert (tmp_path / "launches").read_text().count("ran") == 7
+    assert [r["exit_code"] for r in attempt_ended(str(tmp_path / "runs" / "r1"))] == [1] * 7

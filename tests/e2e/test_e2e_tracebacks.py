@@ -1,0 +1,52 @@
+"""End to end on real Spark: a failing application looks the same under submit as under plain
+spark-submit: the same traceback frames (none of sparkrecover's, no runpy) and the same exit code."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from sparkrecover.launch.spark_submit import find_spark_submit
+from tests.helpers import SPARK_OPTIONS, run_cli
+
+pytestmark = pytest.mark.e2e
+FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "failing.py")
+
+
+def traceback_of(output: str) -> list[str]:
+    """The Python traceback in spark-submit's output: its header, frames and exception line."""
+    lines = output.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")
+                  or re.match(r'  File ".*", line \d+$', line)), None)
+    assert start is not None, output[-3000:]
+    kept = []
+    for line in lines[start:]:
+        kept.append(line)
+        if not line.startswith((" ", "Traceback")):
+            break  # the exception line ends it
+    return [line for line in kept if line.startswith(("Traceback", '  File "')) or not line.startswith(" ")]
+
+
+def plain(app: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([find_spark_submit(), *SPARK_OPTIONS, app, *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+
+
+@pytest.mark.parametrize("mode", ["raise", "write", "syntax"])
+def test_a_failing_application_fails_as_under_plain_spark_submit(tmp_path, mode):
+    app, out = FAILING, tmp_path / "out"
+    out.mkdir()
+    (out / "existing").write_text("a write in mode error fails on this folder\n")
+    if mode == "syntax":
+        app = str(tmp_path / "broken.py")
+        with open(app, "w") as handle:
+            handle.write("import sys\n\nif True\n    sys.exit(0)\n")
+    bare = plain(app, mode, str(out))
+    ours = run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, app, mode, str(out))
+    assert bare.returncode != 0 and ours.returncode == bare.returncode, ours.stderr[-3000:]
+    expected = traceback_of(bare.stdout + bare.stderr)
+    assert traceback_of(ours.stdout + ours.stderr) == expected
+    assert not any("sparkrecover" in line or "runpy" in line for line in expected if line.startswith("  File"))
