@@ -64,8 +64,9 @@ def main() -> int:
         child = subprocess.Popen([sys.executable, "-m", "sparkrecover", "submit", "--run-id", run_id, "--",
                                   *SPARK_OPTIONS, *app], stdout=log, stderr=subprocess.STDOUT,
                                  start_new_session=True)
-        # The kill is decided from the journal: once 'daily' has started (clean is committed).
-        while "daily" not in stage_events(run_dir, "started"):
+        # The kill is decided from the journal: once the last stage, 'publish', has started, so
+        # the plan below names every stage (the planner knows only the stages the journal saw).
+        while "publish" not in stage_events(run_dir, "started"):
             if child.poll() is not None:
                 print(f"the run ended early (exit {child.returncode}); see {out}/spark.log", file=sys.stderr)
                 return 1
