@@ -96,15 +96,15 @@ def look(url: str) -> Found:
         path = storage.normalize(url)
         try:
             with open(path, "rb") as handle:
-                info = os.fstat(handle.fileno())
+                held = os.fstat(handle.fileno())
                 data = handle.read()
         except FileNotFoundError:
             return Found(False)
         try:
-            owner: str | None = pwd.getpwuid(info.st_uid).pw_name
+            owner: str | None = pwd.getpwuid(held.st_uid).pw_name
         except KeyError:
-            owner = str(info.st_uid)
-        return Found(True, _parse(data, url), None, info.st_mtime, owner)
+            owner = str(held.st_uid)
+        return Found(True, _parse(data, url), None, held.st_mtime, owner)
     fs, path = storage.filesystem(url)
     with storage.guard(url, "read the lease"):
         for _ in range(3):  # the ETag of exactly the bytes read: read, stat, read again
@@ -117,13 +117,12 @@ def look(url: str) -> Found:
                 return Found(False)
             if again == data:
                 break
-        _, modified = _modified(info)
-        return Found(True, _parse(data, url), info.get("ETag"), modified)
+        return Found(True, _parse(data, url), info.get("ETag"), _modified(info))
 
 
-def _modified(info: dict[str, Any]) -> tuple[int, float | None]:
+def _modified(info: dict[str, Any]) -> float | None:
     stamp = info.get("LastModified") or info.get("mtime") or info.get("updated")
-    return 0, (stamp.timestamp() if hasattr(stamp, "timestamp") else None)
+    return float(stamp.timestamp()) if stamp is not None and hasattr(stamp, "timestamp") else None
 
 
 def read_lease(run_dir: str) -> dict[str, Any] | None:
@@ -303,6 +302,20 @@ class Lease:
         if landed is None or landed.get("token") != self.token:
             return False  # taken over (or removed) by someone who judged us dead: do not fight
         storage.write_atomic(self.url, self._document())
+        return True
+
+    def still_held(self) -> bool:
+        """Whether this process still holds the run: no heartbeat found it lost, and the lease
+        stored now carries this token (looked at now: the last heartbeat may be seconds old)."""
+        if self.lost.is_set():
+            return False
+        try:
+            found = look(self.url)
+        except Exception:
+            return True  # the store is unreachable: nothing says another took it
+        if found.document is None or found.document.get("token") != self.token:
+            self.lost.set()
+            return False
         return True
 
     def _beat(self) -> None:
