@@ -6,6 +6,9 @@ EXIT_USAGE = 2
 EXIT_JOURNAL = 3
 EXIT_LEASE_HELD = 4
 EXIT_NOTHING_TO_RESUME = 5
+# The lease was taken over while this process ran (a driver fenced, a CLI whose heartbeat found
+# another holder): EX_TEMPFAIL of sysexits, outside the application's usual codes.
+EXIT_LEASE_LOST = 75
 EXIT_INTERRUPTED = 130
 
 
@@ -67,3 +70,10 @@ class LaunchError(SparkRecoverError):
     """spark-submit could not be found or started."""
 
     exit_code = EXIT_USAGE
+
+
+class LeaseLostError(SparkRecoverError):
+    """This process's lease on the run was taken over (it was judged dead: a pause, a network
+    partition): it stopped before committing anything more, and the run is another's now."""
+
+    exit_code = EXIT_LEASE_LOST

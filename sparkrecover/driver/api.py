@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparkrecover.core import staleness
-from sparkrecover.driver import fingerprints, runtime, taskresume
+from sparkrecover.driver import fence, fingerprints, runtime, taskresume
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import manifests, storage
@@ -63,7 +63,7 @@ class _StageScope:
         self.rt.leave_stage()
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
         self.sc.setLocalProperty("spark.job.description", self._previous[1])
-        if error is not None:
+        if error is not None and not self.rt.fenced:  # a fenced driver journals nothing more
             message = str(error).strip() or type(error).__name__
             self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000],
                                 error_type=type(error).__name__)
@@ -71,6 +71,7 @@ class _StageScope:
 
     def start(self, kind: str, urls: list[str], upstream: list[str], fingerprint: dict[str, Any],
               **extra: Any) -> None:
+        fence.check(self.rt, self.name, "writing")  # nothing is written under a lost lease
         self.rt.writer.emit(ev.STAGE_STARTED, stage=self.name, kind=kind, outputs=urls, upstream=upstream,
                             fingerprint=fingerprint, **extra)
         self.rt.add_outputs(self.name, urls)
@@ -90,6 +91,7 @@ class _StageScope:
                added_since: list[dict[str, Any]] | None = None, **extra: Any) -> None:
         """``added_since``: what each output held before an append; its manifest then lists only
         the files the append added."""
+        fence.check(self.rt, self.name, "the commit")  # the lease, before anything is journaled
         manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
         if added_since is not None:
             manifest = [manifests.added_files(output, before)

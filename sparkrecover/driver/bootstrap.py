@@ -2,6 +2,7 @@
 
     bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
                  [--buffer-size B] [--checksums] [--checkpoint-root URL] [--listener jvm|py4j]
+                 [--lease-token TOKEN]
                  -- script.py [script args]
 
 It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
@@ -9,6 +10,8 @@ creation to attach the listener bridge and record ``driver.started``, runs the s
 ``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
 ``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
 JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
+``--lease-token`` is the token of the lease the CLI holds: stages check it before writing and
+committing, and a driver that lost it exits 75 (``driver/fence.py``).
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--buffer-size", type=int, default=1 << 20)
     parser.add_argument("--checksums", action="store_true")
     parser.add_argument("--checkpoint-root")
+    parser.add_argument("--lease-token")
     parser.add_argument("--listener", choices=("jvm", "py4j"), default="py4j")
     return parser.parse_args(argv[:split]), argv[split + 1:]
 
@@ -149,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
                            buffer_size=options.buffer_size, flush_interval=options.flush_interval)
     rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
                          checkpoint_root=options.checkpoint_root)
+    rt.lease_token = options.lease_token
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
@@ -166,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
     finally:
+        if rt.fenced:
+            error = "lease lost: the run was taken over by another submit or resume"
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))
         writer.close()
         if writer.degraded or writer.warnings:

@@ -22,6 +22,10 @@ class Runtime:
         self.run_dir = run_dir
         self.checksums = checksums  # record content digests of outputs at commit
         self.checkpoint_root = checkpoint_root
+        # The token of the lease the CLI holds for this attempt (driver/fence.py), and whether a
+        # check found it taken over: nothing is committed after that.
+        self.lease_token: str | None = None
+        self.fenced = False
         self.decisions: dict[str, dict[str, Any]] = {
             entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
         self.reached: list[str] = []

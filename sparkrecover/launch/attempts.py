@@ -112,7 +112,7 @@ def _option_key(options: list[str], index: int) -> str:
 
 
 def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
-                plan: dict[str, Any] | None = None, first: bool = False,
+                plan: dict[str, Any] | None = None, first: bool = False, lease_token: str | None = None,
                 notify: Callable[[str], None] = lambda message: None,
                 warn: Callable[[str], None] | None = None) -> int:
     """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
@@ -122,6 +122,8 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
     bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
                       "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+    if lease_token:
+        bootstrap_args += ["--lease-token", lease_token]  # the driver fences itself on it
     if spec.checksums:
         bootstrap_args.append("--checksums")
     if spec.checkpoint_root:

@@ -13,7 +13,7 @@ from typing import Any
 
 from sparkrecover.core import planner, runstate, schemas
 from sparkrecover.core.runstate import RunState
-from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, UsageError
+from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLostError, UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
@@ -90,12 +90,13 @@ def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submi
                                flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums,
                                checkpoint_root=checkpoint_root)
     notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
-    with _lease(run_dir, run_id, notify):
-        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn)
+    with _lease(run_dir, run_id, notify) as lease:
+        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn,
+                                    lease_token=lease.token)
         # Retries relaunch this very command line: its secrets are in memory, never in the journal.
         retry = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
                               max_attempts=max_attempts, app_args_now=parsed.app_args)
-        return run_id, _retry(run_dir, run_id, code, 1, retry, notify, show_plan, warn)
+        return run_id, _retry(lease, code, 1, retry, notify, show_plan, warn)
 
 
 def launcher_is_local_root(root: str) -> bool:
@@ -168,27 +169,41 @@ def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
            progress: Callable[[int], None] | None = None) -> int:
     """Plan and launch the next attempt under the run's lease (planned after taking it, so no
     other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
-    with _lease(run_dir, run_id, notify):
+    with _lease(run_dir, run_id, notify) as lease:
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, rerun=options.rerun,
                            from_scratch=options.from_scratch, warn=notify, progress=progress, set_aside=True)
         show_plan(plan)
-        code = _launch(plan, options, notify, warn)
-        return _retry(run_dir, run_id, code, 1, options, notify, show_plan, warn)
+        code = _launch(plan, options, lease, notify, warn)
+        return _retry(lease, code, 1, options, notify, show_plan, warn)
 
 
-def _launch(plan: ResumePlan, options: ResumeOptions, notify: Notify, warn: Notify | None = None) -> int:
+def _launch(plan: ResumePlan, options: ResumeOptions, lease: leases.Lease, notify: Notify,
+            warn: Notify | None = None) -> int:
     if not plan.state.run:
         raise UsageError(f"run {plan.run_id} has no run.started record: it cannot be relaunched")
     spec = attempts.LaunchSpec.from_run_started(plan.state.run, list(options.extra_options),
                                                 options.spark_submit, options.app_args_now)
     return attempts.run_attempt(plan.run_dir, plan.run_id, plan.attempt, spec, plan=plan.document(),
-                                notify=notify, warn=warn)
+                                notify=notify, warn=warn, lease_token=lease.token)
 
 
-def _retry(run_dir: str, run_id: str, code: int, made: int, options: ResumeOptions, notify: Notify,
+def _still_held(lease: leases.Lease, code: int) -> None:
+    """After an attempt: a lease taken over while it ran ends this process (exit 75), with no
+    retry and no release; the run is the other process's now."""
+    if lease.still_held():
+        return
+    raise LeaseLostError(f"run {lease.run_id}: this process lost the run's lease while the attempt ran (exit "
+                         f"{code}): another submit or resume judged it dead (a pause, a network "
+                         "partition) and took the run over; its driver committed nothing after that. "
+                         f"See `sparkrecover inspect {lease.run_id}`")
+
+
+def _retry(lease: leases.Lease, code: int, made: int, options: ResumeOptions, notify: Notify,
            show_plan: ShowPlan, warn: Notify | None = None) -> int:
     """After a driver failure, resume again until success, ``max_attempts`` attempts, or an
     attempt that made no progress (retrying a deterministic failure wastes the cluster)."""
+    run_dir, run_id = lease.run_dir, lease.run_id
+    _still_held(lease, code)
     while code != 0 and code not in _STOPPED and made < options.max_attempts:
         state = runstate.load_state(run_dir, run_id)
         stuck = no_progress(state)
@@ -199,7 +214,8 @@ def _retry(run_dir: str, run_id: str, code: int, made: int, options: ResumeOptio
                f"({made + 1} of {options.max_attempts})")
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, warn=notify)
         show_plan(plan)
-        code = _launch(plan, options, notify, warn)
+        code = _launch(plan, options, lease, notify, warn)
+        _still_held(lease, code)
         made += 1
     return code
 

@@ -3,27 +3,50 @@
 The holder rewrites its heartbeat every ``ttl / 3`` seconds from a daemon thread. A lease is live
 when its heartbeat is younger than its TTL and, on this host, its pid still exists. A second
 ``submit``/``resume`` of a live run is refused (exit 4); a stale lease is taken over, with a
-warning. On local disk a fresh lease is created with O_EXCL so two starters cannot both win;
-a takeover, and object stores, re-read the lease after writing it and back off if another
-holder's write landed last.
+warning. The TTL is 30 s, or ``$SPARKRECOVER_LEASE_TTL`` seconds (tests make it short); readers
+use the TTL the holder wrote.
+
+How a lease is written, so that two starters cannot both win:
+
+- **Local disk**: a new lease is written to a private temporary file and hard-linked into place,
+  which fails if the name exists: the lease appears whole or not at all (never empty).
+- **S3** (and S3-compatible stores that honour conditional writes): a new lease is a PUT with
+  ``If-None-Match: *`` (create only); a takeover and every heartbeat are a PUT with
+  ``If-Match: <ETag>`` of the version the writer judged (compare-and-swap), so a heartbeat can
+  never overwrite the lease of the process that took the run over.
+- **Other stores** (and a takeover on local disk): the lease is written, read back after a short
+  pause, and given up if another holder's write landed last. Two starters within that pause can
+  both believe they won for a moment; the loser finds out at its next heartbeat, and its driver
+  at its next stage commit (fencing, below), before it commits anything.
+
+An unreadable ``lease.json`` (empty, cut short, not JSON) is reported (exit 4, with who to ask
+and how to clear it) until the file is older than the TTL; then it is stale like any other.
+
+Fencing: the driver is given the token of the lease it runs under (``--lease-token``) and
+checks ``lease.json`` still holds it before each stage starts writing and before each commit
+(``driver/fence.py``); a holder whose heartbeat finds another token (or none) sets ``lost``.
 """
 from __future__ import annotations
 
 import getpass
 import os
+import pwd
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 import orjson
 
-from sparkrecover.errors import LeaseHeldError
+from sparkrecover.errors import LeaseHeldError, UsageError
 from sparkrecover.rundir import formats, storage
 
 LEASE_FILE = "lease.json"
 DEFAULT_TTL = 30.0
+TTL_ENV = "SPARKRECOVER_LEASE_TTL"
+_ATTEMPTS = 5  # looks at the lease before giving up on a contended acquire (never a recursion)
 
 
 def _now() -> float:
@@ -34,15 +57,82 @@ def _iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def configured_ttl() -> float:
+    """The TTL of leases this process takes: ``$SPARKRECOVER_LEASE_TTL`` seconds, else 30."""
+    given = os.environ.get(TTL_ENV)
+    if not given:
+        return DEFAULT_TTL
+    try:
+        ttl = float(given)
+    except ValueError:
+        ttl = -1.0
+    if not ttl > 0:
+        raise UsageError(f"${TTL_ENV} must be a number of seconds above 0, not {given!r}")
+    return ttl
+
+
+@dataclass
+class Found:
+    """What ``lease.json`` holds: ``document`` None with ``exists`` means unreadable."""
+
+    exists: bool
+    document: dict[str, Any] | None = None
+    etag: str | None = None        # object stores: the version this look saw
+    modified: float | None = None  # epoch seconds, for the age of an unreadable lease
+    owner: str | None = None       # local disk: the user owning the file
+
+
+def _parse(data: bytes, url: str) -> dict[str, Any] | None:
+    try:
+        document = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return formats.checked(formats.LEASE, document, url) if isinstance(document, dict) else None
+
+
+def look(url: str) -> Found:
+    """Read ``lease.json`` with what judging it needs (its ETag on S3, its age, its owner)."""
+    if storage.is_local(url):
+        path = storage.normalize(url)
+        try:
+            with open(path, "rb") as handle:
+                held = os.fstat(handle.fileno())
+                data = handle.read()
+        except FileNotFoundError:
+            return Found(False)
+        try:
+            owner: str | None = pwd.getpwuid(held.st_uid).pw_name
+        except KeyError:
+            owner = str(held.st_uid)
+        return Found(True, _parse(data, url), None, held.st_mtime, owner)
+    fs, path = storage.filesystem(url)
+    with storage.guard(url, "read the lease"):
+        for _ in range(3):  # the ETag of exactly the bytes read: read, stat, read again
+            try:
+                fs.invalidate_cache(path)
+                data = fs.cat_file(path)
+                info = fs.info(path)
+                again = fs.cat_file(path)
+            except FileNotFoundError:
+                return Found(False)
+            if again == data:
+                break
+        return Found(True, _parse(data, url), info.get("ETag"), _modified(info))
+
+
+def _modified(info: dict[str, Any]) -> float | None:
+    stamp = info.get("LastModified") or info.get("mtime") or info.get("updated")
+    return float(stamp.timestamp()) if stamp is not None and hasattr(stamp, "timestamp") else None
+
+
 def read_lease(run_dir: str) -> dict[str, Any] | None:
     """The lease as stored, None when there is none or it cannot be read; a lease of a format
     version this sparkrecover does not know is ``FormatError`` (exit 3)."""
     url = storage.join(run_dir, LEASE_FILE)
     try:
-        document = orjson.loads(storage.read_bytes(url))
-    except (OSError, orjson.JSONDecodeError):
+        return look(url).document
+    except (OSError, ValueError):
         return None
-    return formats.checked(formats.LEASE, document, url) if isinstance(document, dict) else None
 
 
 def is_live(lease: dict[str, Any] | None, now: float | None = None) -> bool:
@@ -73,18 +163,42 @@ def _pid_alive(pid: int) -> bool:
 
 
 def describe(lease: dict[str, Any]) -> str:
+    if lease.get("unreadable"):
+        return f"an unreadable lease ({lease['unreadable']})"
     return (f"pid {lease.get('pid')} on {lease.get('host')} (user {lease.get('user')}, "
             f"heartbeat {lease.get('heartbeat')})")
 
 
+def _conditional(url: str) -> bool:
+    """Whether the store takes create-only and compare-and-swap PUTs (S3 and compatibles)."""
+    return storage.scheme_of(url) in ("s3", "s3a")
+
+
+def _precondition_failed(error: BaseException | None) -> bool:
+    """A 412 (or 409) of a conditional PUT, however s3fs wrapped botocore's error."""
+    seen = 0
+    while error is not None and seen < 5:
+        text = str(error)
+        if isinstance(error, FileExistsError) or "PreconditionFailed" in text or "pre-conditions" in text \
+                or "ConditionalRequestConflict" in text:
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
+
+
 class Lease:
-    def __init__(self, run_dir: str, run_id: str, ttl: float = DEFAULT_TTL):
+    def __init__(self, run_dir: str, run_id: str, ttl: float | None = None):
         self.url = storage.join(run_dir, LEASE_FILE)
-        self.run_dir, self.run_id, self.ttl = run_dir, run_id, ttl
+        self.run_dir, self.run_id = run_dir, run_id
+        self.ttl = configured_ttl() if ttl is None else ttl
         self.token = f"{socket.gethostname()}:{os.getpid()}:{time.monotonic_ns()}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._etag: str | None = None
         self.took_over: dict[str, Any] | None = None
+        # Set when a heartbeat finds the lease taken over or gone: this process no longer holds
+        # the run, and must neither retry nor release.
+        self.lost = threading.Event()
 
     def _document(self) -> bytes:
         now = _now()
@@ -95,48 +209,130 @@ class Lease:
         }))
 
     def acquire(self) -> Lease:
-        current = read_lease(self.run_dir)
-        if current is not None and is_live(current):
-            raise LeaseHeldError(f"run {self.run_id} is being run by {describe(current)}")
-        if current is None and storage.is_local(self.url):
-            if not self._create_exclusive():
-                return self.acquire()  # somebody created it between our read and our create
-        else:
-            self.took_over = current
-            storage.write_atomic(self.url, self._document())
-            time.sleep(0.05)
+        for _ in range(_ATTEMPTS):
+            found = look(self.url)
+            if not found.exists:
+                if self._create():
+                    break
+                continue  # somebody created it between our look and our create: look again
+            current = found.document
+            if current is not None and is_live(current):
+                raise LeaseHeldError(f"run {self.run_id} is being run by {describe(current)}")
+            if current is None:
+                self._check_unreadable(found)
+                current = {"unreadable": f"{self.url}, last written {_iso(found.modified or 0)}"}
+            if self._replace(found):
+                self.took_over = current
+                break
             landed = read_lease(self.run_dir)
-            if landed is None or landed.get("token") != self.token:
-                raise LeaseHeldError(f"run {self.run_id} was taken by {describe(landed or {})}")
+            raise LeaseHeldError(f"run {self.run_id} was taken by {describe(landed or {})}")
+        else:
+            raise LeaseHeldError(f"run {self.run_id}: its lease {self.url} kept changing while this "
+                                 "process tried to take it; another submit or resume is starting it")
         self._thread = threading.Thread(target=self._beat, name="sparkrecover-lease", daemon=True)
         self._thread.start()
         return self
 
-    def _create_exclusive(self) -> bool:
-        path = storage.normalize(self.url)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+    def _check_unreadable(self, found: Found) -> None:
+        """An unreadable lease younger than the TTL may be one being written: refuse, saying how
+        to clear it. Older than the TTL, it is stale."""
+        age = _now() - found.modified if found.modified is not None else 0.0
+        if age > self.ttl:
+            return
+        who = f"its owner, user {found.owner}" if found.owner else "whoever runs this run"
+        raise LeaseHeldError(
+            f"run {self.run_id}: its lease {self.url} is unreadable (empty or cut short, written "
+            f"{age:.0f} s ago): ask {who}, whether a submit or resume of it is still running. If none "
+            f"is, remove {self.url} and try again; it is treated as stale once older than {self.ttl:g} s")
+
+    def _create(self) -> bool:
+        """Create the lease with its content in one step; False if it exists."""
+        data = self._document()
+        if storage.is_local(self.url):
+            path = storage.normalize(self.url)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            tmp = f"{path}.new-{os.getpid()}-{threading.get_ident()}"
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, path)  # fails if the name exists: whole or not at all
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(tmp)
+            return True
+        if _conditional(self.url):
+            return self._put(data, mode="create")
+        storage.write_atomic(self.url, data)
+        return self._landed()
+
+    def _replace(self, found: Found) -> bool:
+        """Replace the stale lease ``found``; False if another holder got there first."""
+        data = self._document()
+        if _conditional(self.url) and found.etag:
+            return self._put(data, IfMatch=found.etag)
+        storage.write_atomic(self.url, data)
+        return self._landed()
+
+    def _put(self, data: bytes, **condition: Any) -> bool:
+        fs, path = storage.filesystem(self.url)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
+            response = fs.pipe_file(path, data, **condition)
+        except Exception as error:
+            if _precondition_failed(error):
+                return False
+            with storage.guard(self.url, "write the lease"):
+                raise
+        fs.invalidate_cache(path)
+        self._etag = (response or {}).get("ETag") if isinstance(response, dict) else None
+        return True
+
+    def _landed(self) -> bool:
+        time.sleep(0.05)
+        landed = read_lease(self.run_dir)
+        return landed is not None and landed.get("token") == self.token
+
+    def _heartbeat(self) -> bool:
+        """Renew the lease; False (and nothing written) when it is no longer ours."""
+        if _conditional(self.url) and self._etag:
+            return self._put(self._document(), IfMatch=self._etag)
+        landed = read_lease(self.run_dir)
+        if landed is None or landed.get("token") != self.token:
+            return False  # taken over (or removed) by someone who judged us dead: do not fight
+        storage.write_atomic(self.url, self._document())
+        return True
+
+    def still_held(self) -> bool:
+        """Whether this process still holds the run: no heartbeat found it lost, and the lease
+        stored now carries this token (looked at now: the last heartbeat may be seconds old)."""
+        if self.lost.is_set():
             return False
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(self._document())
+        try:
+            found = look(self.url)
+        except Exception:
+            return True  # the store is unreachable: nothing says another took it
+        if found.document is None or found.document.get("token") != self.token:
+            self.lost.set()
+            return False
         return True
 
     def _beat(self) -> None:
         while not self._stop.wait(self.ttl / 3):
             try:
-                landed = read_lease(self.run_dir)
-                if landed is not None and landed.get("token") not in (None, self.token):
-                    return  # taken over by someone who judged us dead; do not fight
-                storage.write_atomic(self.url, self._document())
+                if not self._heartbeat():
+                    self.lost.set()
+                    return
             except Exception:
-                pass
+                pass  # the store is unreachable for now: try again at the next beat
 
     def release(self) -> None:
         self._stop.set()
         if self._thread:
             self._thread.join(timeout=5)
+        if self.lost.is_set():
+            return
         try:
             landed = read_lease(self.run_dir)
             if landed is not None and landed.get("token") == self.token:

@@ -1,15 +1,19 @@
 """A small pipeline for end-to-end tests: load a CSV, total it, write a report.
 
     tiny.py INPUT OUTPUT [--fail-in STAGE] [--die-once MARKER] [--exit-at-end CODE] [--password SECRET]
+            [--pause-once MARKER SECONDS]
 
 --fail-in raises in that stage every time; --exit-at-end exits with CODE after the last stage,
 outside any stage, every time; --die-once SIGKILLs the driver in "total" the first
-time (creating MARKER), like an OOM kill; --password is only there to be redacted.
+time (creating MARKER), like an OOM kill; --password is only there to be redacted;
+--pause-once sleeps SECONDS between "load" and "total" the first time (creating MARKER), for a
+test to freeze the driver there.
 """
 import argparse
 import os
 import signal
 import sys
+import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -23,6 +27,7 @@ parser.add_argument("--fail-in")
 parser.add_argument("--die-once")
 parser.add_argument("--exit-at-end", type=int)
 parser.add_argument("--password")
+parser.add_argument("--pause-once", nargs=2)
 args = parser.parse_args()
 spark = SparkSession.builder.appName("tiny").getOrCreate()
 
@@ -41,6 +46,9 @@ def load():
 
 
 rows = sr.checkpoint("load", load)
+if args.pause_once and not os.path.exists(args.pause_once[0]):
+    open(args.pause_once[0], "w").close()
+    time.sleep(float(args.pause_once[1]))
 
 
 def total():

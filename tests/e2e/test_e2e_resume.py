@@ -1,8 +1,10 @@
 """End to end on real Spark: a resume you can trust (stale stages, leases, retries, cron, secrets)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -155,3 +157,55 @@ def test_resume_from_scratch_runs_every_stage_of_a_damaged_journal(tmp_path, tin
     assert stage_events(run_dir, 2) == [("stage.committed", "load", None), ("stage.committed", "total", None),
                                         ("stage.committed", "report", None)]
     assert open(report).read() == "a,4\nb,2\n"
+
+
+def _group_signal(process, signum):
+    os.killpg(process.pid, signum)
+
+
+def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny_input):
+    """Issue 15 item 8 (fencing): the first run is frozen (SIGSTOP, like a paused VM) past its
+    lease's TTL between two stages, a resume takes the run over and finishes it; continued
+    (SIGCONT), the old driver finds its lease gone before its next stage writes, journals
+    lease.lost and exits 75 with nothing more committed, and the output is a clean run's."""
+    from sparkrecover.errors import EXIT_LEASE_LOST
+
+    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
+    run_dir = os.path.join(root, "frozen")
+    env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
+    old = subprocess.Popen(
+        sparkrecover_command("submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, TINY,
+                             tiny_input, report, "--pause-once", str(tmp_path / "paused"), "8"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    try:
+        wait_for(run_dir, "stage.committed", "load", process=old)
+        _group_signal(old, signal.SIGSTOP)
+        import time
+        time.sleep(4)  # past the TTL: the frozen CLI's heartbeat is stale
+        resumed = run_cli("resume", "frozen", "--root", root)
+        assert resumed.returncode == 0, (resumed.stderr[-3000:], open(os.path.join(run_dir, "lease.json")).read(),
+                                         time.time())
+        assert "took over the stale lease" in resumed.stderr
+        assert open(report).read() == "a,4\nb,2\n"
+        written = os.stat(report).st_mtime_ns  # whatever the old driver writes from now on would show
+        clean = {e["stage"] for e in events_of(run_dir) if e["type"] == "stage.committed" and e["attempt"] == 2}
+        assert clean == {"total", "report"}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            _group_signal(old, signal.SIGCONT)
+    try:
+        code = old.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            _group_signal(old, signal.SIGKILL)
+    stderr = old.stderr.read()
+    assert code == EXIT_LEASE_LOST, stderr[-3000:]
+    assert "lost the run's lease" in stderr
+    first = [e for e in events_of(run_dir) if e["attempt"] == 1]
+    assert [e["stage"] for e in first if e["type"] in ("stage.started", "stage.committed")] == ["load", "load"]
+    assert [e["type"] for e in first if e["type"] == "lease.lost"] == ["lease.lost"]
+    assert os.stat(report).st_mtime_ns == written and open(report).read() == "a,4\nb,2\n"
+    assert dry_run(root, "frozen") == {
+        "load": ("skip", "committed in attempt 1, output verified"),
+        "total": ("skip", "committed in attempt 2, output verified"),
+        "report": ("skip", "committed in attempt 2, output verified")}

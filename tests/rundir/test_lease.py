@@ -93,3 +93,134 @@ def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
         first.release()
     assert not storage.exists(run_dir + "/lease.json")
     Lease(run_dir, "held").acquire().release()
+
+
+# -- an unreadable lease, atomic creation, conditional writes on S3 (issue 15, item 7) -------------
+
+@pytest.mark.parametrize("content", [b"", b'{"run": "r1", "host": "h'])
+def test_an_unreadable_lease_is_reported_not_a_recursion(tmp_path, content):
+    run_dir = str(tmp_path / "r1")
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
+        handle.write(content)
+    with pytest.raises(LeaseHeldError) as caught:
+        leases.Lease(run_dir, "r1").acquire()
+    message = str(caught.value)
+    assert caught.value.exit_code == 4
+    assert "unreadable" in message and os.path.join(run_dir, "lease.json") in message
+    assert "remove" in message and "ask" in message  # how to clear it, and who to ask
+
+
+def test_an_unreadable_lease_older_than_the_ttl_is_taken_over(tmp_path):
+    run_dir = str(tmp_path / "r1")
+    os.makedirs(run_dir)
+    path = os.path.join(run_dir, "lease.json")
+    with open(path, "wb") as handle:
+        handle.write(b"")
+    old = time.time() - 2 * leases.DEFAULT_TTL
+    os.utime(path, (old, old))
+    lease = leases.Lease(run_dir, "r1").acquire()
+    try:
+        assert leases.read_lease(run_dir)["token"] == lease.token
+        assert lease.took_over is not None and "unreadable" in leases.describe(lease.took_over)
+    finally:
+        lease.release()
+
+
+def test_a_fresh_lease_is_never_seen_empty(tmp_path, monkeypatch):
+    """Created with its content in one step: a reader between 'create' and 'write' saw an empty
+    file before (and a concurrent acquire recursed on it)."""
+    run_dir = str(tmp_path / "r1")
+    seen = []
+    real_open = os.open
+
+    def spying_open(path, flags, *args):
+        fd = real_open(path, flags, *args)
+        if str(path).endswith("lease.json"):
+            seen.append(os.path.getsize(path))
+        return fd
+
+    monkeypatch.setattr(os, "open", spying_open)
+    lease = leases.Lease(run_dir, "r1").acquire()
+    monkeypatch.setattr(os, "open", real_open)
+    try:
+        assert all(size > 0 for size in seen)
+        assert leases.read_lease(run_dir)["token"] == lease.token
+    finally:
+        lease.release()
+
+
+def test_the_ttl_comes_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "3")
+    lease = leases.Lease(str(tmp_path / "r1"), "r1").acquire()
+    try:
+        assert leases.read_lease(lease.run_dir)["ttl_s"] == 3.0
+    finally:
+        lease.release()
+    monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "soon")
+    with pytest.raises(Exception, match="SPARKRECOVER_LEASE_TTL"):
+        leases.Lease(str(tmp_path / "r2"), "r2")
+
+
+def test_a_lost_heartbeat_is_noticed_and_not_overwritten(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "0.3")
+    run_dir = str(tmp_path / "r1")
+    lease = leases.Lease(run_dir, "r1").acquire()
+    theirs = write_lease(run_dir, token="someone-else")
+    assert lease.lost.wait(5)
+    time.sleep(0.3)
+    assert leases.read_lease(run_dir) == theirs
+    lease.release()
+    assert leases.read_lease(run_dir) == theirs
+
+
+def test_s3_creates_the_lease_only_if_absent_and_beats_by_compare_and_swap(s3, monkeypatch):
+    """Against the moto server: two creators cannot both win (If-None-Match: *), and a heartbeat
+    whose ETag is no longer the stored one does not overwrite the new holder (If-Match)."""
+    monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "0.6")
+    run_dir = s3.prefix + "/cas"
+    url = run_dir + "/lease.json"
+    first = leases.Lease(run_dir, "cas")
+    assert first._create() is True
+    second = leases.Lease(run_dir, "cas")
+    assert second._create() is False  # the store refused: the object exists
+    assert leases.read_lease(run_dir)["token"] == first.token
+    assert first._heartbeat() is True
+    storage.write_atomic(url, orjson.dumps({"run": "cas", "token": "intruder", "host": "elsewhere",
+                                            "pid": 1, "heartbeat_epoch": time.time(), "ttl_s": 30.0}))
+    assert first._heartbeat() is False  # the ETag changed: compare-and-swap fails, nothing written
+    assert leases.read_lease(run_dir)["token"] == "intruder"
+
+
+def test_s3_takeover_is_a_compare_and_swap_on_the_stale_lease(s3):
+    run_dir = s3.prefix + "/stale"
+    url = run_dir + "/lease.json"
+    storage.write_atomic(url, orjson.dumps({"run": "stale", "token": "old", "host": "elsewhere", "pid": 1,
+                                            "heartbeat_epoch": time.time() - 3600, "ttl_s": 30.0}))
+    found = leases.look(url)
+    storage.write_atomic(url, orjson.dumps({"run": "stale", "token": "quicker", "host": "elsewhere", "pid": 1,
+                                            "heartbeat_epoch": time.time(), "ttl_s": 30.0}))
+    loser = leases.Lease(run_dir, "stale")
+    assert loser._replace(found) is False  # judged stale a moment ago, but replaced since
+    assert leases.read_lease(run_dir)["token"] == "quicker"
+
+
+def test_s3_an_empty_lease_is_reported_then_taken_over(s3, monkeypatch):
+    run_dir = s3.prefix + "/empty"
+    storage.write_atomic(run_dir + "/lease.json", b"")
+    with pytest.raises(LeaseHeldError, match="unreadable"):
+        leases.Lease(run_dir, "empty").acquire()
+    monkeypatch.setattr(leases, "_now", lambda: time.time() + 2 * leases.DEFAULT_TTL)
+    lease = leases.Lease(run_dir, "empty").acquire()
+    try:
+        assert leases.read_lease(run_dir)["token"] == lease.token
+    finally:
+        lease.release()
+
+
+def test_resume_over_an_empty_lease_exits_4_with_advice(run, cli, tmp_path):
+    run.cli.flush()
+    open(os.path.join(run.dir, "lease.json"), "wb").close()
+    code, _, err = cli("resume", run.run_id, "--root", str(tmp_path / "root"))
+    assert code == 4, err
+    assert "unreadable" in err and "Traceback" not in err and "RecursionError" not in err

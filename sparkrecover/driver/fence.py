@@ -1,0 +1,54 @@
+"""Fencing (issue 15): a driver whose run was taken over commits nothing more.
+
+The CLI that launched this driver holds the run's lease and passes its token (``--lease-token``).
+Before a stage writes anything and before it commits, the driver reads ``lease.json``: when it
+no longer holds that token (a resume judged this attempt dead after a pause or a network
+partition, took the lease over, and may have run and released it since), the driver journals
+``lease.lost``, says so on stderr and exits with ``EXIT_LEASE_LOST`` (75), before the write or
+the commit. A lease that cannot be read because its storage is unreachable does not fence (the
+journal's own storage failure is reported as usual): only a lease seen held by another token,
+missing, or damaged does.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from sparkrecover.errors import EXIT_LEASE_LOST
+from sparkrecover.journal import events as ev
+from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir import storage
+
+
+class LeaseLost(SystemExit):
+    """Raised inside the user's script: a SystemExit, so ``except Exception`` does not swallow it,
+    and the bootstrap ends the driver with its code."""
+
+
+def check(rt: Any, stage: str, doing: str) -> None:
+    """Exit (``LeaseLost``) unless this driver's lease is still the run's lease."""
+    token = getattr(rt, "lease_token", None)
+    if token is None:
+        return  # not launched under a lease (in-process tests, an older CLI)
+    if rt.fenced:
+        raise LeaseLost(EXIT_LEASE_LOST)
+    try:
+        found = leases.look(storage.join(rt.run_dir, leases.LEASE_FILE))
+    except Exception:
+        return  # storage unreachable: cannot tell, and the journal reports the outage
+    holder = found.document
+    if holder is not None and holder.get("token") == token:
+        return
+    rt.fenced = True
+    who = leases.describe(holder) if holder else ("nobody (the lease was released)" if not found.exists
+                                                  else "nobody (the lease is unreadable)")
+    try:
+        rt.writer.emit(ev.LEASE_LOST, token=token, holder=holder.get("token") if holder else None,
+                       stage=stage, doing=doing)
+        rt.writer.flush()
+    except Exception:
+        pass  # journaled if it can be
+    print(f"sparkrecover: error: this driver lost the run's lease (now held by {who}): another "
+          f"submit or resume took the run over; stopping before {doing} of stage {stage} "
+          f"(exit {EXIT_LEASE_LOST})", file=sys.stderr, flush=True)
+    raise LeaseLost(EXIT_LEASE_LOST)
