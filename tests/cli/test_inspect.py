@@ -217,11 +217,14 @@ def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path
         handle.write(b"\n".join(lines))
     code, out, err = inspect(cli, tmp_path, "nightly")
     assert (code, out, err) == (
-        3, "", "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line\n")
+        3, "", "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. "
+        "The journal of run nightly is damaged: 'sparkrecover replay nightly --verify' lists every damaged line; "
+        "'sparkrecover resume nightly --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
+        "every stage again\n")
     code, out, err = inspect(cli, tmp_path)
     assert code == 0
     assert "│ nightly │ -   │ unreadable │ -        │ -      │ -                   │ -        │" in err
-    assert err.endswith("  nightly: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line\n")
+    assert "  nightly: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. " in err
     code, out, err = inspect(cli, tmp_path, "--json")
     assert orjson.loads(out)["runs"][0]["status"] == "unreadable"
 

@@ -192,7 +192,10 @@ def test_unknown_run_and_corrupt_journal(cli, tmp_path):
     with open(path, "r+b") as handle:
         handle.write(b"[1,")
     assert replay_cli(cli, tmp_path, "nightly") == (
-        3, "", "error: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:1: malformed journal line\n")
+        3, "", "error: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:1: malformed journal line. "
+        "The journal of run nightly is damaged: 'sparkrecover replay nightly --verify' lists every damaged line; "
+        "'sparkrecover resume nightly --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
+        "every stage again\n")
 
 
 # -- --verify ---------------------------------------------------------------------------------------
