@@ -204,6 +204,10 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
         return "Spark Connect: the driver cannot change how the write runs"
     if not path:
         return "the write has no output path (a table or another sink)"
+    if not _on_classpath(spark._jvm, KEPT_RDD_CLASS):
+        # No jar (no JDK to build it, SPARKRECOVER_NO_JVM_LISTENER, or javac failed against this
+        # Spark): the write must still run, whole, as it would without sparkrecover.
+        return "the sparkrecover jar is not loaded (no JDK to build it, or SPARKRECOVER_NO_JVM_LISTENER is set)"
     options = {str(k): str(v) for k, v in (options or {}).items()}
     session = spark._jsparkSession
     conf = session.sessionState().newHadoopConf()  # the SparkContext's, plus every SQL conf
@@ -255,6 +259,14 @@ def _jvm_class(jvm: Any, name: str) -> Any:
     if not isinstance(found, JavaClass):
         raise RuntimeError(f"{name} is not on the driver's classpath (the sparkrecover jar is not loaded)")
     return found
+
+
+def _on_classpath(jvm: Any, name: str) -> bool:
+    try:
+        _jvm_class(jvm, name)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _first_line(error: BaseException) -> str:
