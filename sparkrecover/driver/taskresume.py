@@ -135,8 +135,8 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
 
 def _point_writer_at(writer: Any, frame: Any) -> None:
     """Make the user's writer (its mode, format, options, partitioning as they set them) write
-    ``frame`` instead: its JVM object's Dataset fields are swapped through Java reflection
-    (``df`` on Spark 4, ``ds`` and ``df`` on 3.5)."""
+    ``frame`` instead: its JVM object's Dataset fields are swapped through Java reflection (one,
+    ``df``, in both Spark 3.5's DataFrameWriter and 4.x's classic one; 3.5 keeps no ``ds`` field)."""
     jwrite = writer._jwrite
     jdf = frame._jdf
     dataset_class = jdf.getClass()
