@@ -157,6 +157,10 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
         return "Spark Connect: the driver cannot change how the write runs"
     if not path:
         return "the write has no output path (a table or another sink)"
+    if not _on_classpath(spark._jvm, KEPT_RDD_CLASS):
+        # No jar (no JDK to build it, SPARKRECOVER_NO_JVM_LISTENER, or javac failed against this
+        # Spark): the write must still run, whole, as it would without sparkrecover.
+        return "the sparkrecover jar is not loaded (no JDK to build it, or SPARKRECOVER_NO_JVM_LISTENER is set)"
     options = {str(k): str(v) for k, v in (options or {}).items()}
     session = spark._jsparkSession
     conf = session.sessionState().newHadoopConf()  # the SparkContext's, plus every SQL conf
@@ -199,17 +203,6 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
     return None
 
 
-def jar_loaded(spark: Any) -> bool:
-    """Whether the package's JVM classes are on the driver's classpath (``submit`` adds the jar
-    when a JDK could build it; without one the Py4J listener runs and writes run whole)."""
-    try:
-        _jvm_class(spark._jvm, KEPT_RDD_CLASS)
-        _jvm_class(spark._jvm, PROTOCOL_CLASS)
-    except Exception:
-        return False
-    return True
-
-
 def _jvm_class(jvm: Any, name: str) -> Any:
     from py4j.java_gateway import JavaClass
 
@@ -219,6 +212,14 @@ def _jvm_class(jvm: Any, name: str) -> Any:
     if not isinstance(found, JavaClass):
         raise RuntimeError(f"{name} is not on the driver's classpath (the sparkrecover jar is not loaded)")
     return found
+
+
+def _on_classpath(jvm: Any, name: str) -> bool:
+    try:
+        _jvm_class(jvm, name)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _first_line(error: BaseException) -> str:

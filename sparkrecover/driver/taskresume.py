@@ -128,8 +128,6 @@ def _unsupported(target: Target) -> str | None:
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
     if fmt not in FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
-    if not partitions.jar_loaded(spark):
-        return "sparkrecover's JVM classes are not loaded (no JDK built the jar)"
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
 
 
@@ -187,8 +185,8 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
 
 def _point_writer_at(writer: Any, frame: Any) -> None:
     """Make the user's writer (its mode, format, options, partitioning as they set them) write
-    ``frame`` instead: its JVM object's Dataset fields are swapped through Java reflection
-    (``df`` on Spark 4, ``ds`` and ``df`` on 3.5)."""
+    ``frame`` instead: its JVM object's Dataset fields are swapped through Java reflection (one,
+    ``df``, in both Spark 3.5's DataFrameWriter and 4.x's classic one; 3.5 keeps no ``ds`` field)."""
     jwrite = writer._jwrite
     jdf = frame._jdf
     dataset_class = jdf.getClass()

@@ -86,9 +86,16 @@ public final class KeptPartitionsRDD<T> extends RDD<T> {
     @Override
     public Iterator<T> compute(Partition split, TaskContext context) {
         if (kept.get(split.index())) {
-            return Iterator$.MODULE$.<T>empty();
+            return empty();
         }
         return parent.iterator(split, context);
+    }
+
+    /** Scala 2.12's Iterator.empty is an Iterator[Nothing] value, 2.13's a generic method: both
+     * compile to empty()Lscala/collection/Iterator;, so called without a type argument and cast. */
+    @SuppressWarnings("unchecked")
+    private static <T> Iterator<T> empty() {
+        return (Iterator<T>) (Iterator<?>) Iterator$.MODULE$.empty();
     }
 
     @Override

@@ -218,8 +218,12 @@ def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, tmp_path)
     assert (smaller.partitions, smaller.slices) != (shape.partitions, shape.slices)
 
 
-def test_unsupported_reasons(spark, tmp_path):
+def test_unsupported_reasons(spark, jvm, tmp_path):
     out = str(tmp_path / "out")
+    # Without the jar (no JDK, or javac failed against this Spark) the write runs whole instead of
+    # failing on the missing class; the session here has it, so ask about a class that is absent.
+    assert partitions._on_classpath(jvm, partitions.KEPT_RDD_CLASS)
+    assert not partitions._on_classpath(jvm, "sparkrecover.jvm.NoSuchClass")
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
     assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
