@@ -316,3 +316,87 @@ def test_own_frames_are_told_apart_by_module_not_by_folder():
     assert not zerocode.is_own_module("sparkrecover_utils")
     assert not zerocode.is_own_module("sparkrecover.demo.pipeline")
     assert not zerocode.is_own_module("pysparkling")
+
+
+# -- RDD saves ------------------------------------------------------------------------------------
+
+def save_rdd(spark, method, path, source=None):
+    """One call site for each RDD save, as a script rerun by resume has."""
+    sc = spark.sparkContext
+    rdd = sc.textFile(source) if source else sc.parallelize(range(6), 2)
+    if method in ("saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile"):
+        pairs = rdd.map(lambda value: (str(value), str(value)))
+        if method == "saveAsSequenceFile":
+            return pairs.saveAsSequenceFile(path)
+        output = ("org.apache.hadoop.mapred.TextOutputFormat" if method == "saveAsHadoopFile"
+                  else "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat")
+        return getattr(pairs, method)(path, output)
+    return getattr(rdd, method)(path)  # rdd save
+
+
+@pytest.mark.parametrize("method", ["saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile",
+                                    "saveAsHadoopFile", "saveAsNewAPIHadoopFile"])
+def test_rdd_saves_are_implicit_stages_with_manifests(spark, tmp_path, method):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "saved")
+    save_rdd(spark, method, out)
+    started, = writes_started(rt)
+    assert started["stage"] == f"{started['call_site']}#1 errorifexists {out}"
+    assert started["call_site"].startswith(f"{HERE}:")
+    assert (started["mode"], started["target"], started["verifiable"]) == ("errorifexists", out, True)
+    committed, = journal(rt, ev.STAGE_COMMITTED)
+    assert [f[0] for f in committed["manifest"][0]["files"] if f[0].startswith("part-")]
+
+
+def test_a_committed_rdd_save_is_skipped_on_resume(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "text")
+    save_rdd(spark, "saveAsTextFile", out)
+    before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
+    rt2 = resume(tmp_path, rt)
+    assert save_rdd(spark, "saveAsTextFile", out) is None  # no FileAlreadyExistsException
+    assert {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)} == before
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [(r["type"], r["reason"]) for r in second] == [
+        ("stage.skipped", "committed in attempt 1, output verified")]
+
+
+def test_an_interrupted_rdd_save_is_cleaned_and_runs_again(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = tmp_path / "pickled"
+    save_rdd(spark, "saveAsPickleFile", str(out))
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]  # died before the commit
+    (out / "_temporary" / "0").mkdir(parents=True)
+    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert decisions[0].decision == "run"
+    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    save_rdd(spark, "saveAsPickleFile", str(out))
+    assert sorted(spark.sparkContext.pickleFile(str(out)).collect()) == list(range(6))
+    assert not (out / "_temporary").exists()
+
+
+def save_upper(spark, source, out):
+    spark.sparkContext.textFile(source).map(str.upper).saveAsTextFile(out)
+
+
+def test_an_rdd_save_is_fingerprinted_by_its_lineage_and_inputs(spark, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    rt = install_runtime(tmp_path)
+    first = str(tmp_path / "first")
+    save_upper(spark, str(source), first)
+    spark.sparkContext.textFile(first).saveAsTextFile(str(tmp_path / "second"))
+    started = journal(rt, ev.STAGE_STARTED)
+    assert started[0]["fingerprint"]["plan"] and started[0]["fingerprint"]["input_files"][0][0] == str(source)
+    assert started[1]["upstream"] == [started[0]["stage"]]
+    # The same lineage built again (new RDD ids) is the same plan; changed input makes it stale.
+    rt2 = resume(tmp_path, rt)
+    save_upper(spark, str(source), first)
+    assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == ["stage.skipped"]
+    rt3 = resume(tmp_path, rt2)
+    source.write_text("a\nb\nc\n")
+    save_upper(spark, str(source), first)  # the stale save cleans its folder and runs again
+    third = [r for r in journal(rt3) if r["attempt"] == 3]
+    assert [r["type"] for r in third] == ["stage.invalidated", "stage.started", "stage.committed"]
+    assert "input" in third[0]["reason"]
+    assert sorted(spark.sparkContext.textFile(first).collect()) == ["A", "B", "C"]
