@@ -400,3 +400,81 @@ def test_an_rdd_save_is_fingerprinted_by_its_lineage_and_inputs(spark, tmp_path)
     assert [r["type"] for r in third] == ["stage.invalidated", "stage.started", "stage.committed"]
     assert "input" in third[0]["reason"]
     assert sorted(spark.sparkContext.textFile(first).collect()) == ["A", "B", "C"]
+
+
+# -- SQL statements that write --------------------------------------------------------------------
+
+def run_sql(spark, statement):
+    return spark.sql(statement)  # sql call
+
+
+@pytest.fixture
+def tables(spark):
+    yield
+    for table in spark.catalog.listTables():
+        spark.sql(f"DROP TABLE IF EXISTS {table.name}")
+
+
+def test_sql_statements_that_write_are_implicit_stages(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    folder = str(tmp_path / "dir")
+    for statement in ("CREATE TABLE s1 USING parquet AS SELECT id FROM range(3)",
+                      "INSERT INTO s1 SELECT id FROM range(10, 12)",
+                      "INSERT OVERWRITE TABLE s1 SELECT id FROM range(20, 22)",
+                      f"INSERT OVERWRITE DIRECTORY '{folder}' USING json SELECT id FROM range(2)",
+                      "SELECT 1", "CREATE TEMPORARY VIEW v1 AS SELECT 1", "DROP VIEW v1"):
+        assert run_sql(spark, statement) is not None
+    site = f"{HERE}:{line_of('sql call')}"
+    assert [(r["stage"], r["mode"], r["target"]) for r in writes_started(rt)] == [
+        (f"{site}#1 errorifexists table s1", "errorifexists", "table s1"),
+        (f"{site}#1 append table s1", "append", "table s1"),
+        (f"{site}#1 overwrite table s1", "overwrite", "table s1"),
+        (f"{site}#1 overwrite {folder}", "overwrite", folder)]
+    assert all(r["verifiable"] for r in writes_started(rt))
+    assert len(journal(rt, ev.STAGE_COMMITTED)) == 4
+    assert sorted(r.id for r in spark.table("s1").collect()) == [20, 21]
+    assert rows(spark, folder) == [0, 1]
+
+
+def test_a_committed_sql_insert_is_skipped_on_resume_and_lands_once(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    run_sql(spark, "CREATE TABLE s2 USING parquet AS SELECT id FROM range(3)")
+    run_sql(spark, "INSERT INTO s2 SELECT id FROM range(10, 12)")
+    rt2 = resume(tmp_path, rt)
+    assert run_sql(spark, "CREATE TABLE s2 USING parquet AS SELECT id FROM range(3)").collect() == []
+    assert run_sql(spark, "INSERT INTO s2 SELECT id FROM range(10, 12)").collect() == []
+    assert sorted(r.id for r in spark.table("s2").collect()) == [0, 1, 2, 10, 11]
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [r["type"] for r in second] == ["stage.skipped", "stage.skipped"]
+
+
+def test_an_interrupted_sql_insert_into_a_folder_runs_again_once(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    location = tmp_path / "t3"
+    run_sql(spark, f"CREATE TABLE s3 (id BIGINT) USING json LOCATION '{location}'")
+    run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
+    started, = writes_started(rt)
+    assert (started["mode"], started["outputs"]) == ("append", [str(location)])
+    # As if the driver died before the commit, with a part file of the killed job left behind.
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
+    (location / "part-99999-dead.json").write_text('{"id": 7}\n')
+    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert [d.decision for d in decisions] == ["run"]
+    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
+    spark.catalog.refreshTable("s3")
+    assert sorted(r.id for r in spark.table("s3").collect()) == [0, 1, 2]
+
+
+def test_sql_outside_submit_and_inside_a_stage_is_untouched(spark, tmp_path, tables):
+    runtime.install(None)
+    assert run_sql(spark, "CREATE TABLE s4 USING parquet AS SELECT 1 AS id").collect() == []
+    rt = install_runtime(tmp_path)
+
+    @sr.stage("s4-stage", outputs=[])
+    def fill():
+        spark.sql("INSERT INTO s4 SELECT 2")
+
+    fill()
+    assert [r["stage"] for r in journal(rt, ev.STAGE_STARTED)] == ["s4-stage"]
+    assert sorted(r.id for r in spark.table("s4").collect()) == [1, 2]
