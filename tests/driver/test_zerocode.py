@@ -478,3 +478,29 @@ def test_sql_outside_submit_and_inside_a_stage_is_untouched(spark, tmp_path, tab
     fill()
     assert [r["stage"] for r in journal(rt, ev.STAGE_STARTED)] == ["s4-stage"]
     assert sorted(r.id for r in spark.table("s4").collect()) == [1, 2]
+
+
+def test_sql_with_parameters_or_a_parse_error_runs_as_pyspark_runs_it(spark, tmp_path, tables):
+    from pyspark.errors import ParseException
+
+    rt = install_runtime(tmp_path)
+    spark.sql("CREATE TABLE s5 (id BIGINT) USING parquet")  # DDL without a query: not recorded
+    spark.sql("INSERT INTO s5 SELECT :n", args={"n": 5})
+    with pytest.raises(ParseException):
+        spark.sql("INSERT INTO s5 SELEC 1")
+    assert writes_started(rt) == []
+    assert [r.id for r in spark.table("s5").collect()] == [5]
+
+
+def test_replace_table_as_select_and_partition_overwrites_are_classified_from_the_parsed_plan(spark, tmp_path):
+    from sparkrecover.driver import sqlwrites, writes
+
+    install_runtime(tmp_path)
+    replace = sqlwrites.describe(spark, "CREATE OR REPLACE TABLE s6 USING parquet AS SELECT 1 AS id")
+    partition = sqlwrites.describe(spark, "INSERT OVERWRITE TABLE s6 PARTITION (p = 1) SELECT 1 AS id")
+    ignore = sqlwrites.describe(spark, "CREATE TABLE IF NOT EXISTS `my db`.s6 USING json AS SELECT 1 AS id")
+    assert (replace.mode, replace.category, replace.target) == ("overwrite", writes.OVERWRITE, "table s6")
+    assert (partition.mode, partition.category, partition.target) == ("overwrite", writes.OVERWRITE, "table s6")
+    assert (ignore.mode, ignore.category, ignore.target) == ("ignore", writes.CREATE, "table `my db`.s6")
+    assert sqlwrites.describe(spark, "SELECT * FROM range(3)") is None
+    assert not spark.catalog.tableExists("s6")  # described, not run
