@@ -46,7 +46,9 @@ def codedigest(fn: Any) -> str | None:
 
 def canonical_plan(frame: Any) -> str | None:
     """The analyzed logical plan with run-specific noise removed; None where there is no JVM
-    plan to read (Spark Connect)."""
+    plan to read (Spark Connect). An RDD's stand-in (``zerocode.RDDSource``) gives its own."""
+    if callable(getattr(type(frame), "canonical_plan", None)):  # never a DataFrame's column
+        return frame.canonical_plan()
     try:
         text = frame._jdf.queryExecution().analyzed().toString()
     except Exception:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
@@ -25,6 +26,9 @@ from sparkrecover.rundir import storage
 
 _FILE_METHODS = ("parquet", "json", "csv", "orc", "text", "xml")
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
+# RDD saves: each writes a new folder (Hadoop's output check fails if it exists), like errorifexists.
+RDD_SAVES = ("saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile",
+             "saveAsNewAPIHadoopFile")
 V2_WRITES = {"create": writes.CREATE, "replace": writes.OVERWRITE, "createOrReplace": writes.OVERWRITE,
              "append": writes.APPEND, "overwrite": writes.OVERWRITE, "overwritePartitions": writes.OVERWRITE}
 _MODES = {"append": "append", "overwrite": "overwrite", "ignore": "ignore", "error": "errorifexists",
@@ -60,6 +64,14 @@ def install(script: str | None = None) -> None:
     _patch(DataFrameWriterV2, "__init__", _remember_table)
     for name in V2_WRITES:
         _patch(DataFrameWriterV2, name, functools.partial(_recorded, _describe_v2, name))
+    from pyspark import RDD
+
+    for name in RDD_SAVES:
+        if hasattr(RDD, name):
+            _patch(RDD, name, functools.partial(_recorded, _describe_rdd, name))
+    from sparkrecover.driver import sqlwrites
+
+    sqlwrites.install()  # SQL statements that write
 
 
 def uninstall() -> None:
@@ -258,6 +270,50 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
 
 def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     return _table_write(writer._spark, writer._df, writer._sr_table, method, V2_WRITES[method], None)
+
+
+def _describe_rdd(rdd: Any, method: str, bound: dict[str, Any]) -> writes.Write:
+    """An RDD save: a path target written as a new folder. An RDD has no DataFrame plan: its
+    lineage (``toDebugString``, ids stripped) stands in for one (docs/decisions.md)."""
+    source = RDDSource(rdd)
+    url, spark_path = qualify(source, str(bound["path"]))
+    name, site, ordinal = identify(_runtime(), "errorifexists", url)
+    return writes.Write(name, site, ordinal, "errorifexists", writes.CREATE, url, source, source, url=url,
+                        spark_path=spark_path, existed=storage.exists(url))
+
+
+# Lines of an RDD's debug string that change from run to run: RDD ids, cached sizes.
+_RDD_NOISE = re.compile(r"\[\d+\]|^.*CachedPartitions:.*$", re.MULTILINE)
+# "<name> HadoopRDD[n] at ..." / "NewHadoopRDD": the name of a file RDD is the path it reads.
+_RDD_INPUT = re.compile(r"(?:^|[\s|+-])(\S+) (?:New)?HadoopRDD\[\d+\]", re.MULTILINE)
+
+
+class RDDSource:
+    """What ``writes.run`` needs of the data being written, for an RDD: its SparkContext (as
+    ``spark.sparkContext``), the files it reads and a plan to fingerprint."""
+
+    def __init__(self, rdd: Any):
+        self.rdd = rdd
+        self.sparkContext = rdd.ctx
+        self._debug: str | None = None
+
+    def debug_string(self) -> str | None:
+        if self._debug is None:
+            try:
+                self._debug = str(self.rdd._jrdd.toDebugString())
+            except Exception:
+                return None
+        return self._debug
+
+    def canonical_plan(self) -> str | None:
+        text = self.debug_string()
+        return None if text is None else _RDD_NOISE.sub("", text)
+
+    def inputFiles(self) -> list[str]:  # the name DataFrame.inputFiles has
+        found: list[str] = []
+        for names in _RDD_INPUT.findall(self.debug_string() or ""):
+            found += [name for name in names.split(",") if name and name not in found]
+        return found
 
 
 def _table_write(spark: Any, frame: Any, table: str, mode: str, category: str, fmt: str | None,

@@ -111,6 +111,18 @@ def _option_key(options: list[str], index: int) -> str:
     return name.split("=", 1)[0]
 
 
+# Runs already warned that Spark Connect hides their writes: once per command, not per retry.
+_WARNED_CONNECT: set[str] = set()
+
+
+def _warn_spark_connect(run_id: str, args: launcher.SubmitArgs, warn: Callable[[str], None]) -> None:
+    remote = launcher.spark_connect(args)  # its ";token=…" parameters are never shown
+    if remote and run_id not in _WARNED_CONNECT:
+        _WARNED_CONNECT.add(run_id)
+        warn(f"the app talks to Spark Connect ({remote.split(';', 1)[0]}): "
+             "its writes run in the Connect server's driver and cannot be recorded; a resume reruns all of them")
+
+
 def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
                 plan: dict[str, Any] | None = None, first: bool = False, lease_token: str | None = None,
                 notify: Callable[[str], None] = lambda message: None,
@@ -120,6 +132,8 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
 
     The attempt (and on a first one the run) is journaled only once spark-submit is running: one
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
+    launcher.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
+    _warn_spark_connect(run_id, spec.submit_args, warn or notify)
     bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
                       "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
     if lease_token:

@@ -121,6 +121,22 @@ def check_application(parsed: SubmitArgs) -> None:
         raise UsageError(f"{parsed.app}: expected a Python script (.py) as the application")
     if not os.path.isfile(parsed.app) and parsed.deploy_mode == "client":
         raise UsageError(f"{parsed.app}: no such file")
+    check_deploy_mode(parsed)
+
+
+def check_deploy_mode(parsed: SubmitArgs) -> None:
+    """Refuse what spark-submit would refuse after starting: cluster mode for a Python app on a
+    standalone master (``spark://``), which Spark does not support."""
+    if parsed.deploy_mode == "cluster" and (parsed.master or "").startswith("spark://"):
+        raise UsageError(f"--deploy-mode cluster with --master {parsed.master}: Spark runs Python apps on "
+                         "standalone in client mode only; drop --deploy-mode cluster")
+
+
+def spark_connect(parsed: SubmitArgs, env: dict[str, str] | None = None) -> str | None:
+    """The Spark Connect server the app will talk to (``--remote``, ``spark.remote``,
+    ``SPARK_REMOTE``), or None. Its driver is the Connect server's: nothing we hook runs there."""
+    return (parsed.option("--remote") or parsed.conf("spark.remote")
+            or (os.environ if env is None else env).get("SPARK_REMOTE") or None)
 
 
 def find_spark_submit(explicit: str | None = None) -> str:

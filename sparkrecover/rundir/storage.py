@@ -82,6 +82,9 @@ def join(url: str, *parts: str) -> str:
 # The package that gives fsspec each protocol, for a useful message when it is missing.
 _BACKENDS = {"s3": "s3fs (pip install s3fs)", "gs": "gcsfs", "gcs": "gcsfs",
              "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
+# Backends that also need a native client: pyarrow's HDFS loads libhdfs and a JVM.
+_CLIENT_LIBRARIES = {"hdfs": "a Hadoop client and pyarrow (pip install pyarrow; HADOOP_HOME with "
+                             "lib/native/libhdfs.so, JAVA_HOME, CLASSPATH=$(hadoop classpath --glob))"}
 
 
 def filesystem(url: str) -> tuple[Any, str]:
@@ -95,11 +98,22 @@ def filesystem(url: str) -> tuple[Any, str]:
     try:
         return url_to_fs(url)
     except ImportError as error:
-        scheme = scheme_of(url)
-        needs = _BACKENDS.get(scheme, f"the fsspec backend for {scheme}://")
-        raise UsageError(f"{url}: {scheme}:// needs {needs}: {error}") from None
+        raise StorageError(unreachable(url, error)) from None
     except ValueError as error:  # an unknown protocol
         raise UsageError(f"{url}: {error}") from None
+    except OSError as error:
+        if scheme_of(url) in _CLIENT_LIBRARIES:  # pyarrow could not load libhdfs or the JVM
+            raise StorageError(unreachable(url, error)) from None
+        raise
+
+
+def unreachable(url: str, error: BaseException) -> str:
+    """One line: the filesystem of ``url`` cannot be reached from here, and what to install.
+    The backend's own message (pyarrow's lists every ``dlopen`` it tried) is cut to its first line."""
+    scheme = scheme_of(url)
+    needs = _CLIENT_LIBRARIES.get(scheme) or _BACKENDS.get(scheme) or f"the fsspec backend for {scheme}://"
+    first = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+    return f"{url}: {scheme}:// cannot be reached from this machine: install {needs} ({first})"
 
 
 @contextlib.contextmanager

@@ -316,3 +316,191 @@ def test_own_frames_are_told_apart_by_module_not_by_folder():
     assert not zerocode.is_own_module("sparkrecover_utils")
     assert not zerocode.is_own_module("sparkrecover.demo.pipeline")
     assert not zerocode.is_own_module("pysparkling")
+
+
+# -- RDD saves ------------------------------------------------------------------------------------
+
+def save_rdd(spark, method, path, source=None):
+    """One call site for each RDD save, as a script rerun by resume has."""
+    sc = spark.sparkContext
+    rdd = sc.textFile(source) if source else sc.parallelize(range(6), 2)
+    if method in ("saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile"):
+        pairs = rdd.map(lambda value: (str(value), str(value)))
+        if method == "saveAsSequenceFile":
+            return pairs.saveAsSequenceFile(path)
+        output = ("org.apache.hadoop.mapred.TextOutputFormat" if method == "saveAsHadoopFile"
+                  else "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat")
+        return getattr(pairs, method)(path, output)
+    return getattr(rdd, method)(path)  # rdd save
+
+
+@pytest.mark.parametrize("method", ["saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile",
+                                    "saveAsHadoopFile", "saveAsNewAPIHadoopFile"])
+def test_rdd_saves_are_implicit_stages_with_manifests(spark, tmp_path, method):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "saved")
+    save_rdd(spark, method, out)
+    started, = writes_started(rt)
+    assert started["stage"] == f"{started['call_site']}#1 errorifexists {out}"
+    assert started["call_site"].startswith(f"{HERE}:")
+    assert (started["mode"], started["target"], started["verifiable"]) == ("errorifexists", out, True)
+    committed, = journal(rt, ev.STAGE_COMMITTED)
+    assert [f[0] for f in committed["manifest"][0]["files"] if f[0].startswith("part-")]
+
+
+def test_a_committed_rdd_save_is_skipped_on_resume(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "text")
+    save_rdd(spark, "saveAsTextFile", out)
+    before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
+    rt2 = resume(tmp_path, rt)
+    assert save_rdd(spark, "saveAsTextFile", out) is None  # no FileAlreadyExistsException
+    assert {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)} == before
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [(r["type"], r["reason"]) for r in second] == [
+        ("stage.skipped", "committed in attempt 1, output verified")]
+
+
+def test_an_interrupted_rdd_save_is_cleaned_and_runs_again(spark, tmp_path):
+    rt = install_runtime(tmp_path)
+    out = tmp_path / "pickled"
+    save_rdd(spark, "saveAsPickleFile", str(out))
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]  # died before the commit
+    (out / "_temporary" / "0").mkdir(parents=True)
+    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert decisions[0].decision == "run"
+    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    save_rdd(spark, "saveAsPickleFile", str(out))
+    assert sorted(spark.sparkContext.pickleFile(str(out)).collect()) == list(range(6))
+    assert not (out / "_temporary").exists()
+
+
+def save_upper(spark, source, out):
+    spark.sparkContext.textFile(source).map(str.upper).saveAsTextFile(out)
+
+
+def test_an_rdd_save_is_fingerprinted_by_its_lineage_and_inputs(spark, tmp_path):
+    source = tmp_path / "in.txt"
+    source.write_text("a\nb\n")
+    rt = install_runtime(tmp_path)
+    first = str(tmp_path / "first")
+    save_upper(spark, str(source), first)
+    spark.sparkContext.textFile(first).saveAsTextFile(str(tmp_path / "second"))
+    started = journal(rt, ev.STAGE_STARTED)
+    assert started[0]["fingerprint"]["plan"] and started[0]["fingerprint"]["input_files"][0][0] == str(source)
+    assert started[1]["upstream"] == [started[0]["stage"]]
+    # The same lineage built again (new RDD ids) is the same plan; changed input makes it stale.
+    rt2 = resume(tmp_path, rt)
+    save_upper(spark, str(source), first)
+    assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == ["stage.skipped"]
+    rt3 = resume(tmp_path, rt2)
+    source.write_text("a\nb\nc\n")
+    save_upper(spark, str(source), first)  # the stale save cleans its folder and runs again
+    third = [r for r in journal(rt3) if r["attempt"] == 3]
+    assert [r["type"] for r in third] == ["stage.invalidated", "stage.started", "stage.committed"]
+    assert "input" in third[0]["reason"]
+    assert sorted(spark.sparkContext.textFile(first).collect()) == ["A", "B", "C"]
+
+
+# -- SQL statements that write --------------------------------------------------------------------
+
+def run_sql(spark, statement):
+    return spark.sql(statement)  # sql call
+
+
+@pytest.fixture
+def tables(spark):
+    yield
+    for table in spark.catalog.listTables():
+        spark.sql(f"DROP TABLE IF EXISTS {table.name}")
+
+
+def test_sql_statements_that_write_are_implicit_stages(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    folder = str(tmp_path / "dir")
+    for statement in ("CREATE TABLE s1 USING parquet AS SELECT id FROM range(3)",
+                      "INSERT INTO s1 SELECT id FROM range(10, 12)",
+                      "INSERT OVERWRITE TABLE s1 SELECT id FROM range(20, 22)",
+                      f"INSERT OVERWRITE DIRECTORY '{folder}' USING json SELECT id FROM range(2)",
+                      "SELECT 1", "CREATE TEMPORARY VIEW v1 AS SELECT 1", "DROP VIEW v1"):
+        assert run_sql(spark, statement) is not None
+    site = f"{HERE}:{line_of('sql call')}"
+    assert [(r["stage"], r["mode"], r["target"]) for r in writes_started(rt)] == [
+        (f"{site}#1 errorifexists table s1", "errorifexists", "table s1"),
+        (f"{site}#1 append table s1", "append", "table s1"),
+        (f"{site}#1 overwrite table s1", "overwrite", "table s1"),
+        (f"{site}#1 overwrite {folder}", "overwrite", folder)]
+    assert all(r["verifiable"] for r in writes_started(rt))
+    assert len(journal(rt, ev.STAGE_COMMITTED)) == 4
+    assert sorted(r.id for r in spark.table("s1").collect()) == [20, 21]
+    assert rows(spark, folder) == [0, 1]
+
+
+def test_a_committed_sql_insert_is_skipped_on_resume_and_lands_once(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    run_sql(spark, "CREATE TABLE s2 USING parquet AS SELECT id FROM range(3)")
+    run_sql(spark, "INSERT INTO s2 SELECT id FROM range(10, 12)")
+    rt2 = resume(tmp_path, rt)
+    assert run_sql(spark, "CREATE TABLE s2 USING parquet AS SELECT id FROM range(3)").collect() == []
+    assert run_sql(spark, "INSERT INTO s2 SELECT id FROM range(10, 12)").collect() == []
+    assert sorted(r.id for r in spark.table("s2").collect()) == [0, 1, 2, 10, 11]
+    second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
+    assert [r["type"] for r in second] == ["stage.skipped", "stage.skipped"]
+
+
+def test_an_interrupted_sql_insert_into_a_folder_runs_again_once(spark, tmp_path, tables):
+    rt = install_runtime(tmp_path)
+    location = tmp_path / "t3"
+    run_sql(spark, f"CREATE TABLE s3 (id BIGINT) USING json LOCATION '{location}'")
+    run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
+    started, = writes_started(rt)
+    assert (started["mode"], started["outputs"]) == ("append", [str(location)])
+    # As if the driver died before the commit, with a part file of the killed job left behind.
+    records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
+    (location / "part-99999-dead.json").write_text('{"id": 7}\n')
+    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert [d.decision for d in decisions] == ["run"]
+    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
+    spark.catalog.refreshTable("s3")
+    assert sorted(r.id for r in spark.table("s3").collect()) == [0, 1, 2]
+
+
+def test_sql_outside_submit_and_inside_a_stage_is_untouched(spark, tmp_path, tables):
+    runtime.install(None)
+    assert run_sql(spark, "CREATE TABLE s4 USING parquet AS SELECT 1 AS id").collect() == []
+    rt = install_runtime(tmp_path)
+
+    @sr.stage("s4-stage", outputs=[])
+    def fill():
+        spark.sql("INSERT INTO s4 SELECT 2")
+
+    fill()
+    assert [r["stage"] for r in journal(rt, ev.STAGE_STARTED)] == ["s4-stage"]
+    assert sorted(r.id for r in spark.table("s4").collect()) == [1, 2]
+
+
+def test_sql_with_parameters_or_a_parse_error_runs_as_pyspark_runs_it(spark, tmp_path, tables):
+    from pyspark.errors import ParseException
+
+    rt = install_runtime(tmp_path)
+    spark.sql("CREATE TABLE s5 (id BIGINT) USING parquet")  # DDL without a query: not recorded
+    spark.sql("INSERT INTO s5 SELECT :n", args={"n": 5})
+    with pytest.raises(ParseException):
+        spark.sql("INSERT INTO s5 SELEC 1")
+    assert writes_started(rt) == []
+    assert [r.id for r in spark.table("s5").collect()] == [5]
+
+
+def test_replace_table_as_select_and_partition_overwrites_are_classified_from_the_parsed_plan(spark, tmp_path):
+    from sparkrecover.driver import sqlwrites, writes
+
+    install_runtime(tmp_path)
+    replace = sqlwrites.describe(spark, "CREATE OR REPLACE TABLE s6 USING parquet AS SELECT 1 AS id")
+    partition = sqlwrites.describe(spark, "INSERT OVERWRITE TABLE s6 PARTITION (p = 1) SELECT 1 AS id")
+    ignore = sqlwrites.describe(spark, "CREATE TABLE IF NOT EXISTS `my db`.s6 USING json AS SELECT 1 AS id")
+    assert (replace.mode, replace.category, replace.target) == ("overwrite", writes.OVERWRITE, "table s6")
+    assert (partition.mode, partition.category, partition.target) == ("overwrite", writes.OVERWRITE, "table s6")
+    assert (ignore.mode, ignore.category, ignore.target) == ("ignore", writes.CREATE, "table `my db`.s6")
+    assert sqlwrites.describe(spark, "SELECT * FROM range(3)") is None
+    assert not spark.catalog.tableExists("s6")  # described, not run

@@ -135,3 +135,67 @@ def test_pyspark_examples_print_the_same_under_submit(tmp_path, example):
                       cwd=str(tmp_path), timeout=600)
     assert plain.stdout and (wrapped.returncode, wrapped.stdout) == (plain.returncode, plain.stdout), \
         wrapped.stderr[-3000:]
+
+
+RDD_APP = os.path.join(os.path.dirname(APP), "rdd_app.py")
+
+
+def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, RDD_APP, str(plain / "out")], capture_output=True,
+                            text=True, timeout=600, env=PLAIN_ENV, cwd=plain)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = csv_lines(str(plain / "out" / "report"))
+    assert len(expected) == 5
+
+    out, root = str(tmp_path / "out"), str(tmp_path / "root")
+    with open(RDD_APP) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if "saveAsPickleFile" in text)
+    pickled = f"rdd_app.py:{line}#1 errorifexists {out}/pickled"
+    run_dir = submit_and_kill(root, "rdd", [out], after_stage=pickled, cwd=str(tmp_path), app=RDD_APP)
+    assert not os.path.exists(os.path.join(out, "report", "_SUCCESS"))
+
+    result = run_cli("resume", "rdd", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "FileAlreadyExistsException" not in result.stdout + result.stderr
+    assert csv_lines(os.path.join(out, "report")) == expected
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    assert [(e["type"], e["stage"].split(" ", 1)[1]) for e in second] == [
+        ("stage.skipped", f"errorifexists {out}/text"), ("stage.skipped", f"errorifexists {out}/pickled"),
+        ("stage.committed", f"errorifexists {out}/report")]
+
+
+SQL_APP = os.path.join(os.path.dirname(APP), "sql_app.py")
+
+
+def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, SQL_APP, str(plain / "out")], capture_output=True,
+                            text=True, timeout=600, env=PLAIN_ENV, cwd=plain)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = csv_lines(str(plain / "out" / "report"))
+    assert [line.split(",")[0] for line in expected] == ["0", "1", "2"]
+    assert sum(int(line.split(",")[1]) for line in expected) == 40
+
+    work = tmp_path / "work"
+    work.mkdir()
+    out, root = str(work / "out"), str(tmp_path / "root")
+    with open(SQL_APP) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if "INSERT INTO events" in text)
+    insert = f"sql_app.py:{line}#1 append table events"
+    run_dir = submit_and_kill(root, "sql", [out], after_stage=insert, cwd=str(work), app=SQL_APP)
+    assert not os.path.exists(os.path.join(out, "report"))
+
+    result = run_cli("resume", "sql", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert csv_lines(os.path.join(out, "report")) == expected  # 40 rows, each once
+    copied = []
+    for name in glob.glob(os.path.join(out, "copy", "part-*")):
+        copied += open(name).read().splitlines()
+    assert len(copied) == 40
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    assert [(e["type"], e["stage"].split(" ", 1)[1]) for e in second] == [
+        ("stage.skipped", "errorifexists table events"), ("stage.skipped", "append table events"),
+        ("stage.committed", f"overwrite {out}/copy"), ("stage.committed", f"overwrite {out}/report")]

@@ -1,0 +1,135 @@
+"""SQL statements that write, as implicit stages (zero-code mode, issue 14 item 1).
+
+``spark.sql`` runs a command eagerly, when it is called: whether to skip it is decided before
+the original runs. The statement is classified from Spark's own parser (``parsePlan``, through
+Py4J), never from its text: the command node's class and its target.
+
+    CreateTableAsSelect       CREATE TABLE t AS …            errorifexists (ignore: IF NOT EXISTS)
+    ReplaceTableAsSelect      [CREATE OR] REPLACE TABLE t AS  overwrite
+    InsertIntoStatement       INSERT INTO / OVERWRITE [TABLE]  append / overwrite
+    InsertIntoDir             INSERT OVERWRITE [LOCAL] DIRECTORY   overwrite of the folder
+
+Anything else (queries, DDL, a statement with ``args`` or keyword formatting, a statement the
+parser refuses) runs as pyspark runs it. The statement's query is fingerprinted through its
+analyzed plan, like a DataFrame, and is the written "frame".
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from sparkrecover.driver import runtime, writes, zerocode
+from sparkrecover.rundir import storage
+
+_SEP = "\u0001"
+
+
+def install() -> None:
+    """Patch ``SparkSession.sql`` (once, through zerocode's patch table: ``uninstall`` restores it)."""
+    from pyspark.sql import SparkSession
+
+    if (SparkSession, "sql") not in zerocode._originals:
+        zerocode._patch(SparkSession, "sql", _recorded_sql)
+
+
+def _recorded_sql(original: Any) -> Any:
+    def sql(self: Any, sqlQuery: str, args: Any = None, **kwargs: Any) -> Any:  # pyspark's parameter names
+        rt = runtime.current()
+        if rt is None or rt.in_stage or args is not None or kwargs or not isinstance(sqlQuery, str):
+            return original(self, sqlQuery, args, **kwargs)
+        try:
+            call = describe(self, sqlQuery)
+        except Exception as error:
+            print(f"sparkrecover: warning: spark.sql() statement not recorded: {type(error).__name__}: {error}",
+                  file=sys.stderr)
+            call = None
+        if call is None:
+            return original(self, sqlQuery, args, **kwargs)
+        result = writes.run(rt, call, lambda: original(self, sqlQuery, args, **kwargs))
+        return result if result is not None else _empty(self)
+    return sql
+
+
+def _empty(spark: Any) -> Any:
+    """What a skipped statement returns: a command's DataFrame has no rows."""
+    from pyspark.sql.types import StructType
+
+    return spark.createDataFrame([], StructType([]))
+
+
+def _parse(spark: Any, statement: str) -> Any | None:
+    try:
+        return spark._jsparkSession.sessionState().sqlParser().parsePlan(statement)
+    except Exception:
+        return None  # Spark's own error, from the original call
+
+
+def describe(spark: Any, statement: str) -> writes.Write | None:
+    """The write a statement makes, or None for a statement that writes nothing we record."""
+    plan = _parse(spark, statement)
+    if plan is None:
+        return None
+    kind = str(plan.getClass().getSimpleName())
+    if kind == "CreateTableAsSelect":
+        table = _name(plan.name().nameParts())
+        mode = "ignore" if _flag(plan, "ignoreIfExists") else "errorifexists"
+        spec = plan.tableSpec()
+        return zerocode._table_write(spark, _frame(spark, plan.query()), table, mode, writes.CREATE,
+                                     _option(spec.provider()), path=_option(spec.location()))
+    if kind == "ReplaceTableAsSelect":
+        table = _name(plan.name().nameParts())
+        spec = plan.tableSpec()
+        return zerocode._table_write(spark, _frame(spark, plan.query()), table, "overwrite", writes.OVERWRITE,
+                                     _option(spec.provider()), path=_option(spec.location()))
+    if kind == "InsertIntoStatement":
+        relation = plan.table()
+        if str(relation.getClass().getSimpleName()) != "UnresolvedRelation":
+            return None
+        table = _name(relation.multipartIdentifier())
+        overwrite = bool(plan.overwrite())
+        mode = "overwrite" if overwrite else "append"
+        return zerocode._table_write(spark, _frame(spark, plan.query()), table, mode,
+                                     writes.OVERWRITE if overwrite else writes.APPEND, None)
+    if kind == "InsertIntoDir":
+        location = _option(plan.storage().locationUri())
+        if location is None:
+            return None
+        url, spark_path = zerocode.qualify(spark, str(location))
+        name, site, ordinal = zerocode.identify(zerocode._runtime(), "overwrite", url)
+        return writes.Write(name, site, ordinal, "overwrite", writes.OVERWRITE, url, _frame(spark, plan.child()),
+                            spark, url=url, spark_path=spark_path, existed=storage.exists(url))
+    return None
+
+
+def _frame(spark: Any, query: Any) -> Any:
+    """The statement's query as a DataFrame (not run: fingerprint, input files, schema)."""
+    from pyspark.sql import DataFrame
+
+    jvm, session = spark._jvm, spark._jsparkSession
+    try:
+        jdf = jvm.org.apache.spark.sql.classic.Dataset.ofRows(session, query)  # Spark 4
+    except Exception:
+        jdf = jvm.org.apache.spark.sql.Dataset.ofRows(session, query)  # Spark 3.5
+    return DataFrame(jdf, spark)
+
+
+def _name(parts: Any) -> str:
+    """A multipart identifier as SQL would spell it, back-quoting parts that need it."""
+    names = str(parts.mkString(_SEP)).split(_SEP)
+    return ".".join(part if part.replace("_", "a").isalnum() else "`" + part.replace("`", "``") + "`"
+                    for part in names)
+
+
+def _option(value: Any) -> str | None:
+    """A Scala Option's value as text, or None."""
+    try:
+        return str(value.get()) if value is not None and value.isDefined() else None
+    except Exception:
+        return None
+
+
+def _flag(plan: Any, name: str) -> bool:
+    try:
+        return bool(getattr(plan, name)())
+    except Exception:
+        return False
