@@ -11,6 +11,8 @@ from typing import Any
 
 from sparkrecover.rundir import storage
 
+# Longest wait at a stage commit for Spark's listener queues to deliver the stage's last events.
+COMMIT_SETTLE_MS = 2000
 # The Spark local property that attributes scheduler events to pipeline stages (DESIGN §6).
 STAGE_PROPERTY = "sparkrecover.stage"
 
@@ -120,7 +122,7 @@ class Runtime:
     def sync_telemetry(self) -> None:
         """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""
         if self.telemetry is not None:
-            self.telemetry.sync()
+            self.telemetry.sync(settle_ms=COMMIT_SETTLE_MS)
 
     def note_job(self, stage: str | None, job_id: int) -> None:
         if stage is not None:

@@ -91,8 +91,13 @@ class Telemetry:
         with self._lock:
             self.kind, self._drain = kind, drain
 
-    def sync(self) -> None:
-        """Journal everything the listener has handed over so far."""
+    def sync(self, settle_ms: int = 0) -> None:
+        """Journal everything the listener has handed over so far. ``settle_ms``: first let
+        Spark's listener queues deliver what is already posted (at most that long), so a stage
+        commit lists its jobs' last events: the bus delivers asynchronously, and on a loaded
+        machine a job's end can still be queued when its action has returned."""
+        if settle_ms and self._context is not None:
+            _wait_for_listeners(self._context, settle_ms)
         with self._lock:
             if self._drain is None:
                 return
@@ -178,11 +183,11 @@ def _dropped_record(jsc: Any, reported: int | None) -> list[dict[str, Any]]:
     return [{"k": "events.dropped", "dropped": total, "queues": counts}]
 
 
-def _wait_for_listeners(jsc: Any) -> None:
+def _wait_for_listeners(jsc: Any, wait_ms: int = FINAL_WAIT_MS) -> None:
     """Let Spark's listener queues deliver what is already posted. A stopped context has done so
-    already; a live one (the script never called stop()) gets a bounded wait."""
+    already; a live one gets a bounded wait (telemetry: a queue still busy then is left as is)."""
     try:
         if not jsc.isStopped():
-            jsc.listenerBus().waitUntilEmpty(FINAL_WAIT_MS)
+            jsc.listenerBus().waitUntilEmpty(wait_ms)
     except Exception:
         pass
