@@ -15,6 +15,7 @@ The protocol, step by step (docs/decisions.md lists what a crash between any two
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 from collections.abc import Callable
@@ -107,12 +108,17 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
     except Exception as error:  # probing must never break the write: it runs whole
         reason = f"its partitions could not be probed ({type(error).__name__}: {error})"
         shape = partitions.WriteShape(0, False, reason)
+    if shape.reusable:
+        # The script's own code is part of what partition i holds (a UDF's body does not show in
+        # the plan): an edited script keeps no partition of an earlier attempt (rule 5).
+        shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
         if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
-            plan.reason = "its partitions changed since the attempt that committed them (input slices or count)"
+            plan.reason = ("its partitions changed since the attempt that committed them (input slices, count "
+                           "or the script's code)")
         else:
             folders = taskfiles.task_folders(target.url)
             plan.kept = sorted(p for p in set(tasks.get("kept") or [])
@@ -129,6 +135,15 @@ def _unsupported(target: Target) -> str | None:
     if fmt not in FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
+
+
+def script_digest() -> str:
+    """The digest of the running script's source (``sys.argv[0]``, as the bootstrap sets it)."""
+    try:
+        with open(sys.argv[0], "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()[:16]
+    except (OSError, IndexError):
+        return "unknown"
 
 
 def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:

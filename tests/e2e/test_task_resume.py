@@ -209,3 +209,22 @@ def test_a_write_whose_query_changed_keeps_nothing_and_says_why(spark, tmp_path)
     assert [e["kept"] for e in events if e["type"] == "write.started"] == [[]]
     assert sorted((r.id, r.tripled, r.note) for r in spark.read.parquet(out).collect()) == [
         (i, i * 3, "v2") for i in range(PARTS * 100)]
+
+
+def test_an_edited_script_keeps_nothing(spark, tmp_path):
+    """A UDF's body does not show in the query plan: the script's own code is part of the write's
+    shape, so partitions an earlier version of the script computed are not kept."""
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    app = tmp_path / "one_write.py"
+    app.write_text(open(APP).read())
+    killed_at = run_until(sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval",
+                                               "0.2", "--", *SPARK_OPTIONS, str(app), out, markers, str(PARTS)),
+                          os.path.join(root, "night"), 1, 5)
+    assert dry_run(root)["decision"] == "continue"
+    app.write_text(open(APP).read() + "\n# edited after the crash\n")
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS
+    started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    assert started[-1]["kept"] == [] and "script's code" in started[-1]["reason"]
+    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
