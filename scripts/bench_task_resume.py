@@ -1,7 +1,7 @@
 """Task-level resume (DESIGN §9): one write of 80 partitions of about 1 s each, killed after 50 %,
 70 % and 90 % of its partitions committed, then resumed.
 
-    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0]
+    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...]
 
 1. The app (tests/apps/one_write.py: one Parquet write, each partition's first row sleeps) under
    ``sparkrecover submit``, uninterrupted: the full run.
@@ -61,6 +61,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=80)
     parser.add_argument("--seconds", type=float, default=1.0)
+    parser.add_argument("--at", type=float, action="append", metavar="FRACTION",
+                        help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)")
     options = parser.parse_args()
     parts = options.partitions
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
@@ -80,7 +82,7 @@ def main() -> int:
     print(f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
           flush=True)
 
-    for fraction in (0.5, 0.7, 0.9):
+    for fraction in options.at or (0.5, 0.7, 0.9):
         name = f"kill{int(fraction * 100)}"
         run_dir, target = os.path.join(root, name), round(parts * fraction)
         command = _bench.sparkrecover("submit", "--root", root, "--run-id", name, "--flush-interval", "0.2", "--",
