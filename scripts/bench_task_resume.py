@@ -17,7 +17,6 @@ ratio of at most 0.35. Exits 0 whatever the figures.
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import signal
@@ -33,24 +32,13 @@ GOALS = {0.7: 0.60, 0.9: 0.35}
 
 
 def computed_partitions(run_dir: str, attempt: int) -> int:
-    """Partitions ``attempt`` computed and committed, as its journal says (kept ones excluded)."""
-    import orjson
+    """Partitions ``attempt`` computed and committed, as the run's own fold reads the journal
+    (partitions kept from an earlier attempt are not counted)."""
+    from sparkrecover.core.runstate import RunState
+    from sparkrecover.journal import read_journal
 
-    kept: set[int] = set()
-    done: set[int] = set()
-    for path in glob.glob(os.path.join(run_dir, "journal", f"{attempt:04d}-driver-*.jsonl")):
-        with open(path, "rb") as handle:
-            for line in handle:
-                if b'"type":"task.committed"' in line or b'"type":"write.started"' in line:
-                    try:
-                        record = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        continue  # the torn last line of a live segment
-                    if record["type"] == "write.started":
-                        kept.update(record.get("kept") or [])
-                    else:
-                        done.add(record["partition"])
-    return len(done - kept)
+    state = RunState.from_events(os.path.basename(run_dir), read_journal(run_dir))
+    return sum(1 for stage in state.stages.values() for by, _ in stage.committed_tasks.values() if by == attempt)
 
 
 def marked_since(markers: str, since_ns: int) -> int:

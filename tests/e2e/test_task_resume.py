@@ -12,6 +12,8 @@ import time
 import orjson
 import pytest
 
+from sparkrecover.core.runstate import RunState
+from sparkrecover.journal import read_journal
 from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
@@ -30,21 +32,10 @@ def computed_since(markers: str, since_ns: int) -> set[int]:
 
 
 def task_commits(run_dir: str, attempt: int) -> int:
-    """Partitions ``attempt`` computed and committed so far, as its journal says (a partition kept
-    from an earlier attempt commits again, empty: not counted)."""
-    kept: set[int] = set()
-    computed: set[int] = set()
-    for path in glob.glob(os.path.join(run_dir, "journal", f"{attempt:04d}-driver-*.jsonl")):
-        with open(path, "rb") as handle:
-            for line in handle:
-                if b'"type":"write.started"' in line or b'"type":"task.committed"' in line:
-                    with contextlib.suppress(orjson.JSONDecodeError):
-                        record = orjson.loads(line)
-                        if record["type"] == "write.started":
-                            kept.update(record.get("kept") or [])
-                        else:
-                            computed.add(record["partition"])
-    return len(computed - kept)
+    """Partitions ``attempt`` computed and committed so far, as the run's own fold reads the
+    journal (a partition kept from an earlier attempt commits again, empty: not counted)."""
+    state = RunState.from_events("night", read_journal(run_dir))
+    return sum(1 for stage in state.stages.values() for by, _ in stage.committed_tasks.values() if by == attempt)
 
 
 def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite") -> int:
