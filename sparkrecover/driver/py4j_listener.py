@@ -37,7 +37,7 @@ class JournalListener:
         self.job_of_spark_stage: dict[int, int] = {}  # jobs run inside a pipeline stage only
         self.closed = False  # set at driver end: Spark keeps calling back, nothing is journaled
 
-    def _emit(self, event_type: str, **payload: Any) -> None:
+    def _emit(self, event_type: str, /, **payload: Any) -> None:
         if not self.closed:
             self.rt.writer.append(event_type, payload)
 

@@ -115,7 +115,7 @@ class JournalWriter:
 
     # -- writing ------------------------------------------------------------------------------
 
-    def emit(self, event_type: str, **payload: Any) -> dict[str, Any]:
+    def emit(self, event_type: str, /, **payload: Any) -> dict[str, Any]:
         """Append one event; returns the full record as written.
 
         Payload keys must not repeat the envelope's (``v``, ``type``, ``run``, ``attempt``,

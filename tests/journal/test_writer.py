@@ -54,6 +54,16 @@ def test_envelope_fields_and_payload(tmp_path):
     assert read_journal(str(tmp_path)) == [first, second]
 
 
+def test_payload_keys_named_like_emits_parameters_are_plain_fields(tmp_path):
+    # Found by the emit/append property test in CI: a payload key "self" or "event_type"
+    # collided with emit's own parameters and raised TypeError instead of being journaled.
+    journal = writer_at(tmp_path, "driver")
+    record = journal.emit("stage.started", self="me", event_type="mine", stage="clean")
+    journal.close()
+    assert (record["type"], record["self"], record["event_type"]) == ("stage.started", "me", "mine")
+    assert read_journal(str(tmp_path)) == [record]
+
+
 def test_seq_counts_from_zero_per_writer_and_attempt(tmp_path):
     writers = [writer_at(tmp_path, "cli", 1), writer_at(tmp_path, "driver", 1), writer_at(tmp_path, "driver", 2)]
     for journal in writers:
