@@ -54,6 +54,31 @@ def spark():
     session.stop()
 
 
+@pytest.fixture(scope="session")
+def jar(listener_cache):
+    """The package's jar, built for the Spark of this test run."""
+    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.spark_submit import find_spark_submit
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(listener_jar.CACHE_ENV, listener_cache)
+        patch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        built = listener_jar.ensure_jar(find_spark_submit())
+    assert built.path, built.reason
+    return built.path
+
+
+@pytest.fixture(scope="session")
+def jvm(spark, jar):
+    """The session's JVM with the package's jar loaded (submit passes it with --jars; the shared
+    test session was started without it): the driver's class loader and the executors' get it."""
+    gateway = spark._jvm
+    loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
+    loader.addURL(gateway.java.io.File(jar).toURI().toURL())
+    spark.sparkContext._jsc.addJar(jar)
+    return gateway
+
+
 @pytest.fixture
 def cli():
     """Run the CLI in-process: returns (exit code, stdout, stderr)."""

@@ -63,6 +63,10 @@ class _StageScope:
         self.rt.leave_stage()
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
         self.sc.setLocalProperty("spark.job.description", self._previous[1])
+        if error is not None:
+            # A write whose job commit was refused (the lease was taken over while it ran) fails
+            # here: the driver ends fenced, with nothing more journaled.
+            fence.failed(self.rt, self.name, error)
         if error is not None and not self.rt.fenced:  # a fenced driver journals nothing more
             message = str(error).strip() or type(error).__name__
             self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000],

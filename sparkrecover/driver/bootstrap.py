@@ -11,7 +11,8 @@ creation to attach the listener bridge and record ``driver.started``, runs the s
 ``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
 JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
 ``--lease-token`` is the token of the lease the CLI holds: stages check it before writing and
-committing, and a driver that lost it exits 75 (``driver/fence.py``).
+committing, every file write's job commit checks it in the JVM, and a driver that lost it exits
+75 (``driver/fence.py``).
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
+    from sparkrecover.driver import fence
     from sparkrecover.journal import events as ev
 
     original_init = SparkContext.__init__
@@ -61,10 +63,15 @@ def _hook_spark_context(rt: Any) -> None:
             rt.telemetry.attach(self)
         except Exception as error:
             print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
+        not_fenced = fence.arm(rt, self) if rt.lease_token is not None else None
+        if not_fenced is not None and not not_fenced.startswith("the sparkrecover jar"):
+            print(f"sparkrecover: warning: job commits do not check the run's lease: {not_fenced}; a driver "
+                  "taken over while a write runs may still commit that write", file=sys.stderr)
         conf = self.getConf()
         rt.writer.emit(ev.DRIVER_STARTED, app_id=self.applicationId, master=self.master,
                        deploy_mode=conf.get("spark.submit.deployMode", "client"),
-                       spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind)
+                       spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind,
+                       commit_fence=not_fenced or "on")
 
     SparkContext.__init__ = init  # type: ignore[method-assign]  # patching the class is the point
 

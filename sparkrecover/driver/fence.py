@@ -8,12 +8,20 @@ partition, took the lease over, and may have run and released it since), the dri
 the commit. A lease that cannot be read because its storage is unreachable does not fence (the
 journal's own storage failure is reported as usual): only a lease seen held by another token,
 missing, or damaged does.
+
+Those checks run in Python, between Spark jobs. A driver frozen *inside* a write and continued
+after the takeover would finish its Spark job and its job commit before Python runs again, so the
+job commit checks too: ``arm`` hands the lease's path and token to the JVM's
+``FencedCommitProtocol`` and makes it the session's commit protocol, unless the application set
+its own (``spark.sql.sources.commitProtocolClass``: then only the Python checks fence). Its
+refusal fails the write; ``failed`` turns that failure into the same exit 75.
 """
 from __future__ import annotations
 
 import sys
 from typing import Any
 
+from sparkrecover.driver.partitions import FENCED_PROTOCOL, PROTOCOL_CONF
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import lease as leases
@@ -52,3 +60,36 @@ def check(rt: Any, stage: str, doing: str) -> None:
           f"submit or resume took the run over; stopping before {doing} of stage {stage} "
           f"(exit {EXIT_LEASE_LOST})", file=sys.stderr, flush=True)
     raise LeaseLost(EXIT_LEASE_LOST)
+
+
+def failed(rt: Any, stage: str, error: BaseException) -> None:
+    """A stage's code failed: if the lease is gone, that is why (the job commit refused), and the
+    driver ends fenced (``LeaseLost``) instead of reporting the failure as the application's."""
+    if isinstance(error, LeaseLost) or getattr(rt, "lease_token", None) is None or rt.fenced:
+        return
+    check(rt, stage, "the job commit")
+
+
+def arm(rt: Any, sc: Any) -> str | None:
+    """Make every file write's job commit check the lease (``FencedCommitProtocol``), from the
+    session's first write on. Returns None when armed, else why not; when the application set a
+    commit protocol of its own, or the JVM cannot read the lease's storage (``s3://`` without the
+    s3a connector, say), job commits are not checked: cannot tell is not lost."""
+    token = getattr(rt, "lease_token", None)
+    if token is None:
+        return "this driver runs under no lease"
+    conf = sc.getConf()
+    if conf.contains(PROTOCOL_CONF):
+        return f"the application sets its own commit protocol ({PROTOCOL_CONF}={conf.get(PROTOCOL_CONF)})"
+    try:
+        protocol = sc._jvm.sparkrecover.jvm.FencedCommitProtocol
+        lease_path = storage.to_spark_path(storage.join(rt.run_dir, leases.LEASE_FILE))
+        problem = protocol.arm(lease_path, token, sc._jsc.hadoopConfiguration())
+    except Exception as error:  # no jar (no JDK, SPARKRECOVER_NO_JVM_LISTENER), Spark Connect
+        return f"the sparkrecover jar is not loaded ({type(error).__name__})"
+    if problem:
+        return str(problem)
+    # pyspark's SparkContext wraps the JVM context's own SparkConf: sessions made from here on
+    # start from it, and a protocol the application sets on its session later still wins.
+    sc._conf.set(PROTOCOL_CONF, FENCED_PROTOCOL)
+    return None

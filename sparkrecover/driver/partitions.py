@@ -27,6 +27,8 @@ from typing import Any
 KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
 PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+# The default one plus the lease check at job commit (driver/fence.py), which the resuming one extends.
+FENCED_PROTOCOL = "sparkrecover.jvm.FencedCommitProtocol"
 PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
 KEPT_DIR_CONF = "sparkrecover.kept.dir"
 KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
@@ -174,7 +176,7 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
         return default if value is None else value
 
     protocol = setting(PROTOCOL_CONF, DEFAULT_PROTOCOL)
-    if protocol not in (DEFAULT_PROTOCOL, PROTOCOL_CLASS):
+    if protocol not in (DEFAULT_PROTOCOL, FENCED_PROTOCOL, PROTOCOL_CLASS):
         return f"a custom commit protocol is configured ({PROTOCOL_CONF}={protocol})"
     committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
     if committer != DEFAULT_PARQUET_COMMITTER:

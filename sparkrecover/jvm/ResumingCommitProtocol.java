@@ -21,8 +21,9 @@
  * output to commit. Hadoop's TaskID of a write task is the Spark partition id
  * (FileFormatWriter.executeTask builds it from the partition id).
  *
- * Only methods without Scala collections in their signatures are overridden (commitJob takes a
- * Seq whose class differs between Scala 2.12 and 2.13), so one class file runs on Spark 3.5 and 4.
+ * It extends FencedCommitProtocol, so its job commit checks the run's lease first like every
+ * other write's (the parent declares commitJob for both Scala versions). This class overrides only
+ * methods without Scala collections in their signatures, so it needs no such care.
  * Dynamic partition overwrite is refused: its commitJob moves only the partition folders the
  * new tasks report, and the kept tasks report none (their files would be silently dropped).
  */
@@ -42,9 +43,8 @@ import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.TaskID;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
-import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
-public class ResumingCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
+public class ResumingCommitProtocol extends FencedCommitProtocol {
     private static final long serialVersionUID = 1L;
 
     public static final String KEPT_DIR = "sparkrecover.kept.dir";

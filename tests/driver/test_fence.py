@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 import sparkrecover as sr
+from sparkrecover.driver import fence, partitions
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.rundir import lease as leases
 from tests.helpers import install_runtime, journal, numbers
@@ -67,3 +68,100 @@ def test_a_driver_without_a_token_is_not_fenced(spark, tmp_path):
     hold(rt.run_dir, "theirs")
     sr.checkpoint("nums", numbers(spark))
     assert leases.read_lease(rt.run_dir)["token"] == "theirs"
+
+
+# The job commit's own check (FencedCommitProtocol, in the package's jar): a driver frozen inside a
+# write and continued after a takeover gets no further than its Spark job's commit.
+
+def _lease_file(run_dir, content):
+    path = os.path.join(run_dir, "lease.json")
+    if content is None:
+        os.remove(path)
+    elif isinstance(content, bytes):
+        with open(path, "wb") as handle:
+            handle.write(content)
+    else:
+        hold(run_dir, content)
+
+
+def _data_files(folder):
+    return sorted(name for name in os.listdir(folder) if name.startswith("part-")) if os.path.isdir(folder) else []
+
+
+@pytest.fixture
+def fenced(spark, jvm):
+    """The JVM's FencedCommitProtocol, disarmed and the session's protocol unset afterwards."""
+    protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
+    yield protocol
+    protocol.disarm()
+    spark.conf.unset(partitions.PROTOCOL_CONF)
+    spark.sparkContext._jsc.sc().conf().remove(partitions.PROTOCOL_CONF)
+
+
+@pytest.mark.parametrize("protocol_class", [partitions.FENCED_PROTOCOL, partitions.PROTOCOL_CLASS])
+def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_as_it_was(
+        spark, fenced, tmp_path, protocol_class):
+    """Both the session-wide protocol and task-level resume's (which extends it) refuse a job commit
+    when the lease holds another token, none, or is damaged; Spark aborts the job, so the target
+    keeps exactly its files. Under the driver's own token the write commits."""
+    run_dir, out = str(tmp_path / "run"), str(tmp_path / "out")
+    hold(run_dir, "mine")
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    assert fenced.arm(os.path.join(run_dir, "lease.json"), "mine", hadoop) is None
+    spark.conf.set(partitions.PROTOCOL_CONF, protocol_class)
+    numbers(spark).write.json(out)
+    before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
+    for taken in ("theirs", b'{"token": "mi', None):
+        _lease_file(run_dir, taken)
+        with pytest.raises(Exception) as refused:
+            numbers(spark).write.mode("append").json(out)
+        assert "job commit refused: this driver lost the run's lease" in str(refused.value)
+        assert {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)} == before
+    hold(run_dir, "mine")
+    numbers(spark).write.mode("append").json(out)
+    assert len(_data_files(out)) == 2 * len([n for n in before if n.startswith("part-")])
+
+
+def test_a_lease_the_jvm_cannot_read_does_not_fence_the_job_commit(spark, fenced, tmp_path):
+    """Cannot tell is not lost (as in driver/fence.py): no FileSystem for the lease's scheme."""
+    reason = fenced.arm("nosuchfs://bucket/run/lease.json", "mine", spark.sparkContext._jsc.hadoopConfiguration())
+    assert reason and "cannot be read from the JVM" in reason
+    spark.conf.set(partitions.PROTOCOL_CONF, partitions.FENCED_PROTOCOL)
+    numbers(spark).write.json(str(tmp_path / "out"))
+    assert _data_files(str(tmp_path / "out"))
+
+
+def test_a_driver_whose_job_commit_was_refused_exits_75_with_lease_lost(spark, fenced, tmp_path, capsys):
+    """The stage's write fails in Python with the JVM's refusal: the driver ends fenced (exit 75,
+    lease.lost journaled, no stage.failed), and nothing of the write reached its target."""
+    rt = install_runtime(tmp_path)
+    rt.lease_token = "mine"
+    hold(rt.run_dir, "mine")
+    assert fence.arm(rt, spark.sparkContext) is None
+    assert spark.sparkContext.getConf().get(partitions.PROTOCOL_CONF) == partitions.FENCED_PROTOCOL
+    spark.conf.set(partitions.PROTOCOL_CONF, partitions.FENCED_PROTOCOL)  # this session predates arm
+    out = str(tmp_path / "out")
+
+    @sr.stage(outputs=[out])
+    def write():
+        hold(rt.run_dir, "theirs")  # taken over after the stage's checks, while its write runs
+        numbers(spark).write.json(out)
+
+    with pytest.raises(SystemExit) as stopped:
+        write()
+    assert stopped.value.code == EXIT_LEASE_LOST
+    assert _data_files(out) == []
+    records = journal(rt)
+    assert [e["type"] for e in records] == ["stage.started", "lease.lost"]
+    assert records[1]["doing"] == "the job commit" and records[1]["holder"] == "theirs"
+    assert "stopping before the job commit" in capsys.readouterr().err
+
+
+def test_an_application_with_its_own_commit_protocol_keeps_it(spark, fenced, tmp_path):
+    rt = install_runtime(tmp_path)
+    rt.lease_token = "mine"
+    spark.sparkContext._jsc.sc().conf().set(partitions.PROTOCOL_CONF, partitions.DEFAULT_PROTOCOL)
+    reason = fence.arm(rt, spark.sparkContext)
+    assert reason and "its own commit protocol" in reason
+    assert not fenced.armed()
+    assert spark.sparkContext.getConf().get(partitions.PROTOCOL_CONF) == partitions.DEFAULT_PROTOCOL

@@ -6,7 +6,6 @@ import glob
 import os
 import shutil
 import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -19,27 +18,6 @@ from sparkrecover.launch import listener_jar
 from sparkrecover.launch.spark_submit import find_spark_submit
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
-
-@pytest.fixture(scope="module")
-def jar(listener_cache):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv(listener_jar.CACHE_ENV, listener_cache)
-        patch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        built = listener_jar.ensure_jar(find_spark_submit())
-    assert built.path, built.reason
-    return built.path
-
-
-@pytest.fixture(scope="module")
-def jvm(spark, jar):
-    """The session's JVM with the package's jar loaded (submit passes it with --jars; the shared
-    test session was started without it): the driver's class loader and the executors' get it."""
-    gateway = spark._jvm
-    loader = gateway.java.lang.Thread.currentThread().getContextClassLoader()
-    loader.addURL(gateway.java.io.File(jar).toURI().toURL())
-    spark.sparkContext._jsc.addJar(jar)
-    return gateway
 
 
 def counting_frame(spark, rows=800, slices=8):

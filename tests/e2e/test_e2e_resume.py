@@ -209,3 +209,75 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
         "load": ("skip", "committed in attempt 1, output verified"),
         "total": ("skip", "committed in attempt 2, output verified"),
         "report": ("skip", "committed in attempt 2, output verified")}
+
+
+FROZEN_APPEND = os.path.join(os.path.dirname(TINY), "frozen_append.py")
+
+
+def _files(folder):
+    """Every file under ``folder`` (hidden ones too) with its size and modification time."""
+    found = {}
+    for where, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(where, name)
+            found[os.path.relpath(path, folder)] = (os.path.getsize(path), os.stat(path).st_mtime_ns)
+    return found
+
+
+def _ids(folder):
+    ids = []
+    for name in sorted(os.listdir(folder)):
+        if name.startswith("part-"):
+            with open(os.path.join(folder, name)) as handle:
+                ids += [orjson.loads(line)["id"] for line in handle if line.strip()]
+    return sorted(ids)
+
+
+def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_path):
+    """Issue 15 item 8, the gap the Python checks leave: the driver is frozen (SIGSTOP) inside an
+    append, before its write tasks ran, past its lease's TTL; a resume takes the run over and
+    appends the rows once. Continued, the old driver's Spark job runs to its job commit, which
+    reads the lease in the JVM and refuses: Spark aborts the job, the driver journals lease.lost
+    and exits 75, and the output keeps exactly the files the resume left (the rows once)."""
+    from sparkrecover.errors import EXIT_LEASE_LOST
+
+    root, out, marker = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "paused")
+    run_dir = os.path.join(root, "frozen")
+    env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
+    old = subprocess.Popen(
+        sparkrecover_command("submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, FROZEN_APPEND,
+                             out, marker, "6"),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+    import time
+    try:
+        deadline = time.monotonic() + 240
+        while not os.path.exists(marker):  # the UDF of the append's map stage is running
+            assert old.poll() is None and time.monotonic() < deadline, old.stderr.read()[-3000:]
+            time.sleep(0.05)
+        _group_signal(old, signal.SIGSTOP)
+        time.sleep(4)  # past the TTL
+        resumed = run_cli("resume", "frozen", "--root", root)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert "took over the stale lease" in resumed.stderr
+        assert _ids(out) == list(range(40)) + list(range(100, 105))
+        left = _files(out)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            _group_signal(old, signal.SIGCONT)
+    try:
+        code = old.wait(timeout=180)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            _group_signal(old, signal.SIGKILL)
+    stderr = old.stderr.read()
+    assert code == EXIT_LEASE_LOST, stderr[-3000:]
+    assert _files(out) == left  # not a file added, removed or rewritten: the rows once
+    assert _ids(out) == list(range(40)) + list(range(100, 105))
+    assert "this driver lost the run's lease" in stderr and "job commit" in stderr, stderr[-3000:]
+    first = [e for e in events_of(run_dir) if e["attempt"] == 1]
+    lost = [e for e in first if e["type"] == "lease.lost"]
+    assert len(lost) == 1 and lost[0]["doing"] == "the job commit"
+    appended = lost[0]["stage"]
+    assert [e["type"] for e in first if e.get("stage") == appended and e["type"].startswith("stage.")] \
+        == ["stage.started"]
+    assert [e["exit_code"] for e in first if e["type"] == "driver.ended"] == [EXIT_LEASE_LOST]

@@ -1,0 +1,161 @@
+/*
+ * Spark's default commit protocol, with the run's lease checked at job commit (issue 15 item 8).
+ *
+ * The Python side checks the lease before a stage writes and before it journals the commit, but a
+ * driver frozen inside a write (a paused VM, SIGSTOP) and continued after a resume took the run
+ * over would finish its Spark job, and FileOutputCommitter's job commit would move its files into
+ * the target, before Python gets control back. So the job commit itself asks first: commitJob
+ * reads the lease file through Hadoop's FileSystem and throws when it no longer holds this
+ * driver's token; Spark then aborts the job (its staging folder is removed, the target keeps what
+ * it held) and the write fails in Python, where driver/fence.py ends the driver (exit 75).
+ *
+ * Armed once per driver JVM by the bootstrap (arm), when it runs under a lease; unarmed, the
+ * protocol is Spark's default. Installed session-wide through spark.sql.sources.commitProtocolClass
+ * only when the application sets no protocol of its own; ResumingCommitProtocol extends it.
+ *
+ * The same rule as driver/fence.py: a lease seen held by another token, missing or unreadable
+ * (not JSON) refuses the commit; a lease that cannot be read because its storage cannot be
+ * reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
+ *
+ * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
+ * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
+ * method on one Scala version and a plain overload on the other (the 2.12 one hands the parent an
+ * immutable List, which is both kinds of Seq, so the source compiles against either). The class
+ * file is not portable between the two, unlike the jar's other classes: each super call is bound
+ * to the parent's method of the Spark it was compiled against, which is fine because the jar is
+ * compiled for the Spark in use (launch/listener_jar.py keys its cache by Spark version).
+ */
+package sparkrecover.jvm;
+
+import java.io.ByteArrayOutputStream;
+import java.io.FileNotFoundException;
+import java.io.IOException;
+import java.io.InputStream;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
+
+public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
+    private static final long serialVersionUID = 1L;
+
+    /** What the message of a refused job commit starts with (driver/fence.py looks for it). */
+    public static final String REFUSED = "sparkrecover: job commit refused: this driver lost the run's lease";
+
+    private static final long MAX_LEASE_BYTES = 1 << 20;
+
+    // One lease per driver JVM: the bootstrap runs one application under one lease.
+    private static volatile String leaseFile;
+    private static volatile String token;
+    private static volatile Configuration leaseConf;
+
+    public FencedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+        super(jobId, path, dynamicPartitionOverwrite);
+    }
+
+    /**
+     * Check the lease at {@code lease} (a Hadoop path) for {@code expected} at every job commit from
+     * now on. Returns null when armed, else why not (the lease's storage has no FileSystem here,
+     * e.g. s3:// without the s3a connector): then nothing is checked.
+     */
+    public static synchronized String arm(String lease, String expected, Configuration conf) {
+        try {
+            new Path(lease).getFileSystem(conf);
+        } catch (IOException | RuntimeException error) {
+            disarm();
+            return "the lease " + lease + " cannot be read from the JVM (" + error.getClass().getSimpleName() + ": "
+                   + firstLine(error) + ")";
+        }
+        leaseConf = new Configuration(conf);
+        token = expected;
+        leaseFile = lease;
+        return null;
+    }
+
+    public static synchronized void disarm() {
+        leaseFile = null;
+        token = null;
+        leaseConf = null;
+    }
+
+    public static boolean armed() {
+        return leaseFile != null;
+    }
+
+    // Scala 2.12 (Spark 3.5): overrides the parent's commitJob. Scala 2.13: an overload never called.
+    public void commitJob(JobContext context, scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> commits) {
+        fence();
+        super.commitJob(context, commits.toList());
+    }
+
+    // Scala 2.13 (Spark 4): overrides the parent's commitJob. Scala 2.12: an overload never called.
+    public void commitJob(JobContext context,
+                          scala.collection.immutable.Seq<FileCommitProtocol.TaskCommitMessage> commits) {
+        fence();
+        super.commitJob(context, commits);
+    }
+
+    /** Throws IllegalStateException when the lease is known not to be this driver's. */
+    public static void fence() {
+        String file = leaseFile;
+        String expected = token;
+        Configuration conf = leaseConf;
+        if (file == null || expected == null || conf == null) {
+            return;  // not armed: no lease, or one the JVM cannot read
+        }
+        String holder;
+        try {
+            holder = holder(file, conf);
+        } catch (IOException error) {
+            return;  // storage unreachable: cannot tell, and Python's own checks report the outage
+        }
+        if (expected.equals(holder)) {
+            return;
+        }
+        throw new IllegalStateException(REFUSED + " (" + file + " now holds "
+                                        + (holder == null ? "no lease" : "the token " + holder)
+                                        + "): another submit or resume took the run over");
+    }
+
+    /**
+     * The token {@code lease.json} holds; null when it is gone or unreadable (not JSON, no token).
+     * IOException: it could not be read.
+     */
+    static String holder(String file, Configuration conf) throws IOException {
+        Path path = new Path(file);
+        FileSystem fs = path.getFileSystem(conf);
+        byte[] data;
+        try (InputStream in = fs.open(path)) {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buffer = new byte[8192];
+            int read;
+            while ((read = in.read(buffer)) >= 0) {
+                out.write(buffer, 0, read);
+                if (out.size() > MAX_LEASE_BYTES) {
+                    return null;  // not a lease sparkrecover wrote
+                }
+            }
+            data = out.toByteArray();
+        } catch (FileNotFoundException gone) {
+            return null;  // released, or removed by hand: not this driver's
+        }
+        try {
+            JsonNode found = new ObjectMapper().readTree(data);
+            JsonNode held = found == null ? null : found.get("token");
+            return held == null || !held.isTextual() ? null : held.asText();
+        } catch (IOException damaged) {  // Jackson's parse errors are IOExceptions: a damaged lease
+            return null;
+        }
+    }
+
+    private static String firstLine(Throwable error) {
+        String text = String.valueOf(error.getMessage()).trim();
+        int end = text.indexOf('\n');
+        return end < 0 ? text : text.substring(0, end);
+    }
+}
