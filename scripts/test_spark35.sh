@@ -5,7 +5,9 @@
 # without the jar the Py4J listener takes over and writes run whole; the demo pipeline and an
 # unmodified (zero-code) script are SIGKILLed and resumed; task-level resume keeps a killed write's
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
-# driver/partitions.py and driver/taskresume.py). Extra arguments go to pytest.
+# driver/partitions.py and driver/taskresume.py); a job commit checks the run's lease
+# (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13).
+# Extra arguments go to pytest.
 # 7 to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -28,4 +30,6 @@ exec "$python" -m pytest \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \
   "tests/e2e/test_e2e_zerocode.py::test_killed_after_the_append_and_table_commit_resumes_without_duplicates" \
   tests/e2e/test_e2e_listener.py \
+  tests/driver/test_fence.py \
+  "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
   "$@"
