@@ -81,9 +81,9 @@ def arm(rt: Any, sc: Any) -> str | None:
     conf = sc.getConf()
     if conf.contains(PROTOCOL_CONF):
         return f"the application sets its own commit protocol ({PROTOCOL_CONF}={conf.get(PROTOCOL_CONF)})"
+    lease_path = storage.to_spark_path(storage.join(rt.run_dir, leases.LEASE_FILE))
     try:
         protocol = sc._jvm.sparkrecover.jvm.FencedCommitProtocol
-        lease_path = storage.to_spark_path(storage.join(rt.run_dir, leases.LEASE_FILE))
         problem = protocol.arm(lease_path, token, sc._jsc.hadoopConfiguration())
     except Exception as error:  # no jar (no JDK, SPARKRECOVER_NO_JVM_LISTENER), Spark Connect
         return f"the sparkrecover jar is not loaded ({type(error).__name__})"
