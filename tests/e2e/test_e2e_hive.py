@@ -1,0 +1,64 @@
+"""Hive support end to end (issue 14, rows 2 and 3 of its table): an unmodified script with
+``enableHiveSupport()`` and the embedded Derby metastore in the driver's folder, SIGKILLed after
+its SQL writes, resumed. The metastore survives the driver, so the tables are there on resume:
+a CREATE TABLE AS that ran must be skipped (not fail TABLE_OR_VIEW_ALREADY_EXISTS), an INSERT
+INTO that ran must not insert again, and nothing is registered a second time."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sparkrecover.launch.spark_submit import find_spark_submit
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "hive_app.py")
+PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+
+def stage_of(marker: str, mode: str, target: str) -> str:
+    with open(APP) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if marker in text)
+    return f"hive_app.py:{line}#1 {mode} {target}"
+
+
+def report(out: str) -> list[str]:
+    lines = []
+    for name in sorted(glob.glob(os.path.join(out, "report", "part-*"))):
+        lines += open(name).read().splitlines()
+    return lines
+
+
+def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_path):
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, APP, str(plain / "out")], capture_output=True,
+                            text=True, timeout=600, env=PLAIN_ENV, cwd=plain)
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = report(str(plain / "out"))
+    assert expected == ["events,400,400", "legacy,100,100"]
+    assert (plain / "metastore_db").is_dir()  # Derby, in the driver's folder
+
+    work = tmp_path / "work"
+    work.mkdir()
+    out, root = str(work / "out"), str(tmp_path / "root")
+    insert = stage_of("INSERT INTO events", "append", "table events")
+    run_dir = submit_and_kill(root, "hive", [out], after_stage=insert, cwd=str(work), app=APP)
+    assert not os.path.exists(os.path.join(out, "report"))
+
+    result = run_cli("resume", "hive", "--root", root)  # in the recorded folder, with its metastore
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ALREADY_EXISTS" not in result.stderr
+    assert report(out) == expected  # 400 rows, not 500: the SQL insert ran once
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    assert [(e["type"], e["stage"]) for e in second] == [
+        ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
+        ("stage.skipped", stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")),
+        ("stage.skipped", stage_of("INSERT INTO legacy", "append", "table legacy")),
+        ("stage.skipped", insert),
+        ("stage.committed", stage_of("write.insertInto", "append", "table events")),
+        ("stage.committed", stage_of(".csv(", "overwrite", f"{out}/report"))]
