@@ -61,7 +61,17 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     assert result.returncode == 0, result.stderr[-3000:]
     assert "ALREADY_EXISTS" not in result.stderr
     assert report(out) == expected  # 400 rows, not 500: the SQL insert ran once
-    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    events = events_of(run_dir)
+    second = [e for e in events if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    # Each table, the Hive-format one too, is checked through the location the metastore gives it.
+    committed = {e["stage"]: e["manifest"][0] for e in events if e["type"] == "stage.committed" and e["attempt"] == 1}
+    assert {m["spark_path"] for m in committed.values()} == {
+        f"file:{work}/spark-warehouse/events", f"file:{work}/spark-warehouse/legacy"}
+    assert all(m["files"] for m in committed.values())
+    # The inserts' manifests describe the tables now (each CREATE TABLE AS's files are no longer
+    # all there is: "lost", nothing needs it redone).
+    inserts = (stage_of("INSERT INTO legacy", "append", "table legacy"), insert)
+    assert [e["reason"] for e in second if e["stage"] in inserts] == ["committed in attempt 1, output verified"] * 2
     assert [(e["type"], e["stage"]) for e in second] == [
         ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
         ("stage.skipped", stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")),
