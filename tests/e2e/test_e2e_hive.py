@@ -18,6 +18,7 @@ from tests.helpers import SPARK_OPTIONS, events_of, run_cli, submit_and_kill
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "hive_app.py")
 PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+EXPECTED = ["events,400,400", "legacy,100,100"]  # what the plain run below writes
 
 
 def stage_of(marker: str, mode: str, target: str) -> str:
@@ -53,7 +54,7 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
         uninterrupted.wait(timeout=600)
     assert uninterrupted.returncode == 0, log.read_text()[-3000:]
     expected = report(str(plain / "out"))
-    assert expected == ["events,400,400", "legacy,100,100"]
+    assert expected == EXPECTED
     assert (plain / "metastore_db").is_dir() and (work / "metastore_db").is_dir()  # Derby, in the driver's folder
     assert not os.path.exists(os.path.join(out, "report"))
 
@@ -79,3 +80,25 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
         ("stage.skipped", insert),
         ("stage.committed", stage_of("write.insertInto", "append", "table events")),
         ("stage.committed", stage_of(".csv(", "overwrite", f"{out}/report"))]
+
+
+def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(tmp_path):
+    """Killed once the first CREATE TABLE AS committed, while the next one (a Hive-format table)
+    runs its job: the metastore already holds that table (Spark creates a Hive table before it
+    fills it). The resume skips the first, drops what the second left and creates it again."""
+    out, root = str(tmp_path / "out"), str(tmp_path / "root")
+    legacy = stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")
+    run_dir = submit_and_kill(root, "ctas", [out], after_stage=legacy, event="spark.job.started", cwd=str(tmp_path),
+                              app=APP, submit_options=("--flush-interval", "0.05"))
+
+    result = run_cli("resume", "ctas", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "ALREADY_EXISTS" not in result.stderr
+    assert report(out) == EXPECTED
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
+    assert [(e["type"], e["stage"]) for e in second][:2] == [
+        ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
+        ("stage.committed", legacy)]
+    restarted, = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started"
+                  and e["stage"] == legacy]
+    assert "table legacy" in restarted["cleaned"]  # the half-made table was dropped first
