@@ -66,11 +66,16 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
     with api._StageScope(rt, write.spark, write.name) as scope:
         upstream, fingerprint, stale = api._fingerprint(rt, entry, write.name, None, write.frame, files, None)
         if entry.get("decision") == "skip":
-            if stale is None:
+            moved = _moved_table(write, entry.get("committed") or {})
+            if stale is None and moved is None:
                 scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
                 _register_table(write, entry.get("committed") or {})
                 return None
-            scope.invalidate(stale)
+            scope.invalidate(stale or moved or "")
+            if moved is not None:
+                # The recorded files are not the table's any more: undoing them would touch data
+                # the script no longer reads. The write runs on the table as a plain run would.
+                entry = {**entry, "restore": []}
         entry = taskresume.unless_stale(scope, entry, stale)
         # Task-level resume: committed task folders are set aside before the cleanup below
         # removes the dead attempt's _temporary.
@@ -231,6 +236,22 @@ def remove_leftovers(url: str) -> list[str]:
                 os.remove(os.path.join(folder, name))
                 removed.append(os.path.join(folder, name))
     return removed
+
+
+def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
+    """Why a committed table write cannot be skipped although its files are intact, or None.
+
+    A catalog that outlives the driver (Hive's metastore) still has the table on resume: the
+    write is skipped only if the catalog puts it where the commit recorded it. Elsewhere (a table
+    dropped and created again, ``ALTER TABLE … SET LOCATION``), the files the planner checked are
+    not the ones the script will read.
+    """
+    paths = committed.get("paths") or []
+    if write.table is None or not write.existed or write.url is None or not paths:
+        return None  # no catalog entry to check (without Hive support one is registered again)
+    if storage.from_spark_path(paths[0]) == write.url:
+        return None
+    return f"the catalog has table {write.table} at {write.spark_path}, not at {paths[0]} where it was committed"
 
 
 def _register_table(write: Write, committed: dict[str, Any]) -> None:

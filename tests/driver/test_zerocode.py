@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -11,7 +12,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.rundir import manifests
+from sparkrecover.rundir import manifests, storage
 from tests.helpers import install_runtime, journal, numbers
 
 HERE = os.path.basename(__file__)
@@ -446,6 +447,29 @@ def test_a_committed_sql_insert_is_skipped_on_resume_and_lands_once(spark, tmp_p
     assert sorted(r.id for r in spark.table("s2").collect()) == [0, 1, 2, 10, 11]
     second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
     assert [r["type"] for r in second] == ["stage.skipped", "stage.skipped"]
+
+
+def test_a_table_the_catalog_moved_since_its_commit_is_written_again_not_skipped(spark, tmp_path, tables):
+    """A catalog that outlives the driver (Hive's metastore; here the session's own) may put the
+    table elsewhere by the time of the resume: the recorded files, intact as they are, are not what
+    the script reads any more, so the write runs on the table as the catalog has it."""
+    runtime.install(None)
+    moved = str(tmp_path / "moved")
+    spark.range(100, 101).write.parquet(moved)
+    rt = install_runtime(tmp_path)
+    run_sql(spark, "CREATE TABLE s7 USING parquet AS SELECT id FROM range(3)")
+    run_sql(spark, "INSERT INTO s7 SELECT id FROM range(10, 12)")
+    recorded = journal(rt, ev.STAGE_COMMITTED)[-1]["manifest"][0]["spark_path"]
+    run_sql(spark, f"ALTER TABLE s7 SET LOCATION '{moved}'")
+    rt2 = resume(tmp_path, rt)
+    assert [d["decision"] for d in rt2.decisions.values()] == ["lost", "skip"]  # files intact where recorded
+    run_sql(spark, "INSERT INTO s7 SELECT id FROM range(10, 12)")
+    spark.catalog.refreshTable("s7")
+    assert sorted(r.id for r in spark.table("s7").collect()) == [10, 11, 100]
+    invalidated, = journal(rt2, ev.STAGE_INVALIDATED)
+    assert f"at {recorded}" in invalidated["reason"] and "s7" in invalidated["reason"]
+    assert sorted(r.id for r in spark.read.parquet(recorded).collect()) == [0, 1, 2, 10, 11]  # not undone
+    shutil.rmtree(storage.from_spark_path(recorded))  # dropping s7 removes only where it is now
 
 
 def test_an_interrupted_sql_insert_into_a_folder_runs_again_once(spark, tmp_path, tables):
