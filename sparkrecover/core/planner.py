@@ -96,6 +96,8 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
         decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
+    if not from_scratch:
+        _superseded(state, decisions)
     _propagate(state, decisions)
     return [decisions[name] for name in state.stages]
 
@@ -175,6 +177,36 @@ def _caveat(stage: StageState, decision: Verdict) -> str:
     return note
 
 
+def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
+    """A committed output that a later committed stage of the run changed (a table inserted into,
+    truncated or dropped after it was written) no longer matches its own manifest: the later
+    stage's record describes it. So it is skipped, not lost, while that stage's output verifies
+    (the later stage may itself have been changed by one after it: from the last one back)."""
+    names = list(state.stages)
+    for index in range(len(names) - 1, -1, -1):
+        decision, stage = decisions[names[index]], state.stages[names[index]]
+        paths = _output_paths(stage)
+        if decision.decision != LOST or not paths:
+            continue
+        later = next((state.stages[n] for n in names[index + 1:] if _output_paths(state.stages[n]) & paths), None)
+        if later is None or later.status != COMMITTED or decisions[later.name].decision != SKIP \
+                or (later.committed_attempt or 0) < (stage.committed_attempt or 0):
+            continue
+        # Dropped: the run's last word on the table was a DROP, so it is not registered again.
+        drop = (later.started or {}).get("mode") == "drop"
+        dropped = drop or bool((decisions[later.name].committed or {}).get("dropped"))
+        decision.decision = SKIP
+        decision.reason = (f"committed in attempt {stage.committed_attempt}; {later.name} "
+                           f"{'dropped its table' if drop else 'changed its output'} since")
+        if decision.committed is not None:
+            decision.committed.update(superseded_by=later.name, dropped=dropped)
+
+
+def _output_paths(stage: StageState) -> set[str]:
+    committed = stage.committed or {}
+    return {out["path"] for out in committed.get("manifest") or [] if out.get("path")} or set(stage.outputs)
+
+
 def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
     """Rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
     downstream of a stage that runs again runs again too."""
@@ -210,6 +242,8 @@ def _read_back(stage: StageState) -> dict[str, Any] | None:
     back = {"attempt": committed["attempt"], "format": committed.get("format"),
             "schema": committed.get("schema"),
             "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []]}
+    if committed.get("table"):
+        back["table"] = committed["table"]  # how a table write registers its table again
     if stage.kind == "write":
         # An implicit append that reruns removes exactly the files it added (zero-code mode).
         back.update(manifest=committed.get("manifest"), manifest_ref=committed.get("manifest_ref"),

@@ -13,13 +13,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.driver import api, runtime, taskresume
+from sparkrecover.driver import api, runtime, tables, taskresume
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import manifests, storage
 
 # How a write treats what its target held: append adds to it, create needs it absent
 # (errorifexists, ignore, V2 create), overwrite replaces it (or the rows/partitions it names).
 APPEND, CREATE, OVERWRITE = "append", "create", "overwrite"
+# The mode (the name's kind) of a SQL DROP TABLE stage: skipped, it leaves the table unregistered.
+DROP = "drop"
 # Spark's per-job folders inside a target: FileOutputCommitter's _temporary, which the next job's
 # commit would merge into the output (the rows of a killed job would land twice), and the
 # staging folders of dynamic partition overwrite.
@@ -56,6 +58,7 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         # Rule 4: nothing that runs needs it. Writing it again could append twice.
         rt.writer.emit(ev.STAGE_SKIPPED, stage=write.name, reason=entry["reason"])
         rt.add_outputs(write.name, urls)
+        _restore_table(write, entry.get("committed") or {})  # the script may read it next
         return None
     files = _input_files(write.frame)
     previous = rt.producers.get(write.url) if write.url else None
@@ -66,9 +69,11 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
     with api._StageScope(rt, write.spark, write.name) as scope:
         upstream, fingerprint, stale = api._fingerprint(rt, entry, write.name, None, write.frame, files, None)
         if entry.get("decision") == "skip":
+            committed = entry.get("committed") or {}
+            stale = stale or _catalog_problem(write, committed)
             if stale is None:
                 scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
-                _register_table(write, entry.get("committed") or {})
+                _restore_table(write, committed)
                 return None
             scope.invalidate(stale)
         entry = taskresume.unless_stale(scope, entry, stale)
@@ -88,12 +93,14 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
             result = do_write()
         outputs = [(write.url, write.spark_path)] if write.url else []
         extra: dict[str, Any] = {}
-        if write.table is not None:
+        recorded = tables.describe(write.spark, write.table) if write.table is not None else None
+        if recorded is not None:
             # A new table's location is Spark's choice: read it back now that the table exists.
-            _, location, provider = table_info(write.spark, write.table)
-            if location:
+            # (A dropped table has none: its output stays the location it had, now empty.)
+            location = recorded["location"]
+            if write.url:
                 outputs = [(storage.from_spark_path(location), location)]
-            extra = {"format": provider, "schema": write.frame.schema.json()}
+            extra = {"format": recorded["provider"], "schema": recorded["schema"], "table": recorded}
         scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None,
                      **extra)
         rt.add_outputs(write.name, [url for url, _ in outputs])
@@ -233,20 +240,20 @@ def remove_leftovers(url: str) -> list[str]:
     return removed
 
 
-def _register_table(write: Write, committed: dict[str, Any]) -> None:
-    """A skipped table write leaves the table as the uninterrupted run would have: with Spark's
-    in-memory catalog (no Hive support) the catalog died with the old driver, so the table is
-    registered again over its committed files, as an external table."""
-    if write.table is None or write.spark.catalog.tableExists(write.table):
+def _restore_table(write: Write, committed: dict[str, Any]) -> None:
+    """A skipped or lost table write leaves its table as the uninterrupted run would have
+    (driver/tables.py); not when a later stage of the run dropped it, nor for a drop itself."""
+    if write.table is None or write.mode == DROP or committed.get("dropped"):
         return
-    paths, schema = committed.get("paths") or [], committed.get("schema")
-    if not paths:
-        return
-    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.get("format") or "parquet"}
-    if schema:
-        import json
+    tables.register(write.spark, write.table, committed)
 
-        from pyspark.sql.types import StructType
 
-        kwargs["schema"] = StructType.fromJson(json.loads(schema))
-    write.spark.catalog.createTable(write.table, **kwargs)
+def _catalog_problem(write: Write, committed: dict[str, Any]) -> str | None:
+    """With Hive support the catalog survives the driver: a skipped table write must find its
+    table there, at the location it recorded; otherwise it is not finished and runs again."""
+    if write.table is None or write.mode == DROP or committed.get("dropped") or committed.get("superseded_by"):
+        return None
+    if not tables.hive(write.spark):
+        return None
+    paths = committed.get("paths") or []
+    return tables.catalog_problem(write.spark, write.table, paths[0] if paths else None)
