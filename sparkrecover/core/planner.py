@@ -192,14 +192,16 @@ def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
         if later is None or later.status != COMMITTED or decisions[later.name].decision != SKIP \
                 or (later.committed_attempt or 0) < (stage.committed_attempt or 0):
             continue
-        # Dropped: the run's last word on the table was a DROP, so it is not registered again.
         drop = (later.started or {}).get("mode") == "drop"
-        dropped = drop or bool((decisions[later.name].committed or {}).get("dropped"))
         decision.decision = SKIP
         decision.reason = (f"committed in attempt {stage.committed_attempt}; {later.name} "
                            f"{'dropped its table' if drop else 'changed its output'} since")
         if decision.committed is not None:
-            decision.committed.update(superseded_by=later.name, dropped=dropped)
+            decision.committed["superseded_by"] = later.name
+
+
+def _is_superseded(decision: Decision) -> bool:
+    return decision.decision == SKIP and bool((decision.committed or {}).get("superseded_by"))
 
 
 def _output_paths(stage: StageState) -> set[str]:
@@ -223,7 +225,8 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
                 continue
             for parent in decision.upstream:
                 before = decisions.get(parent)
-                if before is not None and before.decision == LOST:
+                # A superseded output no longer holds what this stage read from it: rebuilt too.
+                if before is not None and (before.decision == LOST or _is_superseded(before)):
                     before.decision = RERUN
                     before.reason = f"{before.reason}; needed by {name}"
                     changed = True

@@ -6,7 +6,8 @@ skipped or lost table write of a resumed attempt registers the table again from 
 (``register``): a ``CREATE TABLE … LOCATION`` (EXTERNAL, the only kind Spark creates over
 existing files), its partitions recovered, then its type set back to what was recorded through
 ``SessionCatalog.alterTable`` (MANAGED stays MANAGED, so a later ``DROP TABLE`` deletes its files
-as in a plain run). With Hive support the catalog survives: nothing is registered, and
+as in a plain run). A skipped ``DROP TABLE`` takes the table out of the catalog again without
+touching files (``forget``). With Hive support the catalog survives: nothing is registered, and
 ``catalog_problem`` checks the catalog against the recorded location instead.
 """
 from __future__ import annotations
@@ -110,6 +111,14 @@ def register(spark: Any, name: str, committed: dict[str, Any]) -> None:
         session.sql(f"ALTER TABLE {ident} RECOVER PARTITIONS")
     if recorded.get("type") and recorded["type"] != "EXTERNAL":
         set_type(spark, f"{recorded['database']}.{recorded['name']}", recorded["type"])
+
+
+def forget(spark: Any, name: str) -> None:
+    """Take a table out of an in-memory catalog without touching its files (a skipped DROP)."""
+    if hive(spark) or _metadata(spark, name) is None:
+        return
+    set_type(spark, name, "EXTERNAL")
+    spark._jsparkSession.sql(f"DROP TABLE {name}")
 
 
 def set_type(spark: Any, name: str, table_type: str) -> None:

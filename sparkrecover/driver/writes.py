@@ -58,7 +58,8 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         # Rule 4: nothing that runs needs it. Writing it again could append twice.
         rt.writer.emit(ev.STAGE_SKIPPED, stage=write.name, reason=entry["reason"])
         rt.add_outputs(write.name, urls)
-        _restore_table(write, entry.get("committed") or {})  # the script may read it next
+        if write.mode != DROP:
+            _restore_table(write, entry.get("committed") or {})  # the script may read it next
         return None
     files = _input_files(write.frame)
     previous = rt.producers.get(write.url) if write.url else None
@@ -242,16 +243,21 @@ def remove_leftovers(url: str) -> list[str]:
 
 def _restore_table(write: Write, committed: dict[str, Any]) -> None:
     """A skipped or lost table write leaves its table as the uninterrupted run would have
-    (driver/tables.py); not when a later stage of the run dropped it, nor for a drop itself."""
-    if write.table is None or write.mode == DROP or committed.get("dropped"):
+    (driver/tables.py), even one a later DROP of the run removed: the script may read it before
+    it gets there. A skipped DROP then takes it out of the catalog again, files untouched (what
+    is at its location now belongs to whatever the run did after the drop)."""
+    if write.table is None:
         return
-    tables.register(write.spark, write.table, committed)
+    if write.mode == DROP:
+        tables.forget(write.spark, write.table)
+    else:
+        tables.register(write.spark, write.table, committed)
 
 
 def _catalog_problem(write: Write, committed: dict[str, Any]) -> str | None:
     """With Hive support the catalog survives the driver: a skipped table write must find its
     table there, at the location it recorded; otherwise it is not finished and runs again."""
-    if write.table is None or write.mode == DROP or committed.get("dropped") or committed.get("superseded_by"):
+    if write.table is None or write.mode == DROP or committed.get("superseded_by"):
         return None
     if not tables.hive(write.spark):
         return None

@@ -195,3 +195,46 @@ def test_a_catalog_that_survives_is_checked_against_the_recorded_location(spark,
     assert tables.catalog_problem(spark, "tbl.t8", location) is None
     assert "not at" in tables.catalog_problem(spark, "tbl.t8", location + "-elsewhere")
     assert "not in the catalog" in tables.catalog_problem(spark, "tbl.t9", location)
+
+
+def test_a_table_read_before_its_committed_drop_is_there_on_resume(spark, tmp_path, db):
+    """Killed after the DROP: the resumed script still reads the table before it gets there."""
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "out")
+
+    def script():
+        save(spark.range(3), "tbl.t10")
+        read = spark.table("tbl.t10")  # analysed now: the table must exist
+        read.write.mode("overwrite").json(out)  # copy call
+        sql(spark, "DROP TABLE tbl.t10")
+
+    script()
+    rt2 = resume(tmp_path, rt)
+    assert [d["decision"] for d in rt2.decisions.values()] == ["skip"] * 3
+    script()
+    assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 3
+    assert not spark.catalog.tableExists("tbl.t10")
+    assert not os.path.exists(tmp_path / "tbl.db" / "t10")
+
+
+def test_a_stage_that_runs_again_rebuilds_a_table_it_read_that_was_changed_since(spark, tmp_path, db):
+    rt = install_runtime(tmp_path)
+    out = str(tmp_path / "out")
+
+    def script():
+        save(spark.range(3), "tbl.t11")
+        spark.table("tbl.t11").write.mode("overwrite").json(out)
+        sql(spark, "DROP TABLE tbl.t11")
+
+    script()
+    rt.writer.close()
+    state = RunState.from_events("run1", read_journal(rt.run_dir))
+    copy = next(name for name in state.stages if name.endswith(out))
+    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir), rerun=[copy])
+    assert [d.decision for d in decisions] == ["rerun", "rerun", "rerun"]
+    assert decisions[0].reason.endswith(f"needed by {copy}")
+    runtime.install(None)
+    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    script()
+    assert sorted(r.id for r in spark.read.json(out).collect()) == [0, 1, 2]
+    assert not spark.catalog.tableExists("tbl.t11")
