@@ -20,7 +20,8 @@ from sparkrecover.rundir import manifests, storage
 # How a write treats what its target held: append adds to it, create needs it absent
 # (errorifexists, ignore, V2 create), overwrite replaces it (or the rows/partitions it names).
 APPEND, CREATE, OVERWRITE = "append", "create", "overwrite"
-# The mode (the name's kind) of a SQL DROP TABLE stage: skipped, it leaves the table unregistered.
+# The mode (the name's kind) of a SQL DROP TABLE stage: skipped, it takes the table out of the
+# catalog again (files untouched) instead of registering it.
 DROP = "drop"
 # Spark's per-job folders inside a target: FileOutputCommitter's _temporary, which the next job's
 # commit would merge into the output (the rows of a killed job would land twice), and the
@@ -97,10 +98,9 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         recorded = tables.describe(write.spark, write.table) if write.table is not None else None
         if recorded is not None:
             # A new table's location is Spark's choice: read it back now that the table exists.
-            # (A dropped table has none: its output stays the location it had, now empty.)
+            # (A dropped table has none: its output stays the location it had.)
             location = recorded["location"]
-            if write.url:
-                outputs = [(storage.from_spark_path(location), location)]
+            outputs = [(storage.from_spark_path(location), location)]
             extra = {"format": recorded["provider"], "schema": recorded["schema"], "table": recorded}
         scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None,
                      **extra)
