@@ -6,8 +6,9 @@
 # unmodified (zero-code) script are SIGKILLed and resumed; task-level resume keeps a killed write's
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
 # driver/partitions.py and driver/taskresume.py); a job commit checks the run's lease
-# (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13).
-# Extra arguments go to pytest.
+# (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
+# come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
+# CatalogTable.copy, alterTable). Extra arguments go to pytest.
 # 7 to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -24,6 +25,7 @@ esac
 # The tests run the CLI and spark-submit with sys.executable, so all of them run on this pyspark.
 exec "$python" -m pytest \
   tests/driver/test_partitions.py \
+  tests/driver/test_tables.py \
   "tests/e2e/test_task_resume.py::test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_rest" \
   "tests/e2e/test_task_resume.py::test_a_resume_killed_during_its_write_resumes_again_exactly" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \

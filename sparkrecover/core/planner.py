@@ -96,6 +96,8 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
         decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
+    if not from_scratch:
+        _superseded(state, decisions)
     _propagate(state, decisions)
     return [decisions[name] for name in state.stages]
 
@@ -175,6 +177,38 @@ def _caveat(stage: StageState, decision: Verdict) -> str:
     return note
 
 
+def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
+    """A committed output that a later committed stage of the run changed (a table inserted into,
+    truncated or dropped after it was written) no longer matches its own manifest: the later
+    stage's record describes it. So it is skipped, not lost, while that stage's output verifies
+    (the later stage may itself have been changed by one after it: from the last one back)."""
+    names = list(state.stages)
+    for index in range(len(names) - 1, -1, -1):
+        decision, stage = decisions[names[index]], state.stages[names[index]]
+        paths = _output_paths(stage)
+        if decision.decision != LOST or not paths:
+            continue
+        later = next((state.stages[n] for n in names[index + 1:] if _output_paths(state.stages[n]) & paths), None)
+        if later is None or later.status != COMMITTED or decisions[later.name].decision != SKIP \
+                or (later.committed_attempt or 0) < (stage.committed_attempt or 0):
+            continue
+        drop = (later.started or {}).get("mode") == "drop"
+        decision.decision = SKIP
+        decision.reason = (f"committed in attempt {stage.committed_attempt}; {later.name} "
+                           f"{'dropped its table' if drop else 'changed its output'} since")
+        if decision.committed is not None:
+            decision.committed["superseded_by"] = later.name
+
+
+def _is_superseded(decision: Decision) -> bool:
+    return decision.decision == SKIP and bool((decision.committed or {}).get("superseded_by"))
+
+
+def _output_paths(stage: StageState) -> set[str]:
+    committed = stage.committed or {}
+    return {out["path"] for out in committed.get("manifest") or [] if out.get("path")} or set(stage.outputs)
+
+
 def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
     """Rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
     downstream of a stage that runs again runs again too."""
@@ -191,7 +225,8 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
                 continue
             for parent in decision.upstream:
                 before = decisions.get(parent)
-                if before is not None and before.decision == LOST:
+                # A superseded output no longer holds what this stage read from it: rebuilt too.
+                if before is not None and (before.decision == LOST or _is_superseded(before)):
                     before.decision = RERUN
                     before.reason = f"{before.reason}; needed by {name}"
                     changed = True
@@ -210,6 +245,8 @@ def _read_back(stage: StageState) -> dict[str, Any] | None:
     back = {"attempt": committed["attempt"], "format": committed.get("format"),
             "schema": committed.get("schema"),
             "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []]}
+    if committed.get("table"):
+        back["table"] = committed["table"]  # how a table write registers its table again
     if stage.kind == "write":
         # An implicit append that reruns removes exactly the files it added (zero-code mode).
         back.update(manifest=committed.get("manifest"), manifest_ref=committed.get("manifest_ref"),

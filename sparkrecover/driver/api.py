@@ -176,9 +176,11 @@ def _fingerprint(rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any,
     upstream, external = rt.split_inputs(files, exclude=name)
     ignore: tuple[str, ...] = ()
     recorded_upstream = list(entry.get("upstream") or [])
-    if any(rt.is_lost(parent) for parent in recorded_upstream):
+    if any(rt.is_lost(parent) or rt.is_superseded(parent) for parent in recorded_upstream):
         # A lost upstream is read through its lineage, not its files: its edge no longer shows in
-        # the files read, and the plan and inputs differ for that reason alone.
+        # the files read, and the plan and inputs differ for that reason alone. So does one whose
+        # output a later stage changed (a table read, then dropped): the planner reruns it when
+        # this stage must run, so only a skip of this stage meets it here.
         upstream, ignore = recorded_upstream, ("plan", "input")
     fingerprint = fingerprints.build(version=version, fn=fn if callable(fn) else None, frame=frame,
                                      input_urls=external, upstream=rt.upstream_fingerprints(upstream))

@@ -118,6 +118,12 @@ class Runtime:
     def is_lost(self, name: str) -> bool:
         return (self.decisions.get(name) or {}).get("decision") == "lost"
 
+    def is_superseded(self, name: str) -> bool:
+        """Skipped, but a later stage of the run changed its output (a table inserted into,
+        truncated, dropped): its files are no longer what its readers read."""
+        entry = self.decisions.get(name) or {}
+        return entry.get("decision") == "skip" and bool((entry.get("committed") or {}).get("superseded_by"))
+
     # Telemetry from the listener thread: never used for decisions (rule 6).
     def sync_telemetry(self) -> None:
         """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""

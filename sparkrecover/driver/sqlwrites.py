@@ -8,8 +8,11 @@ Py4J), never from its text: the command node's class and its target.
     ReplaceTableAsSelect      [CREATE OR] REPLACE TABLE t AS  overwrite
     InsertIntoStatement       INSERT INTO / OVERWRITE [TABLE]  append / overwrite
     InsertIntoDir             INSERT OVERWRITE [LOCAL] DIRECTORY   overwrite of the folder
+    CreateTable               CREATE TABLE t (…) (no AS)     create
+    DropTable                 DROP TABLE t                   drop      } only of a table whose data
+    TruncateTable/-Partition  TRUNCATE TABLE t [PARTITION …] truncate  } a stage of this run wrote
 
-Anything else (queries, DDL, a statement with ``args`` or keyword formatting, a statement the
+Anything else (queries, other DDL, a statement with ``args`` or keyword formatting, a statement the
 parser refuses) runs as pyspark runs it. The statement's query is fingerprinted through its
 analyzed plan, like a DataFrame, and is the written "frame".
 """
@@ -22,6 +25,8 @@ from sparkrecover.driver import runtime, writes, zerocode
 from sparkrecover.rundir import storage
 
 _SEP = "\u0001"
+# The kinds (the mode in a stage's name) of SQL DDL stages; DROP TABLE's is writes.DROP.
+CREATE_TABLE, TRUNCATE = "create", "truncate"
 
 
 def install() -> None:
@@ -90,6 +95,21 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         mode = "overwrite" if overwrite else "append"
         return zerocode._table_write(spark, _frame(spark, plan.query()), table, mode,
                                      writes.OVERWRITE if overwrite else writes.APPEND, None)
+    if kind == "CreateTable":
+        # Recorded always: a table created now may be written later in the run, which cannot be
+        # known yet, and a resumed driver running it again would find its files in the way.
+        table = _name(plan.name().nameParts())
+        spec = plan.tableSpec()
+        return zerocode._table_write(spark, None, table, CREATE_TABLE, writes.CREATE, _option(spec.provider()),
+                                     path=_option(spec.location()))
+    if kind in ("DropTable", "TruncateTable", "TruncatePartition"):
+        target = plan.child() if kind == "DropTable" else plan.table()
+        parts = target.nameParts() if kind == "DropTable" else target.multipartIdentifier()
+        table = _name(parts)
+        mode = writes.DROP if kind == "DropTable" else TRUNCATE
+        if not _recorded_target(spark, table, mode):
+            return None
+        return zerocode._table_write(spark, None, table, mode, writes.OVERWRITE, None)
     if kind == "InsertIntoDir":
         location = _option(plan.storage().locationUri())
         if location is None:
@@ -99,6 +119,17 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         return writes.Write(name, site, ordinal, "overwrite", writes.OVERWRITE, url, _frame(spark, plan.child()),
                             spark, url=url, spark_path=spark_path, existed=storage.exists(url))
     return None
+
+
+def _recorded_target(spark: Any, table: str, mode: str) -> bool:
+    """Whether a DROP or TRUNCATE changes a recorded target: the table's data is an output some
+    stage of this run wrote (earlier in this attempt, or committed in an earlier one); or the
+    statement is a stage the plan knows (a committed DROP whose table is, rightly, not there)."""
+    rt = zerocode._runtime()
+    existed, location, _ = writes.table_info(spark, table)
+    if existed and location is not None and storage.from_spark_path(location) in rt.producers:
+        return True
+    return zerocode.next_name(rt, mode, f"table {table}") in rt.decisions
 
 
 def _frame(spark: Any, query: Any) -> Any:

@@ -13,13 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.driver import api, runtime, taskresume
+from sparkrecover.driver import api, runtime, tables, taskresume
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import manifests, storage
 
 # How a write treats what its target held: append adds to it, create needs it absent
 # (errorifexists, ignore, V2 create), overwrite replaces it (or the rows/partitions it names).
 APPEND, CREATE, OVERWRITE = "append", "create", "overwrite"
+# The mode (the name's kind) of a SQL DROP TABLE stage: skipped, it takes the table out of the
+# catalog again (files untouched) instead of registering it.
+DROP = "drop"
 # Spark's per-job folders inside a target: FileOutputCommitter's _temporary, which the next job's
 # commit would merge into the output (the rows of a killed job would land twice), and the
 # staging folders of dynamic partition overwrite.
@@ -56,6 +59,8 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         # Rule 4: nothing that runs needs it. Writing it again could append twice.
         rt.writer.emit(ev.STAGE_SKIPPED, stage=write.name, reason=entry["reason"])
         rt.add_outputs(write.name, urls)
+        if write.mode != DROP:
+            _restore_table(write, entry.get("committed") or {})  # the script may read it next
         return None
     files = _input_files(write.frame)
     previous = rt.producers.get(write.url) if write.url else None
@@ -66,12 +71,14 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
     with api._StageScope(rt, write.spark, write.name) as scope:
         upstream, fingerprint, stale = api._fingerprint(rt, entry, write.name, None, write.frame, files, None)
         if entry.get("decision") == "skip":
-            moved = _moved_table(write, entry.get("committed") or {})
-            if stale is None and moved is None:
+            committed = entry.get("committed") or {}
+            moved = _moved_table(write, committed)
+            stale = stale or moved or _catalog_problem(write, committed)
+            if stale is None:
                 scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
-                _register_table(write, entry.get("committed") or {})
+                _restore_table(write, committed)
                 return None
-            scope.invalidate(stale or moved or "")
+            scope.invalidate(stale)
             if moved is not None:
                 # The recorded files are not the table's any more: undoing them would touch data
                 # the script no longer reads. The write runs on the table as a plain run would.
@@ -93,12 +100,13 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
             result = do_write()
         outputs = [(write.url, write.spark_path)] if write.url else []
         extra: dict[str, Any] = {}
-        if write.table is not None:
+        recorded = tables.describe(write.spark, write.table) if write.table is not None else None
+        if recorded is not None:
             # A new table's location is Spark's choice: read it back now that the table exists.
-            _, location, provider = table_info(write.spark, write.table)
-            if location:
-                outputs = [(storage.from_spark_path(location), location)]
-            extra = {"format": provider, "schema": write.frame.schema.json()}
+            # (A dropped table has none: its output stays the location it had.)
+            location = recorded["location"]
+            outputs = [(storage.from_spark_path(location), location)]
+            extra = {"format": recorded["provider"], "schema": recorded["schema"], "table": recorded}
         scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None,
                      **extra)
         rt.add_outputs(write.name, [url for url, _ in outputs])
@@ -247,27 +255,33 @@ def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
     not the ones the script will read.
     """
     paths = committed.get("paths") or []
-    if write.table is None or not write.existed or write.url is None or not paths:
+    if write.table is None or write.mode == DROP or not write.existed or write.url is None or not paths:
         return None  # no catalog entry to check (without Hive support one is registered again)
     if storage.from_spark_path(paths[0]) == write.url:
         return None
     return f"the catalog has table {write.table} at {write.spark_path}, not at {paths[0]} where it was committed"
 
 
-def _register_table(write: Write, committed: dict[str, Any]) -> None:
-    """A skipped table write leaves the table as the uninterrupted run would have: with Spark's
-    in-memory catalog (no Hive support) the catalog died with the old driver, so the table is
-    registered again over its committed files, as an external table."""
-    if write.table is None or write.spark.catalog.tableExists(write.table):
-        return
-    paths, schema = committed.get("paths") or [], committed.get("schema")
-    if not paths:
-        return
-    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.get("format") or "parquet"}
-    if schema:
-        import json
 
-        from pyspark.sql.types import StructType
+def _restore_table(write: Write, committed: dict[str, Any]) -> None:
+    """A skipped or lost table write leaves its table as the uninterrupted run would have
+    (driver/tables.py), even one a later DROP of the run removed: the script may read it before
+    it gets there. A skipped DROP then takes it out of the catalog again, files untouched (what
+    is at its location now belongs to whatever the run did after the drop)."""
+    if write.table is None:
+        return
+    if write.mode == DROP:
+        tables.forget(write.spark, write.table)
+    else:
+        tables.register(write.spark, write.table, committed)
 
-        kwargs["schema"] = StructType.fromJson(json.loads(schema))
-    write.spark.catalog.createTable(write.table, **kwargs)
+
+def _catalog_problem(write: Write, committed: dict[str, Any]) -> str | None:
+    """With Hive support the catalog survives the driver: a skipped table write must find its
+    table there, at the location it recorded; otherwise it is not finished and runs again."""
+    if write.table is None or write.mode == DROP or committed.get("superseded_by"):
+        return None
+    if not tables.hive(write.spark):
+        return None
+    paths = committed.get("paths") or []
+    return tables.catalog_problem(write.spark, write.table, paths[0] if paths else None)

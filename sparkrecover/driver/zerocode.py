@@ -234,6 +234,14 @@ def identify(rt: runtime.Runtime, mode: str, target: str) -> tuple[str, str, int
     return f"{site}#{ordinal} {mode} {target}", site, ordinal
 
 
+def next_name(rt: runtime.Runtime, mode: str, target: str) -> str:
+    """The name ``identify`` would give the next such write here, without counting it."""
+    site = user_site()
+    with _lock:
+        ordinal = rt.write_ordinals.get((site, mode, target), 0) + 1
+    return f"{site}#{ordinal} {mode} {target}"
+
+
 def _normal_mode(mode: Any) -> str:
     return _MODES.get(str(mode).lower(), str(mode).lower()) if mode is not None else "errorifexists"
 

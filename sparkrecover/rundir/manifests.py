@@ -115,7 +115,7 @@ def footer_problem(url: str, size: int) -> str | None:
 
 
 def build_output(url: str, spark_path: str | None = None, checksums: bool = False) -> dict[str, Any]:
-    files, success, _ = list_files(url)
+    files, success, exists = list_files(url)
     entries = []
     for name, size in sorted(files.items()):
         entries.append([name, size, sha256_of(_file_url(url, name))] if checksums else [name, size])
@@ -128,6 +128,8 @@ def build_output(url: str, spark_path: str | None = None, checksums: bool = Fals
     }
     if spark_path:
         output["spark_path"] = spark_path
+    if not exists:
+        output["absent"] = True  # nothing there (a dropped table's folder): what must stay so
     return output
 
 
@@ -193,6 +195,8 @@ def verify_output(output: dict[str, Any], level: str = "size") -> list[str]:
     """Problems found in one recorded output; empty when it still matches its manifest."""
     url = output["path"]
     current, success, exists = list_files(url)
+    if output.get("absent"):
+        return [f"{url} is there again"] if exists and current else []
     if not exists:
         return [f"{url} is gone"]
     problems = []

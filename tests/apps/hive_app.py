@@ -16,7 +16,10 @@ out = sys.argv[1]
 spark = SparkSession.builder.appName("hive-app").enableHiveSupport().getOrCreate()
 
 spark.sql("CREATE TABLE events USING parquet AS SELECT id, id * 2 AS doubled FROM range(0, 100)")
-spark.sql("CREATE TABLE legacy STORED AS parquet AS SELECT id FROM range(0, 50)")
+# Each row waits 40 ms (Thread.sleep, through SQL's java_method): the job of this CREATE TABLE AS
+# lasts about a second, so a test can kill the driver while it runs.
+spark.sql("CREATE TABLE legacy STORED AS parquet AS SELECT id FROM range(0, 50) "
+          "WHERE coalesce(java_method('java.lang.Thread', 'sleep', 40L), 'slept') IS NOT NULL")
 spark.sql("INSERT INTO legacy SELECT id FROM range(50, 100)")
 spark.sql("INSERT INTO events SELECT id, id * 2 AS doubled FROM range(100, 200)")
 spark.range(200, 400).selectExpr("id", "id * 2 AS doubled").write.insertInto("events")

@@ -136,3 +136,23 @@ def test_a_resumed_attempt_keeps_the_first_order_and_sees_its_commits(run):
     assert run.plan() == {"a": ("skip", "committed in attempt 1, output verified"),
                           "b": ("skip", "committed in attempt 2, output verified"),
                           "c": ("skip", "committed in attempt 2, output verified")}
+
+
+def test_an_output_a_later_committed_stage_changed_is_skipped_while_that_stage_verifies(run, tmp_path):
+    # a and b write the same table folder: b (an insert after a save) describes it now.
+    run.outputs.update(a=str(tmp_path / "table"), b=str(tmp_path / "table"))
+    run.started("a", output=False).committed("a")
+    run.started("b", ["a"], output=False).committed("b", ["a"], files={"part-00002.parquet": b"z" * 10}).end(0)
+    assert run.plan() == {"a": ("skip", "committed in attempt 1; b changed its output since"),
+                          "b": ("skip", "committed in attempt 1, output verified")}
+    os.remove(str(tmp_path / "table" / "part-00000.parquet"))  # now b's record fails too
+    assert [decision for decision, _ in run.plan().values()] == ["lost", "lost"]
+
+
+def test_a_stage_that_runs_and_reads_a_changed_output_rebuilds_it_and_what_changed_it(run, tmp_path):
+    run.outputs.update(a=str(tmp_path / "table"), b=str(tmp_path / "table"))
+    run.started("a", output=False).committed("a").started("c", ["a"])
+    run.started("b", ["a"], output=False).committed("b", ["a"], files={"part-00002.parquet": b"z" * 10}).end(137, 9)
+    assert run.plan() == {"a": ("rerun", "committed in attempt 1; b changed its output since; needed by c"),
+                          "c": ("run", "started in attempt 1 but not committed"),
+                          "b": ("rerun", "upstream a runs again")}

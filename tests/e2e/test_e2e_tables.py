@@ -1,0 +1,84 @@
+"""Tables end to end (issue 14 rows 4 and 6): an unmodified script that saves tables, changes them
+with SQL and drops them is SIGKILLed, resumed, and leaves what a plain run leaves; the next plain
+run of the script in the same folder works."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sparkrecover.launch.spark_submit import find_spark_submit
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "table_app.py")
+PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+
+
+def stage_of(marker: str, mode: str, target: str) -> str:
+    with open(APP) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if marker in text)
+    return f"table_app.py:{line}#1 {mode} {target}"
+
+
+def lines(folder: str) -> list[str]:
+    found = []
+    for name in sorted(glob.glob(os.path.join(folder, "part-*"))):
+        found += open(name).read().splitlines()
+    return sorted(found)
+
+
+def plain_run(folder) -> subprocess.CompletedProcess:
+    return subprocess.run([find_spark_submit(), *SPARK_OPTIONS, APP, str(folder / "out")], capture_output=True,
+                          text=True, timeout=600, env=PLAIN_ENV, cwd=folder)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """The app under plain spark-submit: its outputs, and an empty warehouse after it."""
+    folder = tmp_path_factory.mktemp("plain")
+    result = plain_run(folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "tables: []" in result.stdout
+    assert os.listdir(folder / "spark-warehouse") == []
+    return lines(str(folder / "out" / "report")), lines(str(folder / "out" / "t3"))
+
+
+@pytest.mark.parametrize("after", [
+    pytest.param(("INSERT INTO t2", "append", "table t2"), id="row4-after-sql-insert-into-a-saved-table"),
+    pytest.param(('saveAsTable("t3")', "errorifexists", "table t3"), id="row6-after-a-saved-table-later-dropped"),
+])
+def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted, after):
+    report, copy = uninterrupted
+    assert [line.split(",")[1] for line in report] == ["13", "13", "14"]  # t2 after overwrite + insert
+    work = tmp_path / "work"
+    work.mkdir()
+    out, root = str(work / "out"), str(tmp_path / "root")
+    run_dir = submit_and_kill(root, "tables", [out], after_stage=stage_of(*after), cwd=str(work), app=APP)
+    assert not os.path.exists(os.path.join(out, "t3"))
+
+    result = run_cli("resume", "tables", "--root", root)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert lines(os.path.join(out, "report")) == report  # spark.table("t2") worked, each row once
+    assert lines(os.path.join(out, "t3")) == copy
+    # The skipped saveAsTable registered MANAGED tables: the script's DROPs removed their files.
+    assert os.listdir(work / "spark-warehouse") == []
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.skipped"]
+    skipped = [e["stage"].split(" ", 1)[1] for e in second]
+    assert skipped[:3] == ["errorifexists table t2", "overwrite table t2", "append table t2"]
+    if after[1] == "errorifexists":
+        assert skipped[3:] == [f"overwrite {out}/report", "errorifexists table t3"]
+
+    inspect = run_cli("inspect", "tables", "--root", root, "--json")
+    assert inspect.returncode == 0, inspect.stderr[-3000:]
+    statuses = {stage["stage"].split(" ", 1)[1]: stage["status"] for stage in json.loads(inspect.stdout)["stages"]}
+    assert "lost" not in statuses.values(), statuses
+    assert statuses["drop table t3"] == statuses["drop table t2"] == "committed"
+
+    again = plain_run(work)  # the next plain run of the script in the same folder
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert lines(os.path.join(out, "report")) == report
