@@ -9,7 +9,7 @@
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
 # CatalogTable.copy, alterTable). Extra arguments go to pytest.
-# 7 to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
+# 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
 # tests/driver/test_partitions.py) and the version-neutral rest (journal, planner, CLI, cleanup).

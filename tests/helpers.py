@@ -126,6 +126,14 @@ def wait_for(run_dir: str, event_type: str, stage: str | None = None, timeout: f
     raise AssertionError(f"no {event_type} for {stage} within {timeout}s")
 
 
+def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:
+    """The implicit stage name (``<file>:<line>#1 <mode> <target>``) of ``app``'s first write on
+    the line holding ``marker``: tests name call sites without counting lines."""
+    with open(app) as handle:
+        line = next(number for number, text in enumerate(handle, 1) if marker in text)
+    return f"{os.path.basename(app)}:{line}#1 {mode} {target}"
+
+
 def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
                     event: str = "stage.committed", cwd: str | None = None, app: str = PIPELINE,
                     submit_options: tuple[str, ...] = (), spark_options: tuple[str, ...] = (),

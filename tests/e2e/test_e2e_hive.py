@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "hive_app.py")
@@ -22,9 +22,7 @@ EXPECTED = ["events,400,400", "legacy,100,100"]  # what the plain run below writ
 
 
 def stage_of(marker: str, mode: str, target: str) -> str:
-    with open(APP) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if marker in text)
-    return f"hive_app.py:{line}#1 {mode} {target}"
+    return implicit_stage(APP, marker, mode, target)
 
 
 def report(out: str) -> list[str]:
@@ -69,10 +67,12 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     assert {m["spark_path"] for m in committed.values()} == {
         f"file:{work}/spark-warehouse/events", f"file:{work}/spark-warehouse/legacy"}
     assert all(m["files"] for m in committed.values())
-    # The inserts' manifests describe the tables now (each CREATE TABLE AS's files are no longer
-    # all there is: "lost", nothing needs it redone).
+    # The inserts' manifests describe the tables now; each CREATE TABLE AS is skipped through the
+    # insert that changed its table since (issue 14 item 3), not reported lost.
     inserts = (stage_of("INSERT INTO legacy", "append", "table legacy"), insert)
     assert [e["reason"] for e in second if e["stage"] in inserts] == ["committed in attempt 1, output verified"] * 2
+    creates = [e["reason"] for e in second if "errorifexists table" in e["stage"]]
+    assert len(creates) == 2 and all("changed its output since" in reason for reason in creates), creates
     assert [(e["type"], e["stage"]) for e in second] == [
         ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
         ("stage.skipped", stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")),

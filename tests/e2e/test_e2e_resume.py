@@ -163,6 +163,19 @@ def _group_signal(process, signum):
     os.killpg(process.pid, signum)
 
 
+def _thaw(old, timeout: float) -> tuple[int, str]:
+    """Continue a frozen run's process group (SIGCONT) and wait for it to end; whatever is left
+    after ``timeout`` is killed. Its exit code and stderr."""
+    with contextlib.suppress(ProcessLookupError):
+        _group_signal(old, signal.SIGCONT)
+    try:
+        code = old.wait(timeout=timeout)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            _group_signal(old, signal.SIGKILL)
+    return code, old.stderr.read()
+
+
 def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny_input):
     """Issue 15 item 8 (fencing): the first run is frozen (SIGSTOP, like a paused VM) past its
     lease's TTL between two stages, a resume takes the run over and finishes it; continued
@@ -191,14 +204,7 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
         clean = {e["stage"] for e in events_of(run_dir) if e["type"] == "stage.committed" and e["attempt"] == 2}
         assert clean == {"total", "report"}
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            _group_signal(old, signal.SIGCONT)
-    try:
-        code = old.wait(timeout=120)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            _group_signal(old, signal.SIGKILL)
-    stderr = old.stderr.read()
+        code, stderr = _thaw(old, timeout=120)
     assert code == EXIT_LEASE_LOST, stderr[-3000:]
     assert "lost the run's lease" in stderr
     first = [e for e in events_of(run_dir) if e["attempt"] == 1]
@@ -262,14 +268,7 @@ def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_
         assert _ids(out) == list(range(40)) + list(range(100, 105))
         left = _files(out)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            _group_signal(old, signal.SIGCONT)
-    try:
-        code = old.wait(timeout=180)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            _group_signal(old, signal.SIGKILL)
-    stderr = old.stderr.read()
+        code, stderr = _thaw(old, timeout=180)
     assert code == EXIT_LEASE_LOST, stderr[-3000:]
     assert _files(out) == left  # not a file added, removed or rewritten: the rows once
     assert _ids(out) == list(range(40)) + list(range(100, 105))

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "table_app.py")
@@ -20,9 +20,7 @@ PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 
 
 def stage_of(marker: str, mode: str, target: str) -> str:
-    with open(APP) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if marker in text)
-    return f"table_app.py:{line}#1 {mode} {target}"
+    return implicit_stage(APP, marker, mode, target)
 
 
 def lines(folder: str) -> list[str]:

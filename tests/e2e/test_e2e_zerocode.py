@@ -13,7 +13,15 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, submit_and_kill, wait_for
+from tests.helpers import (
+    SPARK_OPTIONS,
+    events_of,
+    implicit_stage,
+    run_cli,
+    sparkrecover_command,
+    submit_and_kill,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "zerocode_app.py")
@@ -24,9 +32,7 @@ PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 
 def stage_of(marker: str, mode: str, target: str) -> str:
     """The implicit stage name of the app's write on the line holding ``marker``."""
-    with open(APP) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if marker in text)
-    return f"zerocode_app.py:{line}#1 {mode} {target}"
+    return implicit_stage(APP, marker, mode, target)
 
 
 def prepare(folder) -> str:
@@ -150,9 +156,7 @@ def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
     assert len(expected) == 5
 
     out, root = str(tmp_path / "out"), str(tmp_path / "root")
-    with open(RDD_APP) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if "saveAsPickleFile" in text)
-    pickled = f"rdd_app.py:{line}#1 errorifexists {out}/pickled"
+    pickled = implicit_stage(RDD_APP, "saveAsPickleFile", "errorifexists", f"{out}/pickled")
     run_dir = submit_and_kill(root, "rdd", [out], after_stage=pickled, cwd=str(tmp_path), app=RDD_APP)
     assert not os.path.exists(os.path.join(out, "report", "_SUCCESS"))
 
@@ -182,9 +186,7 @@ def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     out, root = str(work / "out"), str(tmp_path / "root")
-    with open(SQL_APP) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if "INSERT INTO events" in text)
-    insert = f"sql_app.py:{line}#1 append table events"
+    insert = implicit_stage(SQL_APP, "INSERT INTO events", "append", "table events")
     run_dir = submit_and_kill(root, "sql", [out], after_stage=insert, cwd=str(work), app=SQL_APP)
     assert not os.path.exists(os.path.join(out, "report"))
 
