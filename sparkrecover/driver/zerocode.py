@@ -69,9 +69,6 @@ def install(script: str | None = None) -> None:
     for name in RDD_SAVES:
         if hasattr(RDD, name):
             _patch(RDD, name, functools.partial(_recorded, _describe_rdd, name))
-    from sparkrecover.driver import sqlwrites
-
-    sqlwrites.install()  # SQL statements that write
 
 
 def uninstall() -> None:

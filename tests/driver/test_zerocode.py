@@ -9,7 +9,7 @@ import pytest
 import sparkrecover as sr
 from sparkrecover.core import planner
 from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, zerocode
+from sparkrecover.driver import runtime, sqlwrites, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import manifests, storage
@@ -21,6 +21,7 @@ HERE = os.path.basename(__file__)
 @pytest.fixture(autouse=True)
 def patched():
     zerocode.install(__file__)
+    sqlwrites.install()
     yield
     zerocode.uninstall()
 
