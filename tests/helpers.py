@@ -126,6 +126,20 @@ def wait_for(run_dir: str, event_type: str, stage: str | None = None, timeout: f
     raise AssertionError(f"no {event_type} for {stage} within {timeout}s")
 
 
+@contextlib.contextmanager
+def zero_code_hooks(script: str):
+    """pyspark's writers, RDD saves and ``SparkSession.sql`` hooked as the bootstrap hooks them for
+    ``script`` (call sites relative to its folder), and put back afterwards."""
+    from sparkrecover.driver import sqlwrites, zerocode
+
+    zerocode.install(script)
+    sqlwrites.install()
+    try:
+        yield
+    finally:
+        zerocode.uninstall()
+
+
 def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:
     """The implicit stage name (``<file>:<line>#1 <mode> <target>``) of ``app``'s first write on
     the line holding ``marker``: tests name call sites without counting lines."""

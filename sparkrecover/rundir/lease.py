@@ -250,12 +250,7 @@ class Lease:
         data = self._document()
         if storage.is_local(self.url):
             path = storage.normalize(self.url)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            tmp = f"{path}.new-{os.getpid()}-{threading.get_ident()}"
-            with open(tmp, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
+            tmp = storage.write_beside(path, data, f"new-{os.getpid()}-{threading.get_ident()}")
             try:
                 os.link(tmp, path)  # fails if the name exists: whole or not at all
             except FileExistsError:

@@ -160,17 +160,23 @@ def from_spark_path(path: str) -> str:
     return path.rstrip("/")
 
 
+def write_beside(path: str, data: bytes, tag: str) -> str:
+    """Write ``data`` durably (fsync) to ``<path>.<tag>``, a local file beside ``path`` (its folder
+    made first), and return that name: the caller then renames or links it into place."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{tag}"
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return tmp
+
+
 def write_atomic(url: str, data: bytes) -> None:
     """Replace ``url`` with ``data`` so a reader sees the old or the new content, never half."""
     if is_local(url):
         path = normalize(url)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.tmp-{os.getpid()}"
-        with open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        os.replace(write_beside(path, data, f"tmp-{os.getpid()}"), path)
         return
     fs, path = filesystem(url)
     with guard(url, "write"):

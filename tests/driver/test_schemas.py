@@ -10,22 +10,20 @@ import pytest
 
 from sparkrecover.core import schemas as plan_schemas
 from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, schemas, sqlwrites, zerocode
+from sparkrecover.driver import runtime, schemas
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from tests.helpers import install_runtime, journal
+from tests.helpers import install_runtime, journal, zero_code_hooks
 
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
 def patched():
-    zerocode.install(__file__)  # as the bootstrap does: call sites relative to the script's folder
-    sqlwrites.install()
-    schemas.install()
-    yield
-    schemas.uninstall()
-    zerocode.uninstall()
+    with zero_code_hooks(__file__):  # as the bootstrap does: call sites relative to the script's folder
+        schemas.install()
+        yield
+        schemas.uninstall()
 
 
 def write_lines(path, rows) -> None:

@@ -9,20 +9,18 @@ import pytest
 
 from sparkrecover.core import planner
 from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, sqlwrites, tables, zerocode
+from sparkrecover.driver import runtime, tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from tests.helpers import install_runtime, journal
+from tests.helpers import install_runtime, journal, zero_code_hooks
 
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
 def patched():
-    zerocode.install(__file__)
-    sqlwrites.install()
-    yield
-    zerocode.uninstall()
+    with zero_code_hooks(__file__):
+        yield
 
 
 @pytest.fixture

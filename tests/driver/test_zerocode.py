@@ -13,17 +13,15 @@ from sparkrecover.driver import runtime, sqlwrites, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import manifests, storage
-from tests.helpers import install_runtime, journal, numbers
+from tests.helpers import install_runtime, journal, numbers, zero_code_hooks
 
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
 def patched():
-    zerocode.install(__file__)
-    sqlwrites.install()
-    yield
-    zerocode.uninstall()
+    with zero_code_hooks(__file__):
+        yield
 
 
 def line_of(marker: str) -> int:
@@ -522,7 +520,7 @@ def test_sql_with_parameters_or_a_parse_error_runs_as_pyspark_runs_it(spark, tmp
 
 
 def test_replace_table_as_select_and_partition_overwrites_are_classified_from_the_parsed_plan(spark, tmp_path):
-    from sparkrecover.driver import sqlwrites, writes
+    from sparkrecover.driver import writes
 
     install_runtime(tmp_path)
     replace = sqlwrites.describe(spark, "CREATE OR REPLACE TABLE s6 USING parquet AS SELECT 1 AS id")
