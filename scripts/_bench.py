@@ -4,6 +4,7 @@ Every benchmark runs from a checkout set up with ``bash scripts/setup.sh`` as
 ``.venv/bin/python scripts/bench_<name>.py``, prints what it measured, and exits 0 whatever the
 figures: a missed goal is reported, not raised.
 """
+
 from __future__ import annotations
 
 import os
@@ -18,8 +19,14 @@ REPO = os.path.dirname(HERE)
 APPS = os.path.join(HERE, "bench_apps")
 QUIET_LOG4J = os.path.join(REPO, "sparkrecover", "demo", "log4j2.properties")
 # Two cores, as on the machines this project is measured on; Spark's own logs kept quiet.
-SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                 "--driver-java-options", f"-Dlog4j2.configurationFile={QUIET_LOG4J}"]
+SPARK_OPTIONS = [
+    "--master",
+    "local[2]",
+    "--conf",
+    "spark.ui.enabled=false",
+    "--driver-java-options",
+    f"-Dlog4j2.configurationFile={QUIET_LOG4J}",
+]
 
 
 def spark_submit() -> str:

@@ -8,6 +8,7 @@ modules (pyspark, py4j, fsspec, s3fs, rich, the journal, the planner) a ``--help
 ``submit --help`` import: each should be imported only by the command that needs it.
 Exits 0 whatever the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,19 @@ import time
 import _bench
 
 GOAL_SECONDS = 0.25
-HEAVY = ("pyspark", "py4j", "fsspec", "s3fs", "botocore", "rich", "pydantic", "orjson",
-         "sparkrecover.journal", "sparkrecover.core.planner", "sparkrecover.driver.api")
+HEAVY = (
+    "pyspark",
+    "py4j",
+    "fsspec",
+    "s3fs",
+    "botocore",
+    "rich",
+    "pydantic",
+    "orjson",
+    "sparkrecover.journal",
+    "sparkrecover.core.planner",
+    "sparkrecover.driver.api",
+)
 PROBE = f"""
 import sys
 from sparkrecover.cli import app as cli
@@ -62,8 +74,9 @@ def main() -> int:
     print(f"  runs: {', '.join(f'{t:.3f}' for t in times)}")
     print(f"  imported by --help: {imported('--help')}")
     print(f"  imported by submit --help: {imported('submit', '--help')}")
-    print(f"sparkrecover --help: {median:.3f} s median (goal <= {GOAL_SECONDS} s): "
-          f"{_bench.verdict(median, GOAL_SECONDS)}")
+    print(
+        f"sparkrecover --help: {median:.3f} s median (goal <= {GOAL_SECONDS} s): {_bench.verdict(median, GOAL_SECONDS)}"
+    )
     return 0
 
 

@@ -14,6 +14,7 @@ bridge's parsed listener lines are), and ``emit(type, **payload)``, which pipeli
 moto server on 127.0.0.1 in its own process, started here: it measures the writer against a
 local S3 API, not AWS.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,9 +39,16 @@ from sparkrecover.journal.segments import list_segments
 
 GOAL = 300_000
 ENTRIES = ("append", "emit")
-PAYLOAD = {"stage": "daily", "spark_stage": 12, "spark_attempt": 0, "name": "parquet at etl.py:42",
-           "tasks": 200, "failed_tasks": 0, "failure": None,
-           "metrics": {"executor_run_ms": 52_311, "input_bytes": 1_048_576, "shuffle_write_bytes": 262_144}}
+PAYLOAD = {
+    "stage": "daily",
+    "spark_stage": 12,
+    "spark_attempt": 0,
+    "name": "parquet at etl.py:42",
+    "tasks": 200,
+    "failed_tasks": 0,
+    "failure": None,
+    "metrics": {"executor_run_ms": 52_311, "input_bytes": 1_048_576, "shuffle_write_bytes": 262_144},
+}
 
 
 def peak_rss_mib() -> float:
@@ -77,9 +85,14 @@ def measure(run_dir: str, count: int, entry: str) -> dict:
     writer.close()
     _, peak_heap = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return {"events": count, "rate": count / appended, "rate_with_close": count / total,
-            "peak_heap_mib": peak_heap / (1 << 20), "peak_rss_mib": rss,
-            "segments": len(list_segments(run_dir))}
+    return {
+        "events": count,
+        "rate": count / appended,
+        "rate_with_close": count / total,
+        "peak_heap_mib": peak_heap / (1 << 20),
+        "peak_rss_mib": rss,
+        "segments": len(list_segments(run_dir)),
+    }
 
 
 def check_lines(run_dir: str, count: int) -> None:
@@ -91,18 +104,26 @@ def check_lines(run_dir: str, count: int) -> None:
 
 def measure_apart(run_dir: str, count: int, entry: str) -> dict:
     """measure() in a new Python process, so each figure's peak RSS is its own."""
-    child = subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", run_dir, entry, str(count)],
-                           stdout=subprocess.PIPE, check=True)
+    child = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--measure", run_dir, entry, str(count)],
+        stdout=subprocess.PIPE,
+        check=True,
+    )
     return json.loads(child.stdout)
 
 
 def report(label: str, figures: dict) -> None:
-    print(f"{label}: {figures['events']:,} events appended at {figures['rate']:,.0f}/s "
-          f"({figures['rate'] / GOAL:.2f} x the goal of {GOAL:,}/s); "
-          f"{figures['rate_with_close']:,.0f}/s including the final flush and close")
-    print(f"{' ' * len(label)}  peak Python heap {figures['peak_heap_mib']:.1f} MiB while appending "
-          f"{min(figures['events'], 200_000):,} events, process peak RSS {figures['peak_rss_mib']:.0f} MiB, "
-          f"{figures['segments']} segment(s) after close", flush=True)
+    print(
+        f"{label}: {figures['events']:,} events appended at {figures['rate']:,.0f}/s "
+        f"({figures['rate'] / GOAL:.2f} x the goal of {GOAL:,}/s); "
+        f"{figures['rate_with_close']:,.0f}/s including the final flush and close"
+    )
+    print(
+        f"{' ' * len(label)}  peak Python heap {figures['peak_heap_mib']:.1f} MiB while appending "
+        f"{min(figures['events'], 200_000):,} events, process peak RSS {figures['peak_rss_mib']:.0f} MiB, "
+        f"{figures['segments']} segment(s) after close",
+        flush=True,
+    )
 
 
 def bench_local(count: int) -> None:
@@ -135,8 +156,11 @@ def bench_s3(count: int) -> None:
         return
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(100):  # up to 10 s for the server to answer
             try:
@@ -144,8 +168,14 @@ def bench_s3(count: int) -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "bench",
-                           "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+        os.environ.update(
+            {
+                "AWS_ENDPOINT_URL": endpoint,
+                "AWS_ACCESS_KEY_ID": "bench",
+                "AWS_SECRET_ACCESS_KEY": "bench",
+                "AWS_DEFAULT_REGION": "us-east-1",
+            }
+        )
         import boto3
 
         boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="sparkrecover-bench")
@@ -167,8 +197,7 @@ def main() -> int:
         run_dir, entry, count = args.measure
         print(json.dumps(measure(run_dir, int(count), entry)))
         return 0
-    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine "
-          "lowers the rates)")
+    print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} (other work on the machine lowers the rates)")
     bench_local(args.events)
     if not args.no_s3:
         bench_s3(args.s3_events)

@@ -10,6 +10,7 @@ other stage's one file. Then times ``sparkrecover resume RUN --dry-run --json`` 
 (median of 3; goal <= 3 s) and reports its peak memory, and the same with the human table once.
 ``--dir`` keeps the synthetic run there and reuses it on the next call. Exits 0 whatever the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,14 +31,31 @@ RUN = "planner-bench"
 
 def stage_summary(name: str, spark_stage: int) -> dict:
     """What the JVM listener writes for one Spark stage (listener_bridge turns it into this event)."""
-    return {"spark_stage": spark_stage, "spark_attempt": 0, "stage": name,
-            "name": "save at NativeMethodAccessorImpl.java:0",
-            "tasks": 8, "completed_tasks": 8, "failed_tasks": 0, "killed_tasks": 0, "failure": None,
-            "metrics": {"duration_ms": 812, "executor_run_time_ms": 1480, "executor_cpu_time_ms": 1210,
-                        "jvm_gc_time_ms": 31, "longest_task_ms": 240, "input_bytes": 1048576,
-                        "output_bytes": 524288, "output_records": 10000, "shuffle_read_bytes": 0,
-                        "shuffle_write_bytes": 65536, "disk_spilled_bytes": 0,
-                        "peak_execution_memory_bytes": 16777216}}
+    return {
+        "spark_stage": spark_stage,
+        "spark_attempt": 0,
+        "stage": name,
+        "name": "save at NativeMethodAccessorImpl.java:0",
+        "tasks": 8,
+        "completed_tasks": 8,
+        "failed_tasks": 0,
+        "killed_tasks": 0,
+        "failure": None,
+        "metrics": {
+            "duration_ms": 812,
+            "executor_run_time_ms": 1480,
+            "executor_cpu_time_ms": 1210,
+            "jvm_gc_time_ms": 31,
+            "longest_task_ms": 240,
+            "input_bytes": 1048576,
+            "output_bytes": 524288,
+            "output_records": 10000,
+            "shuffle_read_bytes": 0,
+            "shuffle_write_bytes": 65536,
+            "disk_spilled_bytes": 0,
+            "peak_execution_memory_bytes": 16777216,
+        },
+    }
 
 
 def make_run(root: str, events: int, stages: int, files: int) -> int:
@@ -46,14 +64,29 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
 
     run_dir = os.path.join(root, RUN)
     cli = JournalWriter(run_dir, RUN, 1, "cli", flush_interval=0)
-    cli.emit("run.started", app=os.path.join(root, "etl.py"), app_args=["--day", "2026-11-21"],
-             spark_submit_args=["--master", "local[2]"], spark_submit="spark-submit", cwd=root,
-             user="bench", host="localhost", versions={"sparkrecover": "bench"})
+    cli.emit(
+        "run.started",
+        app=os.path.join(root, "etl.py"),
+        app_args=["--day", "2026-11-21"],
+        spark_submit_args=["--master", "local[2]"],
+        spark_submit="spark-submit",
+        cwd=root,
+        user="bench",
+        host="localhost",
+        versions={"sparkrecover": "bench"},
+    )
     cli.emit("attempt.started", pid=1, command=["spark-submit", "bootstrap.py"])
     cli.close()
     driver = JournalWriter(run_dir, RUN, 1, "driver", flush_interval=0)
-    driver.emit("driver.started", app_id="local-1", master="local[2]", deploy_mode="client",
-                spark_version="4.3.0", pid=2, listener="jvm")
+    driver.emit(
+        "driver.started",
+        app_id="local-1",
+        master="local[2]",
+        deploy_mode="client",
+        spark_version="4.3.0",
+        pid=2,
+        listener="jvm",
+    )
     written, job, per_stage = 2 + 1, 0, max(1, (events - 3) // stages)
     for number in range(stages):
         name = f"stage-{number:04d}"
@@ -62,8 +95,14 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
         for index in range(files if number == 0 else 1):
             with open(os.path.join(output, f"part-{index:05d}.parquet"), "wb") as handle:
                 handle.write(b"PAR1" * (index % 7 + 1))
-        driver.emit("stage.started", stage=name, kind="checkpoint", outputs=[output],
-                    upstream=[f"stage-{number - 1:04d}"] if number else [], fingerprint={"version": None})
+        driver.emit(
+            "stage.started",
+            stage=name,
+            kind="checkpoint",
+            outputs=[output],
+            upstream=[f"stage-{number - 1:04d}"] if number else [],
+            fingerprint={"version": None},
+        )
         written += 1
         last = number == stages - 1
         # Each stage: started, Spark jobs (3 events each), committed; the last takes the rest.
@@ -73,10 +112,20 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
             driver.emit("spark.job.ended", job=job, stage=name, succeeded=True, time_ms=1795316612233 + job)
             job, written = job + 1, written + 3
         if not last:  # the last stage is the one the crash interrupted
-            manifest, ref, digest = manifests.externalize(name, [manifests.build_output(output, "file://" + output)],
-                                                          run_dir)
-            driver.emit("stage.committed", stage=name, manifest=manifest, manifest_ref=ref, manifest_sha256=digest,
-                        format="parquet", duration_s=12.5, spark_jobs=[job - 1], upstream=[])
+            manifest, ref, digest = manifests.externalize(
+                name, [manifests.build_output(output, "file://" + output)], run_dir
+            )
+            driver.emit(
+                "stage.committed",
+                stage=name,
+                manifest=manifest,
+                manifest_ref=ref,
+                manifest_sha256=digest,
+                format="parquet",
+                duration_s=12.5,
+                spark_jobs=[job - 1],
+                upstream=[],
+            )
             written += 1
     driver.close()
     return written
@@ -100,8 +149,11 @@ def main() -> int:
         count = make_run(root, options.events, options.stages, options.files)
         print(f"wrote {count} events in {time.perf_counter() - started:.1f} s", flush=True)
     size = sum(os.path.getsize(os.path.join(journal, name)) for name in os.listdir(journal))
-    print(f"bench_planner: journal of {options.events} events ({size / 1e6:.0f} MB) and {options.stages} stages, "
-          f"one output of {options.files} files, in {root} {_bench.load_note()}", flush=True)
+    print(
+        f"bench_planner: journal of {options.events} events ({size / 1e6:.0f} MB) and {options.stages} stages, "
+        f"one output of {options.files} files, in {root} {_bench.load_note()}",
+        flush=True,
+    )
 
     command = _bench.sparkrecover("resume", RUN, "--root", root, "--dry-run")
     times = []
@@ -114,14 +166,18 @@ def main() -> int:
     plan = orjson.loads(done.stdout)
     decisions = [stage["decision"] for stage in plan["stages"]]
     expected = ["skip"] * (options.stages - 1) + ["run"]
-    print(f"  resume --dry-run --json: {', '.join(f'{t:.2f} s' for t in times)}; decisions as expected: "
-          f"{decisions == expected}")
+    print(
+        f"  resume --dry-run --json: {', '.join(f'{t:.2f} s' for t in times)}; decisions as expected: "
+        f"{decisions == expected}"
+    )
     started = time.perf_counter()
     subprocess.run(command, capture_output=True, check=True)
     print(f"  resume --dry-run (table): {time.perf_counter() - started:.2f} s")
     median = _bench.median(times)
-    print(f"resume --dry-run wall time: {median:.2f} s median (goal <= {GOAL_SECONDS:.0f} s): "
-          f"{_bench.verdict(median, GOAL_SECONDS)}; peak memory {peak_rss_mb():.0f} MB")
+    print(
+        f"resume --dry-run wall time: {median:.2f} s median (goal <= {GOAL_SECONDS:.0f} s): "
+        f"{_bench.verdict(median, GOAL_SECONDS)}; peak memory {peak_rss_mb():.0f} MB"
+    )
     if not options.dir:
         shutil.rmtree(root, ignore_errors=True)  # a 340 MB journal and 10,000 files
     print(f"done {_bench.load_note()}")

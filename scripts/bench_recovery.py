@@ -15,6 +15,7 @@ Prints resume / (stage 4 alone + one driver start) (goal <= 1.15), the stricter 
 stage-4 time of step 1 + step 3's driver start), and plain re-submission over the bar.
 Exits 0 whatever the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,34 +59,71 @@ def main() -> int:
     pipeline = os.path.join(_bench.APPS, "pipeline.py")
     app_args = ["--rows", str(options.rows), "--rounds", str(options.rounds)]
     submit = _bench.spark_submit()
-    print(f"bench_recovery: 4 stages of {options.rows} rows x {options.rounds} hashes on local[2] "
-          f"{_bench.load_note()}; logs in {log}", flush=True)
+    print(
+        f"bench_recovery: 4 stages of {options.rows} rows x {options.rounds} hashes on local[2] "
+        f"{_bench.load_note()}; logs in {log}",
+        flush=True,
+    )
 
     timings = os.path.join(work, "plain-timings.json")
-    plain = _bench.timed([submit, *_bench.SPARK_OPTIONS, pipeline, os.path.join(work, "plain"), *app_args,
-                          "--timings", timings], log, _bench.plain_env())
+    plain = _bench.timed(
+        [submit, *_bench.SPARK_OPTIONS, pipeline, os.path.join(work, "plain"), *app_args, "--timings", timings],
+        log,
+        _bench.plain_env(),
+    )
     with open(timings) as handle:
         stages = json.load(handle)
     stage4 = stages["s4"]
     print(f"  plain run: {plain:.2f} s; stages {', '.join(f'{k} {v:.2f} s' for k, v in stages.items())}", flush=True)
 
     alone_timings = os.path.join(work, "alone-timings.json")
-    alone = _bench.timed([submit, *_bench.SPARK_OPTIONS, pipeline, os.path.join(work, "alone"), *app_args,
-                          "--alone", "4", "--input", os.path.join(work, "plain"), "--timings", alone_timings],
-                         log, _bench.plain_env())
+    alone = _bench.timed(
+        [
+            submit,
+            *_bench.SPARK_OPTIONS,
+            pipeline,
+            os.path.join(work, "alone"),
+            *app_args,
+            "--alone",
+            "4",
+            "--input",
+            os.path.join(work, "plain"),
+            "--timings",
+            alone_timings,
+        ],
+        log,
+        _bench.plain_env(),
+    )
     with open(alone_timings) as handle:
         alone_stage4 = json.load(handle)["s4"]
-    print(f"  stage 4 alone + one driver start (plain spark-submit): {alone:.2f} s "
-          f"(stage 4 in a cold JVM: {alone_stage4:.2f} s)", flush=True)
+    print(
+        f"  stage 4 alone + one driver start (plain spark-submit): {alone:.2f} s "
+        f"(stage 4 in a cold JVM: {alone_stage4:.2f} s)",
+        flush=True,
+    )
 
-    starts = [_bench.timed([submit, *_bench.SPARK_OPTIONS, os.path.join(_bench.APPS, "start.py")], log,
-                           _bench.plain_env()) for _ in range(3)]
+    starts = [
+        _bench.timed([submit, *_bench.SPARK_OPTIONS, os.path.join(_bench.APPS, "start.py")], log, _bench.plain_env())
+        for _ in range(3)
+    ]
     driver_start = _bench.median(starts)
     print(f"  one driver start by itself (median of 3): {driver_start:.2f} s", flush=True)
 
     run_dir = os.path.join(root, "recovery")
-    command = _bench.sparkrecover("submit", "--root", root, "--run-id", "recovery", "--spark-submit", submit, "--",
-                                  *_bench.SPARK_OPTIONS, pipeline, os.path.join(work, "recovered"), *app_args)
+    command = _bench.sparkrecover(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "recovery",
+        "--spark-submit",
+        submit,
+        "--",
+        *_bench.SPARK_OPTIONS,
+        pipeline,
+        os.path.join(work, "recovered"),
+        *app_args,
+    )
     with open(log, "ab") as handle:
         child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_stage_start(run_dir, "s4", child)
@@ -100,17 +138,22 @@ def main() -> int:
     second = [r for r in read_journal(run_dir) if r["attempt"] == 2]
     skipped = [r["stage"] for r in second if r["type"] == "stage.skipped"]
     committed = {r["stage"]: r["duration_s"] for r in second if r["type"] == "stage.committed"}
-    print(f"  resume: {resume:.2f} s (skipped {', '.join(skipped)}; ran "
-          f"{', '.join(f'{k} in {v:.2f} s' for k, v in committed.items())})")
+    print(
+        f"  resume: {resume:.2f} s (skipped {', '.join(skipped)}; ran "
+        f"{', '.join(f'{k} in {v:.2f} s' for k, v in committed.items())})"
+    )
 
     ratio = resume / alone
-    print(f"resume / (stage 4 alone + one driver start) = {resume:.2f} / {alone:.2f} = {ratio:.3f} "
-          f"(goal <= {GOAL}): {_bench.verdict(ratio, GOAL)}")
+    print(
+        f"resume / (stage 4 alone + one driver start) = {resume:.2f} / {alone:.2f} = {ratio:.3f} "
+        f"(goal <= {GOAL}): {_bench.verdict(ratio, GOAL)}"
+    )
     strict = stage4 + driver_start
-    print(f"stricter: resume / (warm stage-4 time + driver start) = {resume:.2f} / ({stage4:.2f} + "
-          f"{driver_start:.2f}) = {resume / strict:.3f}")
-    print(f"plain re-submission / (stage 4 alone + one driver start) = {plain:.2f} / {alone:.2f} = "
-          f"{plain / alone:.3f}")
+    print(
+        f"stricter: resume / (warm stage-4 time + driver start) = {resume:.2f} / ({stage4:.2f} + "
+        f"{driver_start:.2f}) = {resume / strict:.3f}"
+    )
+    print(f"plain re-submission / (stage 4 alone + one driver start) = {plain:.2f} / {alone:.2f} = {plain / alone:.3f}")
     for data in ("plain", "alone", "recovered", "root"):  # gigabytes of checkpoints; the log stays
         shutil.rmtree(os.path.join(work, data), ignore_errors=True)
     print(f"done {_bench.load_note()}")

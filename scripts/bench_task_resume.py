@@ -14,6 +14,7 @@ Prints, per fraction, the partitions the resume computed and resume wall / full-
 Goals: at 70 %, at most 30 % + 4 partitions computed and a ratio of at most 0.60; at 90 %, a
 ratio of at most 0.35. Exits 0 whatever the figures.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,35 +50,58 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=80)
     parser.add_argument("--seconds", type=float, default=1.0)
-    parser.add_argument("--at", type=float, action="append", metavar="FRACTION",
-                        help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)")
+    parser.add_argument(
+        "--at",
+        type=float,
+        action="append",
+        metavar="FRACTION",
+        help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)",
+    )
     options = parser.parse_args()
     parts = options.partitions
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
     env = {**os.environ, "ONE_WRITE_SLEEP": str(options.seconds)}
-    print(f"bench_task_resume: one write of {parts} partitions x {options.seconds:.1f} s on local[2] "
-          f"{_bench.load_note()}; logs in {log}", flush=True)
+    print(
+        f"bench_task_resume: one write of {parts} partitions x {options.seconds:.1f} s on local[2] "
+        f"{_bench.load_note()}; logs in {log}",
+        flush=True,
+    )
 
     def app(name: str) -> list[str]:
         return [APP, os.path.join(work, name, "out"), os.path.join(work, name, "markers"), str(parts)]
 
-    full = _bench.timed(_bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--",
-                                            *_bench.SPARK_OPTIONS, *app("full")), log, env)
+    full = _bench.timed(
+        _bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--", *_bench.SPARK_OPTIONS, *app("full")),
+        log,
+        env,
+    )
     print(f"  full run under sparkrecover submit: {full:.2f} s", flush=True)
-    plain = _bench.timed([_bench.spark_submit(), *_bench.SPARK_OPTIONS, *app("plain")], log,
-                         {**_bench.plain_env(), **env})
-    print(f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
-          flush=True)
+    plain = _bench.timed(
+        [_bench.spark_submit(), *_bench.SPARK_OPTIONS, *app("plain")], log, {**_bench.plain_env(), **env}
+    )
+    print(
+        f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
+        flush=True,
+    )
 
     for fraction in options.at or (0.5, 0.7, 0.9):
         name = f"kill{int(fraction * 100)}"
         run_dir, target = os.path.join(root, name), round(parts * fraction)
-        command = _bench.sparkrecover("submit", "--root", root, "--run-id", name, "--flush-interval", "0.2", "--",
-                                      *_bench.SPARK_OPTIONS, *app(name))
+        command = _bench.sparkrecover(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            name,
+            "--flush-interval",
+            "0.2",
+            "--",
+            *_bench.SPARK_OPTIONS,
+            *app(name),
+        )
         with open(log, "ab") as handle:
-            child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True,
-                                     env=env)
+            child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env)
             while computed_partitions(run_dir, 1) < target:
                 if child.poll() is not None:
                     sys.exit(f"the run ended (exit {child.returncode}) before {target} task commits; see {log}")
@@ -90,10 +114,13 @@ def main() -> int:
         ratio = resume / full
         goal = GOALS.get(fraction)
         allowed = parts - target + 4
-        print(f"killed at {int(fraction * 100)} % ({target}/{parts} commits journaled): resume computed "
-              f"{computed} partitions (at most {allowed}: {_bench.verdict(computed, allowed)}), "
-              f"{resume:.2f} s = {ratio:.3f} x the full run"
-              + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""), flush=True)
+        print(
+            f"killed at {int(fraction * 100)} % ({target}/{parts} commits journaled): resume computed "
+            f"{computed} partitions (at most {allowed}: {_bench.verdict(computed, allowed)}), "
+            f"{resume:.2f} s = {ratio:.3f} x the full run"
+            + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""),
+            flush=True,
+        )
         shutil.rmtree(os.path.join(work, name), ignore_errors=True)
     print(f"done {_bench.load_note()}")
     return 0

@@ -7,6 +7,7 @@ random moment (seeded), then resumes — each resume may itself be killed at a r
 to a few times — until an attempt succeeds. The final report must be identical to the one of an
 uninterrupted run under plain spark-submit. Prints `identical: N/N` and exits 0 (1 if any differ).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,10 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 PIPELINE = os.path.join(ROOT, "sparkrecover", "demo", "pipeline.py")
-QUIET = ["--driver-java-options",
-         f"-Dlog4j2.configurationFile={os.path.join(ROOT, 'sparkrecover', 'demo', 'log4j2.properties')}"]
+QUIET = [
+    "--driver-java-options",
+    f"-Dlog4j2.configurationFile={os.path.join(ROOT, 'sparkrecover', 'demo', 'log4j2.properties')}",
+]
 SPARK = ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=4", *QUIET]
 SPARKRECOVER = [sys.executable, "-m", "sparkrecover"]
 
@@ -58,8 +61,9 @@ def main() -> int:
     work = tempfile.mkdtemp(prefix="sparkrecover-chaos-")
     log = open(os.path.join(work, "chaos.log"), "ab")
     reference = os.path.join(work, "reference")
-    code, full = run_maybe_killed([find_spark_submit(), *SPARK, PIPELINE, reference, "--rows", str(options.rows)],
-                                  None, log)
+    code, full = run_maybe_killed(
+        [find_spark_submit(), *SPARK, PIPELINE, reference, "--rows", str(options.rows)], None, log
+    )
     if code != 0:
         print(f"the uninterrupted reference run failed (exit {code}); see {work}/chaos.log", file=sys.stderr)
         return 1
@@ -70,8 +74,24 @@ def main() -> int:
         root, out = os.path.join(work, f"root-{trial}"), os.path.join(work, f"out-{trial}")
         run_id = f"chaos-{trial}"
         kills, attempts = 0, 1
-        code, _ = run_maybe_killed([*SPARKRECOVER, "submit", "--root", root, "--run-id", run_id, "--", *SPARK,
-                                    PIPELINE, out, "--rows", str(options.rows)], rng.uniform(0, full), log)
+        code, _ = run_maybe_killed(
+            [
+                *SPARKRECOVER,
+                "submit",
+                "--root",
+                root,
+                "--run-id",
+                run_id,
+                "--",
+                *SPARK,
+                PIPELINE,
+                out,
+                "--rows",
+                str(options.rows),
+            ],
+            rng.uniform(0, full),
+            log,
+        )
         kills += code is None
         while code != 0 and attempts <= options.max_resumes:
             kill_after = rng.uniform(0, full) if rng.random() < 0.3 else None
@@ -79,13 +99,32 @@ def main() -> int:
             code, _ = run_maybe_killed([*SPARKRECOVER, "resume", run_id, "--root", root], kill_after, log)
             kills += code is None
             if code == 5:  # killed before the journal had a record of the run: start it again
-                code, _ = run_maybe_killed([*SPARKRECOVER, "submit", "--root", root, "--run-id", run_id, "--",
-                                            *SPARK, PIPELINE, out, "--rows", str(options.rows)], None, log)
+                code, _ = run_maybe_killed(
+                    [
+                        *SPARKRECOVER,
+                        "submit",
+                        "--root",
+                        root,
+                        "--run-id",
+                        run_id,
+                        "--",
+                        *SPARK,
+                        PIPELINE,
+                        out,
+                        "--rows",
+                        str(options.rows),
+                    ],
+                    None,
+                    log,
+                )
         report = os.path.join(out, "report.txt")
         same = code == 0 and os.path.exists(report) and open(report).read() == expected
         identical += same
-        print(f"trial {trial}: {kills} kill(s), {attempts} launch(es), exit {code}, "
-              f"{'identical' if same else 'DIFFERENT'}", flush=True)
+        print(
+            f"trial {trial}: {kills} kill(s), {attempts} launch(es), exit {code}, "
+            f"{'identical' if same else 'DIFFERENT'}",
+            flush=True,
+        )
     print(f"identical: {identical}/{options.trials}")
     print(f"work folder: {work}")
     return 0 if identical == options.trials else 1

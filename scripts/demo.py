@@ -3,6 +3,7 @@
 Run through ``bash scripts/demo.sh`` (which sets up .venv). Uses the embedded default: local
 Spark and the journal in ./.sparkrecover. Spark's own logs go to ./demo-output/<run>/spark.log.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def note(text: str) -> None:
 
 
 def sparkrecover(*args: str, log=None) -> int:
-    return subprocess.call([sys.executable, "-m", "sparkrecover", *args],
-                           stdout=log, stderr=subprocess.STDOUT if log else None)
+    return subprocess.call(
+        [sys.executable, "-m", "sparkrecover", *args], stdout=log, stderr=subprocess.STDOUT if log else None
+    )
 
 
 def stage_events(run_dir: str, kind: str) -> list[str]:
@@ -61,9 +63,12 @@ def main() -> int:
     say(f"1. submit: four stages (orders -> clean -> daily -> publish), journal in {run_dir}")
     started = time.monotonic()
     with open(os.path.join(out, "spark.log"), "ab") as log:
-        child = subprocess.Popen([sys.executable, "-m", "sparkrecover", "submit", "--run-id", run_id, "--",
-                                  *SPARK_OPTIONS, *app], stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            [sys.executable, "-m", "sparkrecover", "submit", "--run-id", run_id, "--", *SPARK_OPTIONS, *app],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         # The kill is decided from the journal: once the last stage, 'publish', has started, so
         # the plan below names every stage (the planner knows only the stages the journal saw).
         while "publish" not in stage_events(run_dir, "started"):
@@ -75,8 +80,10 @@ def main() -> int:
         child.wait()
     committed = stage_events(run_dir, "committed")
     running = [stage for stage in stage_events(run_dir, "started") if stage not in committed]
-    note(f"   SIGKILL of the whole driver after {time.monotonic() - started:.1f}s; the journal says: "
-         f"committed {', '.join(committed) or 'nothing'}, running {', '.join(running) or 'nothing'}")
+    note(
+        f"   SIGKILL of the whole driver after {time.monotonic() - started:.1f}s; the journal says: "
+        f"committed {', '.join(committed) or 'nothing'}, running {', '.join(running) or 'nothing'}"
+    )
 
     say("2. inspect: what the journal says happened")
     sparkrecover("inspect", run_id)

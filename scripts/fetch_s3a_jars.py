@@ -8,6 +8,7 @@ on S3") they run on pyspark 4.x's Hadoop 3.5 client well enough for the tests' s
 writes against a moto server. Production clusters should use the hadoop-aws matching their
 Hadoop instead. Idempotent; exits 0 with a note when PyPI cannot be reached (the s3a test skips).
 """
+
 from __future__ import annotations
 
 import os
@@ -26,12 +27,24 @@ def main() -> int:
         return 0
     os.makedirs(target, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
-        fetched = subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                                  "--no-binary", ":all:", PACKAGE, "-d", folder])
+        fetched = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                PACKAGE,
+                "-d",
+                folder,
+            ]
+        )
         archives = [name for name in os.listdir(folder) if name.endswith(".tar.gz")]
         if fetched.returncode != 0 or not archives:
-            print(f"fetch_s3a_jars: could not download {PACKAGE}; the s3a:// test will be skipped",
-                  file=sys.stderr)
+            print(f"fetch_s3a_jars: could not download {PACKAGE}; the s3a:// test will be skipped", file=sys.stderr)
             return 0
         with tarfile.open(os.path.join(folder, archives[0])) as archive:
             for member in archive.getmembers():

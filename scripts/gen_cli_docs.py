@@ -1,8 +1,9 @@
 """Write docs/cli.md, the command-line reference, from the ``--help`` of every command.
 
-    python scripts/gen_cli_docs.py           # (re)write it
-    python scripts/gen_cli_docs.py --check   # exit 1 if it is stale (the tests do this too)
+python scripts/gen_cli_docs.py           # (re)write it
+python scripts/gen_cli_docs.py --check   # exit 1 if it is stale (the tests do this too)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,9 +44,13 @@ def commands() -> list[str]:
 
 def document() -> str:
     sys.path.insert(0, ROOT)
-    parts = ["# sparkrecover command-line reference", "",
-             "Generated from `--help` by `scripts/gen_cli_docs.py`: do not edit by hand (a test fails when",
-             "this file drifts from the CLI). Exit codes and the journal are described in the README.", ""]
+    parts = [
+        "# sparkrecover command-line reference",
+        "",
+        "Generated from `--help` by `scripts/gen_cli_docs.py`: do not edit by hand (a test fails when",
+        "this file drifts from the CLI). Exit codes and the journal are described in the README.",
+        "",
+    ]
     for path in [[], *([name] for name in commands())]:
         parts += [f"## sparkrecover {' '.join(path)}".rstrip(), "", "```text", help_text(path), "```", ""]
     return "\n".join(parts)

@@ -7,6 +7,7 @@ The scripts are typer's own (the ones ``sparkrecover --install-completion`` inst
 TAB they ask ``sparkrecover`` itself what to complete through ``_SPARKRECOVER_COMPLETE``, so
 commands, options and run ids are always those of the installed version.
 """
+
 from __future__ import annotations
 
 import os
@@ -51,8 +52,7 @@ def main(argv: list[str]) -> int:
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(content)
     if "--check" in argv and stale:
-        print(f"stale completion scripts: {', '.join(stale)}; run: python scripts/gen_completions.py",
-              file=sys.stderr)
+        print(f"stale completion scripts: {', '.join(stale)}; run: python scripts/gen_completions.py", file=sys.stderr)
         return 1
     for name in stale:
         print(f"wrote completions/{name}")

@@ -7,6 +7,7 @@ Inside a Spark application::
 
 The API is imported lazily so that the CLI starts without importing pyspark.
 """
+
 from __future__ import annotations
 
 from typing import Any

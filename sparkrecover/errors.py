@@ -1,4 +1,5 @@
 """The project's exceptions. Each carries the exit code the CLI turns it into (DESIGN §8)."""
+
 from __future__ import annotations
 
 EXIT_OK = 0
@@ -41,7 +42,8 @@ class JournalDamagedError(JournalError):
         super().__init__(
             f"{where}: {problem}. The journal of run {run_id} is damaged: 'sparkrecover replay {run_id} "
             f"--verify' lists every damaged line; 'sparkrecover resume {run_id} --from-scratch' sets the "
-            "damaged segments aside (in journal.damaged/) and runs every stage again")
+            "damaged segments aside (in journal.damaged/) and runs every stage again"
+        )
 
 
 class StorageError(JournalError):

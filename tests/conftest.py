@@ -1,4 +1,5 @@
 """Shared fixtures: an isolated environment for every test, one SparkSession for the whole run."""
+
 from __future__ import annotations
 
 import os
@@ -51,11 +52,14 @@ def spark():
     """One local SparkSession shared by every in-process test (a JVM start costs ~10 s)."""
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("sparkrecover-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.memory", "1g")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("sparkrecover-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

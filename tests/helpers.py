@@ -1,4 +1,5 @@
 """Helpers for tests: running the CLI, waiting on a journal, killing a real driver."""
+
 from __future__ import annotations
 
 import contextlib
@@ -17,10 +18,10 @@ from sparkrecover.journal import read_journal
 if TYPE_CHECKING:
     from sparkrecover.driver.runtime import Runtime
 
-PIPELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                        "sparkrecover", "demo", "pipeline.py")
-SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
-                 "--conf", "spark.sql.shuffle.partitions=2"]
+PIPELINE = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sparkrecover", "demo", "pipeline.py"
+)
+SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2"]
 
 
 @contextlib.contextmanager
@@ -44,8 +45,13 @@ def plain_report(out) -> str:
     from sparkrecover.launch.spark_submit import find_spark_submit
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
-                            capture_output=True, text=True, timeout=300, env=env)
+    result = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert not os.path.exists(os.path.join(str(out), ".sparkrecover"))
     with open(os.path.join(str(out), "report.txt")) as handle:
@@ -84,11 +90,13 @@ def sparkrecover_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "sparkrecover", *args]
 
 
-def run_cli(*args: str, timeout: float = 300, env: dict | None = None,
-            cwd: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, timeout: float = 300, env: dict | None = None, cwd: str | None = None
+) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess."""
-    return subprocess.run(sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout,
-                          env=env, cwd=cwd)
+    return subprocess.run(
+        sparkrecover_command(*args), capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd
+    )
 
 
 def events_of(run_dir: str) -> list[dict]:
@@ -107,8 +115,14 @@ def _segment_contents(run_dir: str):
             continue
 
 
-def wait_for(run_dir: str, event_type: str, stage: str | None = None, timeout: float = 240,
-             process: subprocess.Popen | None = None, attempt: int | None = None) -> dict:
+def wait_for(
+    run_dir: str,
+    event_type: str,
+    stage: str | None = None,
+    timeout: float = 240,
+    process: subprocess.Popen | None = None,
+    attempt: int | None = None,
+) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for content in _segment_contents(run_dir):
@@ -117,8 +131,11 @@ def wait_for(run_dir: str, event_type: str, stage: str | None = None, timeout: f
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:
                     continue
-                if record.get("type") == event_type and (stage is None or record.get("stage") == stage) \
-                        and (attempt is None or record.get("attempt") == attempt):
+                if (
+                    record.get("type") == event_type
+                    and (stage is None or record.get("stage") == stage)
+                    and (attempt is None or record.get("attempt") == attempt)
+                ):
                     return record
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")
@@ -148,10 +165,19 @@ def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:
     return f"{os.path.basename(app)}:{line}#1 {mode} {target}"
 
 
-def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: str, *,
-                    event: str = "stage.committed", cwd: str | None = None, app: str = PIPELINE,
-                    submit_options: tuple[str, ...] = (), spark_options: tuple[str, ...] = (),
-                    env: dict | None = None) -> str:
+def submit_and_kill(
+    root: str,
+    run_id: str,
+    app_args: list[str],
+    after_stage: str,
+    *,
+    event: str = "stage.committed",
+    cwd: str | None = None,
+    app: str = PIPELINE,
+    submit_options: tuple[str, ...] = (),
+    spark_options: tuple[str, ...] = (),
+    env: dict | None = None,
+) -> str:
     """Submit a real run in its own process group and SIGKILL the whole group right after
     ``event`` (by default the commit) of ``after_stage`` appears in the journal. ``root`` is a
     local folder or any fsspec URL. Returns the run directory."""
@@ -159,9 +185,25 @@ def submit_and_kill(root: str, run_id: str, app_args: list[str], after_stage: st
 
     run_dir = storage.join(root, run_id)
     process = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", run_id, *submit_options, "--",
-                             *SPARK_OPTIONS, *spark_options, app, *app_args),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env)
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            run_id,
+            *submit_options,
+            "--",
+            *SPARK_OPTIONS,
+            *spark_options,
+            app,
+            *app_args,
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=cwd,
+        env=env,
+    )
     try:
         wait_for(run_dir, event, after_stage, process=process)
     finally:

@@ -3,6 +3,7 @@
 ``SyntheticRun`` and its runs run on a fake clock for inspect/replay/follow, so every timestamp, duration
 and line of output is the same on every machine; ``Run`` journals stages with real outputs for the planner
 and the commands; the segment helpers write raw lines for the reader."""
+
 from __future__ import annotations
 
 import os
@@ -60,44 +61,87 @@ class SyntheticRun:
         self.cli = ClockedWriter(self.dir, self.run_id, self.number, "cli", clock=self.clock)
         self.driver = ClockedWriter(self.dir, self.run_id, self.number, "driver", clock=self.clock)
         if self.number == 1:
-            self.cli.emit("run.started", app="/jobs/etl.py", app_args=["--day", "2026-11-21"],
-                          spark_submit_args=["--master", "local[2]"], spark_submit="/opt/spark/bin/spark-submit")
+            self.cli.emit(
+                "run.started",
+                app="/jobs/etl.py",
+                app_args=["--day", "2026-11-21"],
+                spark_submit_args=["--master", "local[2]"],
+                spark_submit="/opt/spark/bin/spark-submit",
+            )
         self.cli.emit("attempt.started", pid=4242, command=["spark-submit", "..."])
         if plan is not None:
-            self.cli.emit("plan.created", plan=f"plans/{self.number:04d}.json",
-                          stages=[{"stage": s, "decision": d, "reason": "-"} for s, d in plan.items()])
-        self.driver.emit("driver.started", app_id=f"local-170000000{self.number}", master="local[2]",
-                         deploy_mode="client", spark_version="3.5.8", pid=5000 + self.number)
+            self.cli.emit(
+                "plan.created",
+                plan=f"plans/{self.number:04d}.json",
+                stages=[{"stage": s, "decision": d, "reason": "-"} for s, d in plan.items()],
+            )
+        self.driver.emit(
+            "driver.started",
+            app_id=f"local-170000000{self.number}",
+            master="local[2]",
+            deploy_mode="client",
+            spark_version="3.5.8",
+            pid=5000 + self.number,
+        )
         return self
 
     def started(self, stage: str, upstream: tuple = ()) -> SyntheticRun:
-        self.driver.emit("stage.started", stage=stage, kind="checkpoint", outputs=[self.outputs(stage)],
-                         upstream=list(upstream), fingerprint={"version": None})
+        self.driver.emit(
+            "stage.started",
+            stage=stage,
+            kind="checkpoint",
+            outputs=[self.outputs(stage)],
+            upstream=list(upstream),
+            fingerprint={"version": None},
+        )
         return self
 
-    def spark_work(self, stage: str, tasks: int = 2, rows: int = 0, failed_tasks: int = 0,
-                   failure: str | None = None) -> SyntheticRun:
+    def spark_work(
+        self, stage: str, tasks: int = 2, rows: int = 0, failed_tasks: int = 0, failure: str | None = None
+    ) -> SyntheticRun:
         self._job += 1
         self._spark_stage += 1
         self.driver.emit("spark.job.started", stage=stage, job=self._job)
-        self.driver.emit("spark.stage.completed", stage=stage, spark_stage=self._spark_stage, spark_attempt=0,
-                         name="save", tasks=tasks, failed_tasks=failed_tasks, failure=failure,
-                         metrics={"output_records": rows})
-        self.driver.emit("spark.job.ended", stage=stage, job=self._job, succeeded=failure is None,
-                         **({"failure": failure} if failure else {}))
+        self.driver.emit(
+            "spark.stage.completed",
+            stage=stage,
+            spark_stage=self._spark_stage,
+            spark_attempt=0,
+            name="save",
+            tasks=tasks,
+            failed_tasks=failed_tasks,
+            failure=failure,
+            metrics={"output_records": rows},
+        )
+        self.driver.emit(
+            "spark.job.ended",
+            stage=stage,
+            job=self._job,
+            succeeded=failure is None,
+            **({"failure": failure} if failure else {}),
+        )
         return self
 
-    def committed(self, stage: str, upstream: tuple = (), duration: float = 2.0,
-                  files: dict[str, bytes] | None = None) -> SyntheticRun:
+    def committed(
+        self, stage: str, upstream: tuple = (), duration: float = 2.0, files: dict[str, bytes] | None = None
+    ) -> SyntheticRun:
         folder = self.outputs(stage)
         os.makedirs(folder, exist_ok=True)
         for name, data in (files or {"part-00000.parquet": b"x" * 2048, "part-00001.parquet": b"y" * 1024}).items():
             with open(os.path.join(folder, name), "wb") as handle:
                 handle.write(data)
         open(os.path.join(folder, "_SUCCESS"), "wb").close()
-        self.driver.emit("stage.committed", stage=stage, manifest=[manifests.build_output(folder)],
-                         manifest_ref=None, manifest_sha256=None, format="parquet", duration_s=duration,
-                         spark_jobs=[self._job], upstream=list(upstream))
+        self.driver.emit(
+            "stage.committed",
+            stage=stage,
+            manifest=[manifests.build_output(folder)],
+            manifest_ref=None,
+            manifest_sha256=None,
+            format="parquet",
+            duration_s=duration,
+            spark_jobs=[self._job],
+            upstream=list(upstream),
+        )
         return self
 
     def done(self, stage: str, upstream: tuple = (), rows: int = 1000) -> SyntheticRun:
@@ -196,8 +240,14 @@ class Run:
         if output:
             self.outputs[stage] = os.path.join(os.path.dirname(self.dir), "data", stage)
         outputs = [self.outputs[stage]] if stage in self.outputs else []
-        self.driver.emit("stage.started", stage=stage, kind="stage", outputs=outputs, upstream=list(upstream),
-                         fingerprint={"version": None})
+        self.driver.emit(
+            "stage.started",
+            stage=stage,
+            kind="stage",
+            outputs=outputs,
+            upstream=list(upstream),
+            fingerprint={"version": None},
+        )
         return self
 
     def committed(self, stage, upstream=(), files=None, checksums=False):
@@ -206,8 +256,15 @@ class Run:
             make_output(self.outputs[stage], files)
             manifest = [manifests.build_output(self.outputs[stage], checksums=checksums)]
         manifest, ref, digest = manifests.externalize(stage, manifest, self.dir)
-        self.driver.emit("stage.committed", stage=stage, manifest=manifest, manifest_ref=ref,
-                         manifest_sha256=digest, upstream=list(upstream), duration_s=1.0)
+        self.driver.emit(
+            "stage.committed",
+            stage=stage,
+            manifest=manifest,
+            manifest_ref=ref,
+            manifest_sha256=digest,
+            upstream=list(upstream),
+            duration_s=1.0,
+        )
         return self
 
     def done(self, stage, upstream=(), files=None):
@@ -238,7 +295,6 @@ def line_of(record: dict) -> bytes:
 
 def segment_path(run_dir, attempt=1, writer="driver", index=0) -> str:
     return os.path.join(str(run_dir), "journal", f"{attempt:04d}-{writer}-{index:06d}.jsonl")
-
 
 
 def envelope(seq, type_="stage.started", ts="2026-01-01T00:00:00.000Z", attempt=1, writer="driver", **extra):

@@ -3,6 +3,7 @@
 moto keeps its buckets and objects in module-level backends of this process, so a server started
 again on the same port serves the same data: an outage, not a data loss.
 """
+
 from __future__ import annotations
 
 import logging
@@ -67,15 +68,24 @@ class MotoS3:
 
     def env(self) -> dict[str, str]:
         """What a process needs to reach this server through the standard AWS variables."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": "testing",
-                "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_EC2_METADATA_DISABLED": "true"}
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_EC2_METADATA_DISABLED": "true",
+        }
 
     def create_bucket(self, name: str = BUCKET) -> str:
         import boto3
 
-        client = boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id="testing",
-                              aws_secret_access_key="testing", region_name="us-east-1")
+        client = boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )
         try:
             client.create_bucket(Bucket=name)
         except client.exceptions.BucketAlreadyOwnedByYou:

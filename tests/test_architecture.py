@@ -1,5 +1,6 @@
 """The layout's rules (docs/architecture.md), checked on the code's own imports: the command line
 and the driver are two processes, and each package may only lean on what sits below it."""
+
 from __future__ import annotations
 
 import ast
@@ -32,9 +33,13 @@ def imports_of(relative_folder: str) -> list[tuple[str, str]]:
 
 
 def offenders(folder: str, forbidden: tuple[str, ...], *, skip: tuple[str, ...] = ()) -> list[str]:
-    return sorted({f"{where} imports {module}" for where, module in imports_of(folder)
-                   if not where.startswith(skip)
-                   and any(module == bad or module.startswith(bad + ".") for bad in forbidden)})
+    return sorted(
+        {
+            f"{where} imports {module}"
+            for where, module in imports_of(folder)
+            if not where.startswith(skip) and any(module == bad or module.startswith(bad + ".") for bad in forbidden)
+        }
+    )
 
 
 def test_only_the_cli_imports_typer_or_rich():
@@ -60,5 +65,7 @@ def test_the_rules_see_a_violation(tmp_path, monkeypatch):
     (tmp_path / "driver").mkdir()
     (tmp_path / "driver" / "bad.py").write_text("def f():\n    from sparkrecover.cli import render\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path))
-    assert offenders("driver", ("sparkrecover.cli",)) == ["driver/bad.py imports sparkrecover.cli",
-                                                         "driver/bad.py imports sparkrecover.cli.render"]
+    assert offenders("driver", ("sparkrecover.cli",)) == [
+        "driver/bad.py imports sparkrecover.cli",
+        "driver/bad.py imports sparkrecover.cli.render",
+    ]

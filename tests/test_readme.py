@@ -1,4 +1,5 @@
 """What the README and the messages tell users to run must work: sparkrecover is not on PyPI."""
+
 from __future__ import annotations
 
 import os

@@ -8,6 +8,7 @@ way still tells how long the finished stages took. ``--alone K`` runs stage K by
 stage K-1's checkpoint from an earlier run's OUTPUT given as ``--input``: what an ideal recovery
 of stage K would run.
 """
+
 import argparse
 import json
 import os
@@ -46,8 +47,9 @@ if args.alone:
 for number in range(first, 5 if not args.alone else first + 1):
     name = f"s{number}"
     started = time.monotonic()
-    frame = sr.checkpoint(name, lambda frame=frame, number=number: hashed(frame, number),
-                          path=os.path.join(args.output, name))
+    frame = sr.checkpoint(
+        name, lambda frame=frame, number=number: hashed(frame, number), path=os.path.join(args.output, name)
+    )
     timings[name] = round(time.monotonic() - started, 3)
     if args.timings:
         with open(args.timings, "w") as handle:

@@ -1,7 +1,8 @@
 """A task-heavy job for bench_overhead.py: one Spark stage of N tiny tasks (JVM only, no shuffle).
 
-    spark-submit tasks.py N
+spark-submit tasks.py N
 """
+
 import sys
 
 from pyspark.sql import SparkSession

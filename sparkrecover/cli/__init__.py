@@ -1,5 +1,6 @@
 """The command-line process: argument parsing (typer), one module per command, and all terminal
 output (rich). The only package that imports typer or rich; nothing outside it imports it."""
+
 from __future__ import annotations
 
 

@@ -3,6 +3,7 @@
 Heavy modules (pyspark, fsspec backends, the planner) are imported inside the commands so that
 ``sparkrecover --help`` starts fast.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,8 +31,10 @@ app = typer.Typer(
 )
 
 ROOT_HELP = "Where runs live (any fsspec URL). Default: $SPARKRECOVER_ROOT, else ./.sparkrecover."
-MAX_ATTEMPTS_HELP = ("After a driver failure, resume automatically up to this many attempts in all; "
-                     "stops early when an attempt made no progress.")
+MAX_ATTEMPTS_HELP = (
+    "After a driver failure, resume automatically up to this many attempts in all; "
+    "stops early when an attempt made no progress."
+)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
@@ -45,8 +48,10 @@ class _Command(TyperCommand):
     usage_tail: tuple[str, ...] = ()
 
     def collect_usage_pieces(self, ctx: Any) -> list[str]:
-        pieces = [piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
-                  for piece in super().collect_usage_pieces(ctx)]
+        pieces = [
+            piece[1:-1] if piece.startswith("{") and piece.endswith("}") else piece
+            for piece in super().collect_usage_pieces(ctx)
+        ]
         return [*pieces, *self.usage_tail]
 
     def format_usage(self, ctx: Any, formatter: Any) -> None:
@@ -74,7 +79,7 @@ class _SubmitCommand(_Command):
         head = super().parse_args(ctx, args[:cut])
         ctx.meta[BEFORE_DASHES] = list(head)
         # As click would have it: `--` right after our options is dropped, later it is kept.
-        ctx.args = [*head, "--", *args[cut + 1:]] if head else list(args[cut + 1:])
+        ctx.args = [*head, "--", *args[cut + 1 :]] if head else list(args[cut + 1 :])
         return list(ctx.args)
 
 
@@ -110,8 +115,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
+def _main(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
     """Make long PySpark batch jobs survive driver crashes."""
 
 
@@ -119,24 +127,39 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def submit(
     ctx: typer.Context,
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
-    run_id: Optional[str] = typer.Option(None, "--run-id", metavar="ID",
-                                         help="Name the run (default: time, app and a random suffix)."),
+    run_id: Optional[str] = typer.Option(
+        None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."
+    ),
     spark_submit: Optional[str] = typer.Option(
-        None, "--spark-submit", metavar="PATH",
-        help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."),
-    flush_interval: float = typer.Option(1.0, "--flush-interval", min=0.0, metavar="SECONDS",
-                                         help="Seconds between journal flushes."),
-    buffer_size: int = typer.Option(1 << 20, "--buffer-size", min=1, metavar="BYTES",
-                                    help="Journal write buffer in bytes; a full buffer is flushed."),
+        None,
+        "--spark-submit",
+        metavar="PATH",
+        help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's).",
+    ),
+    flush_interval: float = typer.Option(
+        1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
+    ),
+    buffer_size: int = typer.Option(
+        1 << 20,
+        "--buffer-size",
+        min=1,
+        metavar="BYTES",
+        help="Journal write buffer in bytes; a full buffer is flushed.",
+    ),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
     checksums: bool = typer.Option(
-        False, "--checksums",
+        False,
+        "--checksums",
         help="Record a SHA-256 of every output file at commit, for resume --verify checksum "
-             "(reads all output once more)."),
+        "(reads all output once more).",
+    ),
     checkpoint_root: Optional[str] = typer.Option(
-        None, "--checkpoint-root", metavar="URI",
+        None,
+        "--checkpoint-root",
+        metavar="URI",
         help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
-             "Default: the run directory. Recorded: resume uses it too."),
+        "Default: the run directory. Recorded: resume uses it too.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -153,32 +176,50 @@ def submit(
     from sparkrecover.cli import submit as command
 
     group = ctx.parent.command if ctx.parent else None
-    elsewhere = {name: _option_names(other) for name, other in getattr(group, "commands", {}).items()
-                 if other is not ctx.command}
+    elsewhere = {
+        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
+    }
     command.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
-    raise typer.Exit(command.run(root=root, run_id=run_id, spark_submit=spark_submit, flush_interval=flush_interval,
-                                 buffer_size=buffer_size, max_attempts=max_attempts, checksums=checksums,
-                                 checkpoint_root=checkpoint_root, json_output=json_output, args=list(ctx.args)))
+    raise typer.Exit(
+        command.run(
+            root=root,
+            run_id=run_id,
+            spark_submit=spark_submit,
+            flush_interval=flush_interval,
+            buffer_size=buffer_size,
+            max_attempts=max_attempts,
+            checksums=checksums,
+            checkpoint_root=checkpoint_root,
+            json_output=json_output,
+            args=list(ctx.args),
+        )
+    )
 
 
 @app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
-    run: str = typer.Argument(..., metavar="RUN",
-                              help="A run id under the root, or the URL of a run directory.",
-                              autocompletion=_complete_run),
+    run: str = typer.Argument(
+        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
+    ),
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
-    rerun: List[str] = typer.Option([], "--rerun", metavar="STAGE",
-                                    help="Run this stage again even if it is intact (repeatable)."),
+    rerun: List[str] = typer.Option(
+        [], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."
+    ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
     verify: str = typer.Option(
-        "size", "--verify", metavar="LEVEL", autocompletion=_complete_verify,
+        "size",
+        "--verify",
+        metavar="LEVEL",
+        autocompletion=_complete_verify,
         help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
-             "bytes), checksum (also content digests recorded with submit --checksums)."),
+        "bytes), checksum (also content digests recorded with submit --checksums).",
+    ),
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    spark_submit: Optional[str] = typer.Option(None, "--spark-submit", metavar="PATH",
-                                               help="The spark-submit to use (default: the recorded one)."),
+    spark_submit: Optional[str] = typer.Option(
+        None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -190,20 +231,35 @@ def resume(
     """
     from sparkrecover.cli import resume as command
 
-    raise typer.Exit(command.run(run=run, root=root, dry_run=dry_run, rerun=tuple(rerun), from_scratch=from_scratch,
-                                 verify=verify, max_attempts=max_attempts, spark_submit=spark_submit,
-                                 json_output=json_output, extra=list(ctx.args)))
+    raise typer.Exit(
+        command.run(
+            run=run,
+            root=root,
+            dry_run=dry_run,
+            rerun=tuple(rerun),
+            from_scratch=from_scratch,
+            verify=verify,
+            max_attempts=max_attempts,
+            spark_submit=spark_submit,
+            json_output=json_output,
+            extra=list(ctx.args),
+        )
+    )
 
 
 @app.command(cls=_Command)
 def inspect(
-    run: Optional[str] = typer.Argument(None, metavar="RUN",
-                                        help="A run id or run directory URL; without it, list the runs.",
-                                        autocompletion=_complete_run),
+    run: Optional[str] = typer.Argument(
+        None,
+        metavar="RUN",
+        help="A run id or run directory URL; without it, list the runs.",
+        autocompletion=_complete_run,
+    ),
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
-    follow: bool = typer.Option(False, "--follow", "-f",
-                                help="Watch a running run live until it ends, then show it as usual."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Watch a running run live until it ends, then show it as usual."
+    ),
 ) -> None:
     """Show what happened in a run, or list the runs under the root.
 
@@ -219,18 +275,23 @@ def inspect(
 
 @app.command(cls=_Command)
 def replay(
-    run: str = typer.Argument(..., metavar="RUN",
-                              help="A run id under the root, or the URL of a run directory.",
-                              autocompletion=_complete_run),
+    run: str = typer.Argument(
+        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
+    ),
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     until: Optional[str] = typer.Option(
-        None, "--until", metavar="SEQ|TIME",
+        None,
+        "--until",
+        metavar="SEQ|TIME",
         help="Stop after this event and show the run as it stood then, with what resume would have "
-             "decided: an event number as replay prints it, ATTEMPT:WRITER:SEQ (2:driver:14) or an "
-             "ISO time (2026-11-22T03:15:00Z, UTC unless an offset is given)."),
-    verify: bool = typer.Option(False, "--verify",
-                                help="Check the whole journal instead (envelopes, seq numbers, order, torn "
-                                     "tails); exit 3 on corruption."),
+        "decided: an event number as replay prints it, ATTEMPT:WRITER:SEQ (2:driver:14) or an "
+        "ISO time (2026-11-22T03:15:00Z, UTC unless an offset is given).",
+    ),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Check the whole journal instead (envelopes, seq numbers, order, torn tails); exit 3 on corruption.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Show the journal as a timeline, one line per event, replayed as resume reads it.
@@ -252,8 +313,9 @@ def _log_crash(argv: list[str]) -> str:
     and 0600."""
     from sparkrecover.launch import redact
 
-    descriptor, path = tempfile.mkstemp(prefix=f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-",
-                                        suffix=".log")
+    descriptor, path = tempfile.mkstemp(
+        prefix=f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-", suffix=".log"
+    )
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         handle.write(f"sparkrecover {__version__}\nargv: {redact.redact_args(argv)!r}\n\n")
         traceback.print_exc(file=handle)

@@ -3,6 +3,7 @@
 Both end when the run ends (see ``sparkrecover.core.watch``); ``inspect`` then prints the run's
 details as it would for a finished run.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -22,9 +23,17 @@ from sparkrecover.core.runstate import STARTED, RunState, StageState
 from sparkrecover.journal import events as ev
 
 STAGE_WIDTH = 16
-ICONS = {"committed": ("✓", "green"), "succeeded": ("✓", "green"), "skipped": ("↷", "cyan"),
-         "failed": ("✗", "red"), "crashed": ("✗", "red"), "interrupted": ("✗", "yellow"), "lost": ("!", "red"),
-         "invalidated": ("↺", "magenta"), "unfinished": ("·", "yellow")}
+ICONS = {
+    "committed": ("✓", "green"),
+    "succeeded": ("✓", "green"),
+    "skipped": ("↷", "cyan"),
+    "failed": ("✗", "red"),
+    "crashed": ("✗", "red"),
+    "interrupted": ("✗", "yellow"),
+    "lost": ("!", "red"),
+    "invalidated": ("↺", "magenta"),
+    "unfinished": ("·", "yellow"),
+}
 
 
 def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
@@ -54,8 +63,12 @@ def _worth_a_line(record: dict[str, Any]) -> bool:
     """In a log, Spark's own jobs and stages are noise unless something failed."""
     if not record["type"].startswith("spark."):
         return True
-    return bool(record.get("failure") or record.get("failed_tasks") or record.get("succeeded") is False
-                or record["type"] == ev.SPARK_EXECUTOR_REMOVED)
+    return bool(
+        record.get("failure")
+        or record.get("failed_tasks")
+        or record.get("succeeded") is False
+        or record["type"] == ev.SPARK_EXECUTOR_REMOVED
+    )
 
 
 def _lines(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
@@ -63,14 +76,21 @@ def _lines(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
     for number, update in enumerate(updates):
         if number == 0:  # not before: the first poll is what tells an unknown run
             render.info(f"following run {run_id}; this ends with the run (Ctrl-C stops following, not the run)")
-        day = render.timeline([r for r in update.new if _worth_a_line(r)], replay.fact,
-                              stage_width=STAGE_WIDTH, numbered=False, header=False, day=day)
+        day = render.timeline(
+            [r for r in update.new if _worth_a_line(r)],
+            replay.fact,
+            stage_width=STAGE_WIDTH,
+            numbered=False,
+            header=False,
+            day=day,
+        )
         if update.ended:
             return update
     raise AssertionError("follow() always ends with an update that says why")
 
 
 # -- the live view ----------------------------------------------------------------------------------
+
 
 class _Icon(ProgressColumn):
     """A spinner while a stage runs, a mark once it is done."""
@@ -113,11 +133,19 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
     if progress and progress["total"]:
         # Inside a write: the bar counts its partitions (kept ones from earlier attempts included).
         detail.append(f"{progress['committed']:,}/{progress['total']:,} partitions")
-        return {"state": status, "detail": "  ".join(detail), "total": progress["total"],
-                "completed": progress["committed"]}
+        return {
+            "state": status,
+            "detail": "  ".join(detail),
+            "total": progress["total"],
+            "completed": progress["committed"],
+        }
     done = status in ("committed", "skipped", "lost")
-    return {"state": status, "detail": "  ".join(detail), "total": None if running else 1,
-            "completed": 1 if done else 0}
+    return {
+        "state": status,
+        "detail": "  ".join(detail),
+        "total": None if running else 1,
+        "completed": 1 if done else 0,
+    }
 
 
 def _headline(state: RunState) -> str:
@@ -130,16 +158,21 @@ def _headline(state: RunState) -> str:
 
 def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
     # Fixed-width columns first, so a narrow terminal shortens the details, never the bars.
-    progress = Progress(_Icon(), TextColumn("{task.description}", table_column=Column(no_wrap=True)),
-                        BarColumn(bar_width=20),
-                        TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
-                        TextColumn("{task.fields[detail]}",
-                                   table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
-                        console=render.console(), transient=False, expand=True)
+    progress = Progress(
+        _Icon(),
+        TextColumn("{task.description}", table_column=Column(no_wrap=True)),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
+        TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
+        console=render.console(),
+        transient=False,
+        expand=True,
+    )
     rows: dict[str, TaskID] = {}
     with progress:
-        overall = progress.add_task(f"run {run_id[:STAGE_WIDTH]:<{STAGE_WIDTH + 2}}", total=None, state="running",
-                                    detail="")
+        overall = progress.add_task(
+            f"run {run_id[:STAGE_WIDTH]:<{STAGE_WIDTH + 2}}", total=None, state="running", detail=""
+        )
         for update in updates:
             state, live = update.state, not update.ended
             for name, stage in state.stages.items():
@@ -149,8 +182,13 @@ def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
                 else:
                     progress.update(rows[name], **view)
             finished = sum(1 for s in state.stages.values() if s.status == "committed")
-            progress.update(overall, total=max(len(state.stages), 1), completed=finished,
-                            state="running" if live else state.status(), detail=_headline(state))
+            progress.update(
+                overall,
+                total=max(len(state.stages), 1),
+                completed=finished,
+                state="running" if live else state.status(),
+                detail=_headline(state),
+            )
             if update.ended:
                 return update
     raise AssertionError("follow() always ends with an update that says why")

@@ -1,4 +1,5 @@
 """``sparkrecover inspect``."""
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

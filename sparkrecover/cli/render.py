@@ -1,4 +1,5 @@
 """All terminal output: human text on stderr through rich (NO_COLOR honoured), JSON on stdout."""
+
 from __future__ import annotations
 
 import contextlib
@@ -17,12 +18,30 @@ from sparkrecover.core import humanize, schemas
 _console: Console | None = None
 
 DECISION_STYLE = {"skip": "green", "run": "yellow", "rerun": "magenta", "lost": "red", "continue": "cyan"}
-STATUS_STYLE = {"succeeded": "green", "committed": "green", "skipped": "cyan", "running": "blue",
-                "failed": "red", "crashed": "red", "lost": "red", "interrupted": "yellow",
-                "unfinished": "yellow", "invalidated": "magenta", "unreadable": "red"}
-EVENT_STYLE = {"stage.committed": "green", "stage.failed": "red", "stage.skipped": "cyan",
-               "stage.invalidated": "magenta", "stage.started": "blue", "attempt.started": "bold",
-               "attempt.ended": "bold", "run.started": "bold", "journal.degraded": "yellow"}
+STATUS_STYLE = {
+    "succeeded": "green",
+    "committed": "green",
+    "skipped": "cyan",
+    "running": "blue",
+    "failed": "red",
+    "crashed": "red",
+    "lost": "red",
+    "interrupted": "yellow",
+    "unfinished": "yellow",
+    "invalidated": "magenta",
+    "unreadable": "red",
+}
+EVENT_STYLE = {
+    "stage.committed": "green",
+    "stage.failed": "red",
+    "stage.skipped": "cyan",
+    "stage.invalidated": "magenta",
+    "stage.started": "blue",
+    "attempt.started": "bold",
+    "attempt.ended": "bold",
+    "run.started": "bold",
+    "journal.degraded": "yellow",
+}
 
 
 # The width of a pipe or a CI log: wide enough that no table is ever squeezed (tables take their
@@ -77,9 +96,15 @@ def file_progress(enabled: bool = True) -> Iterator[Callable[[int], None] | None
         return
     from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(SpinnerColumn(), TextColumn("verifying outputs"), BarColumn(),
-                  TextColumn("{task.completed:,.0f} files"), TimeElapsedColumn(),
-                  console=console(), transient=True) as progress:
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("verifying outputs"),
+        BarColumn(),
+        TextColumn("{task.completed:,.0f} files"),
+        TimeElapsedColumn(),
+        console=console(),
+        transient=True,
+    ) as progress:
         task = progress.add_task("verify", total=None)
         yield lambda files: progress.advance(task, files)
 
@@ -102,6 +127,7 @@ def plan(document: dict[str, Any], title: str | None = None) -> None:
 
 # -- inspect RUN ----------------------------------------------------------------------------------
 
+
 def _failures(row: dict[str, Any]) -> str:
     parts = []
     if row["failed_spark_stages"]:
@@ -123,15 +149,20 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
         elif row["skipped"] and row["skipped"]["attempt"] == last_attempt:
             found.append(("skipped", row["skipped"]["attempt"], row["skipped"]["reason"]))
         for what, attempt, reason in found:
-            grouped.setdefault((what, attempt, humanize.first_line(reason, 500) or "no reason given"),
-                               []).append(row["stage"])
-    notes = [f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
-             for (what, attempt, reason), names in grouped.items()]
+            grouped.setdefault((what, attempt, humanize.first_line(reason, 500) or "no reason given"), []).append(
+                row["stage"]
+            )
+    notes = [
+        f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
+        for (what, attempt, reason), names in grouped.items()
+    ]
     for row in stages:
         progress = row.get("partitions")
         if progress and row["status"] != "running":
-            notes.append(f"{row['stage']}: {progress['committed']}/{progress['total']} partitions committed "
-                         "before it stopped (resume keeps them)")
+            notes.append(
+                f"{row['stage']}: {progress['committed']}/{progress['total']} partitions committed "
+                "before it stopped (resume keeps them)"
+            )
     return notes
 
 
@@ -159,9 +190,13 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
     table = Table(title="stages", title_justify="left")
     for column in columns:
         stage_width = min(12, max([5, *(len(row["stage"]) for row in rows)]))
-        table.add_column(column, no_wrap=column != "stage", overflow="fold",
-                         min_width=stage_width if column == "stage" else None,
-                         justify="left" if column in ("stage", "status", "failures") else "right")
+        table.add_column(
+            column,
+            no_wrap=column != "stage",
+            overflow="fold",
+            min_width=stage_width if column == "stage" else None,
+            justify="left" if column in ("stage", "status", "failures") else "right",
+        )
     for row in rows:
         table.add_row(*(_STAGE_COLUMNS[column][0](row) for column in columns))
     if not rows:
@@ -171,17 +206,19 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
 
 def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     out = console()
-    out.print(Text.assemble(("run ", "bold"), (summary["run"], "bold"), "  ",
-                            _styled(summary["status"], STATUS_STYLE)))
+    out.print(Text.assemble(("run ", "bold"), (summary["run"], "bold"), "  ", _styled(summary["status"], STATUS_STYLE)))
     out.print(f"app:        {summary.get('app') or '-'}")
     out.print(f"root:       {summary['root']}")
     out.print(f"journal:    {summary['run_dir']}")
     count = len(summary["attempts"])
-    out.print(f"time:       {humanize.duration(summary['duration_s'])} from first to last event, "
-              f"{humanize.duration(summary['busy_s'])} in {count} attempt{'s' if count != 1 else ''}")
+    out.print(
+        f"time:       {humanize.duration(summary['duration_s'])} from first to last event, "
+        f"{humanize.duration(summary['busy_s'])} in {count} attempt{'s' if count != 1 else ''}"
+    )
     if summary["stopped_in"]:
-        out.print(Text.assemble("stopped in: ", (", ".join(summary["stopped_in"]), "bold"),
-                                " (started, never committed)"))
+        out.print(
+            Text.assemble("stopped in: ", (", ".join(summary["stopped_in"]), "bold"), " (started, never committed)")
+        )
     out.print(_stages_table(summary["stages"], wide=out.width >= 100))
     last = summary["attempts"][-1]["attempt"] if summary["attempts"] else 0
     for note in _notes(summary["stages"], last):
@@ -190,10 +227,15 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     for column in ("attempt", "outcome", "exit", "started (UTC)", "duration", "plan", "application id"):
         attempts.add_column(column, overflow="fold")
     for row in summary["attempts"]:
-        attempts.add_row(str(row["attempt"]) + (" (resumed)" if row["resumed"] else ""),
-                         _styled(row["outcome"], STATUS_STYLE), _exit_text(row),
-                         humanize.timestamp(row["started"]), humanize.duration(row["duration_s"]),
-                         humanize.tally(row["plan"]) or "-", row["app_id"] or "-")
+        attempts.add_row(
+            str(row["attempt"]) + (" (resumed)" if row["resumed"] else ""),
+            _styled(row["outcome"], STATUS_STYLE),
+            _exit_text(row),
+            humanize.timestamp(row["started"]),
+            humanize.duration(row["duration_s"]),
+            humanize.tally(row["plan"]) or "-",
+            row["app_id"] or "-",
+        )
     out.print(attempts)
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":
@@ -218,9 +260,15 @@ def runs_table(rows: list[dict[str, Any]], root: str) -> None:
             problems.append(f"  {row['run']}: {humanize.first_line(row['error'], 500)}")
             continue
         app = (row.get("app") or "-").rsplit("/", 1)[-1]
-        table.add_row(row["run"], app, _styled(row["status"], STATUS_STYLE), str(row["attempts"]),
-                      f"{row['stages_committed']}/{row['stages']}", humanize.timestamp(row["last_activity"]),
-                      humanize.duration(row["duration_s"]))
+        table.add_row(
+            row["run"],
+            app,
+            _styled(row["status"], STATUS_STYLE),
+            str(row["attempts"]),
+            f"{row['stages_committed']}/{row['stages']}",
+            humanize.timestamp(row["last_activity"]),
+            humanize.duration(row["duration_s"]),
+        )
     console().print(table)
     for problem in problems:  # whole lines, not folded into a cell: they name a file and a line
         console().print(Text(problem), soft_wrap=True)
@@ -228,13 +276,20 @@ def runs_table(rows: list[dict[str, Any]], root: str) -> None:
 
 # -- replay ---------------------------------------------------------------------------------------
 
+
 def _event_style(kind: str) -> str:
     return EVENT_STYLE.get(kind, "dim" if kind.startswith("spark.") else "")
 
 
-def timeline(records: Iterable[dict[str, Any]], facts: Callable[[dict[str, Any]], str], *,
-             stage_width: int, numbered: bool = True, header: bool = True,
-             day: str | None = None) -> str | None:
+def timeline(
+    records: Iterable[dict[str, Any]],
+    facts: Callable[[dict[str, Any]], str],
+    *,
+    stage_width: int,
+    numbered: bool = True,
+    header: bool = True,
+    day: str | None = None,
+) -> str | None:
     """One line per event; a date line whenever the (UTC) day changes (``day`` is the day of the
     lines already printed; the last day is returned). On a terminal long lines are cut at its
     width; on a pipe they are printed whole, for grep."""
@@ -243,15 +298,17 @@ def timeline(records: Iterable[dict[str, Any]], facts: Callable[[dict[str, Any]]
     plain = out.no_color or out.color_system is None
     lines: list[Any] = []
     if header:
-        title = (f"{'#':>6}  " if numbered else "") + \
-            f"{'time (UTC)':<12}  att writer  {'event':<22}  {'stage':<{stage_width}}  fact"
+        title = (
+            f"{'#':>6}  " if numbered else ""
+        ) + f"{'time (UTC)':<12}  att writer  {'event':<22}  {'stage':<{stage_width}}  fact"
         lines.append(title if plain else Text(title, style="bold"))
     for index, record in enumerate(records, start=1):
         if record["ts"][:10] != day:
             day = record["ts"][:10]
             lines.append(f"── {day} ──" if plain else Text(f"── {day} ──", style="dim"))
-        head = (f"{index:>6}  " if numbered else "") + \
-            f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  "
+        head = (
+            f"{index:>6}  " if numbered else ""
+        ) + f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  "
         tail = f"  {record.get('stage') or '-':<{stage_width}}  {facts(record)}"
         kind = f"{record['type']:<22}"
         lines.append(head + kind + tail if plain else Text.assemble(head, (kind, _event_style(record["type"])), tail))
@@ -279,8 +336,10 @@ def _print_lines(lines: list[Any], plain: bool) -> None:
 
 def verify_report(document: dict[str, Any]) -> None:
     streams = ", ".join(f"{s['attempt']}/{s['writer']} {s['events']:,}" for s in document["streams"])
-    info(f"journal of run {document['run']} at {document['run_dir']}: {document['segments']} segment(s), "
-         f"{document['events']:,} events" + (f" ({streams})" if streams else ""))
+    info(
+        f"journal of run {document['run']} at {document['run_dir']}: {document['segments']} segment(s), "
+        f"{document['events']:,} events" + (f" ({streams})" if streams else "")
+    )
     for finding in document["warnings"]:
         warning(f"{finding['where']}: {finding['message']}")
     for finding in document["problems"]:
@@ -289,6 +348,8 @@ def verify_report(document: dict[str, Any]) -> None:
         warning(f"{document['omitted']} more finding(s) not shown")
     problems, warnings = len(document["problems"]), len(document["warnings"])
     verdict = Text("journal corrupt", style="red bold") if problems else Text("journal OK", style="green bold")
-    verdict.append(f": {problems} problem{'s' if problems != 1 else ''}, "
-                   f"{warnings} warning{'s' if warnings != 1 else ''}", style="")
+    verdict.append(
+        f": {problems} problem{'s' if problems != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}",
+        style="",
+    )
     console().print(verdict)

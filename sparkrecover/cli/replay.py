@@ -1,4 +1,5 @@
 """``sparkrecover replay``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -33,8 +34,13 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     else:
         details = summary.run_summary(state, run_dir)
     if json_output:
-        document: dict[str, Any] = {"run": run_id, "run_dir": run_dir, "until": _stop(target, shown),
-                                    "events": list(replay.normalized(shown)), "state": details}
+        document: dict[str, Any] = {
+            "run": run_id,
+            "run_dir": run_dir,
+            "until": _stop(target, shown),
+            "events": list(replay.normalized(shown)),
+            "state": details,
+        }
         if plan is not None:
             document["plan"] = plan
         render.emit_json(document)
@@ -44,14 +50,19 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     render.timeline(shown, replay.fact, stage_width=width)
     if plan is None:
         committed = sum(1 for row in details["stages"] if row["status"] in ("committed", "skipped"))
-        render.info(f"end of the journal: run {details['status']}, {committed}/{len(details['stages'])} stages "
-                    f"committed, {len(details['attempts'])} attempt(s)")
+        render.info(
+            f"end of the journal: run {details['status']}, {committed}/{len(details['stages'])} stages "
+            f"committed, {len(details['attempts'])} attempt(s)"
+        )
         return 0
     stop = shown[-1]
     render.info(f"\nstopped after event {kept} ({replay.address(stop)} at {stop['ts']}); the run as it stood then:")
     render.run_details(details)
-    render.plan(plan, title=f"what resume --dry-run would have decided then (attempt {plan['attempt']}; "
-                            "outputs checked as they are now)")
+    render.plan(
+        plan,
+        title=f"what resume --dry-run would have decided then (attempt {plan['attempt']}; "
+        "outputs checked as they are now)",
+    )
     return 0
 
 

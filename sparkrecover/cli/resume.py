@@ -1,4 +1,5 @@
 """``sparkrecover resume``."""
+
 from __future__ import annotations
 
 from contextlib import ExitStack
@@ -11,15 +12,33 @@ from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
 
-def run(*, run: str, root: str | None, dry_run: bool, rerun: tuple[str, ...], from_scratch: bool,
-        verify: str, max_attempts: int, spark_submit: str | None, json_output: bool, extra: list[str]) -> int:
+def run(
+    *,
+    run: str,
+    root: str | None,
+    dry_run: bool,
+    rerun: tuple[str, ...],
+    from_scratch: bool,
+    verify: str,
+    max_attempts: int,
+    spark_submit: str | None,
+    json_output: bool,
+    extra: list[str],
+) -> int:
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     if dry_run:
         with render.file_progress(enabled=not json_output) as progress:
-            plan = recovery.plan_resume(run_dir, run_id, verify_level=verify, rerun=rerun,
-                                        from_scratch=from_scratch, warn=render.warning, progress=progress)
+            plan = recovery.plan_resume(
+                run_dir,
+                run_id,
+                verify_level=verify,
+                rerun=rerun,
+                from_scratch=from_scratch,
+                warn=render.warning,
+                progress=progress,
+            )
         document = plan.dry_run()
         complete = plan.state.succeeded and not (rerun or from_scratch)
         if complete:
@@ -36,12 +55,20 @@ def run(*, run: str, root: str | None, dry_run: bool, rerun: tuple[str, ...], fr
     if not from_scratch and state.succeeded and not rerun:
         if json_output:
             render.emit_json({"run": run_id, "complete": True, "exit_code": 0})
-        render.info(f"run {run_id} already completed successfully; nothing to resume "
-                    "(use --rerun STAGE or --from-scratch to run stages again)")
+        render.info(
+            f"run {run_id} already completed successfully; nothing to resume "
+            "(use --rerun STAGE or --from-scratch to run stages again)"
+        )
         return 0
     shown: list[recovery.ResumePlan] = []
-    options = recovery.ResumeOptions(extra_options=tuple(extra), spark_submit=spark_submit, verify_level=verify,
-                                     rerun=rerun, from_scratch=from_scratch, max_attempts=max_attempts)
+    options = recovery.ResumeOptions(
+        extra_options=tuple(extra),
+        spark_submit=spark_submit,
+        verify_level=verify,
+        rerun=rerun,
+        from_scratch=from_scratch,
+        max_attempts=max_attempts,
+    )
     with ExitStack() as bar:
         progress = bar.enter_context(render.file_progress(enabled=not json_output))
 
@@ -51,8 +78,9 @@ def run(*, run: str, root: str | None, dry_run: bool, rerun: tuple[str, ...], fr
             if not json_output:
                 render.plan(plan.dry_run())
 
-        code = recovery.resume(run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show,
-                               progress=progress)
+        code = recovery.resume(
+            run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
+        )
     if json_output:
         render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
     return code

@@ -1,4 +1,5 @@
 """Numbers as people read them: sizes, durations, counts, times. Shared by every output."""
+
 from __future__ import annotations
 
 import signal as signals
@@ -44,7 +45,7 @@ def first_line(text: str | None, limit: int = 300) -> str:
     if not text:
         return ""
     line = str(text).strip().splitlines()[0] if str(text).strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def signal_name(number: int) -> str:

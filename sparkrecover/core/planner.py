@@ -11,6 +11,7 @@ Decisions:
 Stages the journal never saw are not in the plan: a driver runs every stage the plan does not
 name.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
@@ -83,8 +84,14 @@ def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], No
     return verify
 
 
-def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
-              from_scratch: bool = False, evidence: Evidence = committer_evidence) -> list[Decision]:
+def make_plan(
+    state: RunState,
+    verify: Verifier,
+    *,
+    rerun: Iterable[str] = (),
+    from_scratch: bool = False,
+    evidence: Evidence = committer_evidence,
+) -> list[Decision]:
     requested = set(rerun)
     unknown = requested - set(state.stages)
     if unknown:
@@ -104,10 +111,16 @@ def make_plan(state: RunState, verify: Verifier, *, rerun: Iterable[str] = (),
 
 def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
     def decide(decision: Verdict, reason: str) -> Decision:
-        return Decision(stage.name, decision, reason + _caveat(stage, decision), kind=stage.kind,
-                        upstream=list(stage.upstream),
-                        committed=_read_back(stage), restore=_restore(stage),
-                        fingerprint=(stage.started or {}).get("fingerprint") if stage.status == COMMITTED else None)
+        return Decision(
+            stage.name,
+            decision,
+            reason + _caveat(stage, decision),
+            kind=stage.kind,
+            upstream=list(stage.upstream),
+            committed=_read_back(stage),
+            restore=_restore(stage),
+            fingerprint=(stage.started or {}).get("fingerprint") if stage.status == COMMITTED else None,
+        )
 
     if stage.status != COMMITTED:
         if from_scratch and stage.committed:
@@ -116,8 +129,9 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
             error = (stage.failed or {}).get("error") or "unknown error"
             return decide(RUN, f"failed in attempt {stage.attempt}: {error.splitlines()[0][:200]}")
         if stage.records_lost is not None:
-            return decide(RUN, f"its journal records of attempt {stage.attempt} were lost while the "
-                               "journal's storage was failing")
+            return decide(
+                RUN, f"its journal records of attempt {stage.attempt} were lost while the journal's storage was failing"
+            )
         return decide(RUN, f"started in attempt {stage.attempt} but not committed")
     if from_scratch:
         return decide(RERUN, "--from-scratch")
@@ -154,13 +168,16 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     total = int(write["partitions"])
     attempts = sorted({stage.committed_tasks[p][0] for p in kept})
     decision.decision = CONTINUE
-    decision.reason = (f"{len(kept)}/{total} partitions kept (committed in attempt "
-                       f"{', '.join(map(str, attempts))})")
+    decision.reason = f"{len(kept)}/{total} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
     decision.partitions = {"kept": len(kept), "total": total}
     # The driver keeps nothing if the stage changed since (rule 5): compared like a skip's.
     decision.fingerprint = (stage.started or {}).get("fingerprint")
-    decision.tasks = {"kept": kept, "partitions": total, "shape": write.get("shape"),
-                      "empty": [p for p in kept if stage.committed_tasks[p][1] == 0]}
+    decision.tasks = {
+        "kept": kept,
+        "partitions": total,
+        "shape": write.get("shape"),
+        "empty": [p for p in kept if stage.committed_tasks[p][1] == 0],
+    }
 
 
 def _caveat(stage: StageState, decision: Verdict) -> str:
@@ -188,14 +205,20 @@ def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
         paths = _output_paths(stage)
         if decision.decision != LOST or not paths:
             continue
-        later = next((state.stages[n] for n in names[index + 1:] if _output_paths(state.stages[n]) & paths), None)
-        if later is None or later.status != COMMITTED or decisions[later.name].decision != SKIP \
-                or (later.committed_attempt or 0) < (stage.committed_attempt or 0):
+        later = next((state.stages[n] for n in names[index + 1 :] if _output_paths(state.stages[n]) & paths), None)
+        if (
+            later is None
+            or later.status != COMMITTED
+            or decisions[later.name].decision != SKIP
+            or (later.committed_attempt or 0) < (stage.committed_attempt or 0)
+        ):
             continue
         drop = (later.started or {}).get("mode") == "drop"
         decision.decision = SKIP
-        decision.reason = (f"committed in attempt {stage.committed_attempt}; {later.name} "
-                           f"{'dropped its table' if drop else 'changed its output'} since")
+        decision.reason = (
+            f"committed in attempt {stage.committed_attempt}; {later.name} "
+            f"{'dropped its table' if drop else 'changed its output'} since"
+        )
         if decision.committed is not None:
             decision.committed["superseded_by"] = later.name
 
@@ -242,15 +265,21 @@ def _read_back(stage: StageState) -> dict[str, Any] | None:
     committed = stage.committed
     if not committed:
         return None
-    back = {"attempt": committed["attempt"], "format": committed.get("format"),
-            "schema": committed.get("schema"),
-            "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []]}
+    back = {
+        "attempt": committed["attempt"],
+        "format": committed.get("format"),
+        "schema": committed.get("schema"),
+        "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []],
+    }
     if committed.get("table"):
         back["table"] = committed["table"]  # how a table write registers its table again
     if stage.kind == "write":
         # An implicit append that reruns removes exactly the files it added (zero-code mode).
-        back.update(manifest=committed.get("manifest"), manifest_ref=committed.get("manifest_ref"),
-                    manifest_sha256=committed.get("manifest_sha256"))
+        back.update(
+            manifest=committed.get("manifest"),
+            manifest_ref=committed.get("manifest_ref"),
+            manifest_sha256=committed.get("manifest_sha256"),
+        )
     return back
 
 
@@ -261,8 +290,7 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
 
 def plan_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
     """The plan handed to the next attempt (plans/<attempt>.json). Pure data: rule 8."""
-    return {"run": run_id, "attempt": attempt,
-            "stages": [asdict(decision) for decision in decisions]}
+    return {"run": run_id, "attempt": attempt, "stages": [asdict(decision) for decision in decisions]}
 
 
 def dry_run_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 ``resume``, ``inspect`` and ``replay`` all read a run through ``RunState.from_events`` so they can
 never disagree about what the journal says.
 """
+
 from __future__ import annotations
 
 import signal as signals
@@ -26,11 +27,11 @@ class StageState:
     order: int
     kind: str = "stage"
     status: StageStatus = STARTED
-    attempt: int = 0                       # attempt of the latest started/committed/failed event
-    started: dict[str, Any] | None = None    # latest stage.started
+    attempt: int = 0  # attempt of the latest started/committed/failed event
+    started: dict[str, Any] | None = None  # latest stage.started
     committed: dict[str, Any] | None = None  # latest stage.committed (may predate `started`)
-    failed: dict[str, Any] | None = None     # latest stage.failed
-    skipped: dict[str, Any] | None = None    # latest stage.skipped
+    failed: dict[str, Any] | None = None  # latest stage.failed
+    skipped: dict[str, Any] | None = None  # latest stage.skipped
     invalidated: dict[str, Any] | None = None
     upstream: list[str] = field(default_factory=list)
     records_lost: dict[str, Any] | None = None  # the journal.degraded that lost some of its records
@@ -91,7 +92,7 @@ class AttemptState:
     driver_ended: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
     last_ts: str | None = None
-    committed: list[str] = field(default_factory=list)            # stages committed in this attempt
+    committed: list[str] = field(default_factory=list)  # stages committed in this attempt
     failures: list[tuple[str, str]] = field(default_factory=list)  # (stage, error) in this attempt
 
     @property
@@ -300,8 +301,12 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record["stage"])
     previous = stage.write
-    if (previous is None or not record.get("reusable") or previous.get("shape") != record.get("shape")
-            or previous.get("partitions") != record.get("partitions")):
+    if (
+        previous is None
+        or not record.get("reusable")
+        or previous.get("shape") != record.get("shape")
+        or previous.get("partitions") != record.get("partitions")
+    ):
         stage.committed_tasks = {}  # partition i would not hold the same rows: nothing carries over
     stage.write = record
 
@@ -311,8 +316,11 @@ def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> Non
     write = stage.write
     # A kept partition's task commits again in the resumed write, empty: it was not computed, and
     # its rows are in the task folder of the attempt that did compute it.
-    if write is not None and write.get("attempt") == record["attempt"] \
-            and record["partition"] not in (write.get("kept") or ()):
+    if (
+        write is not None
+        and write.get("attempt") == record["attempt"]
+        and record["partition"] not in (write.get("kept") or ())
+    ):
         rows = record.get("records")
         stage.committed_tasks[record["partition"]] = (record["attempt"], rows if isinstance(rows, int) else None)
 

@@ -6,6 +6,7 @@ the recorded input files are checked as stage inputs are (``staleness.changed_in
 whose files are gone or rewritten is inferred again. Files added since are the driver's to find:
 it compares the read's whole listing with ``input_digest`` before it uses a schema.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -31,10 +32,19 @@ def reusable(state: RunState, *, from_scratch: bool = False, stat: Stat | None =
             continue
         else:
             reason = "inputs unchanged"
-        found.append({"key": key, "format": record["format"], "paths": list(record.get("paths") or []),
-                      "call_site": record.get("call_site"), "attempt": record["attempt"],
-                      "schema": record["schema"], "input_digest": record["input_digest"],
-                      "input_count": count, "reason": reason})
+        found.append(
+            {
+                "key": key,
+                "format": record["format"],
+                "paths": list(record.get("paths") or []),
+                "call_site": record.get("call_site"),
+                "attempt": record["attempt"],
+                "schema": record["schema"],
+                "input_digest": record["input_digest"],
+                "input_count": count,
+                "reason": reason,
+            }
+        )
     return found
 
 

@@ -4,6 +4,7 @@ The driver builds fingerprints (``driver.fingerprints``); this module holds what
 need of them: the digest, the input-file listing, the named difference the driver reports, and
 the input check the command line makes before launch.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,7 @@ def stat_files(urls: Iterable[str]) -> list[list[Any]]:
     return rows
 
 
-def difference(recorded: dict[str, Any] | None, current: dict[str, Any],
-               ignore: Iterable[str] = ()) -> str | None:
+def difference(recorded: dict[str, Any] | None, current: dict[str, Any], ignore: Iterable[str] = ()) -> str | None:
     """The reason a stage is stale (``"code changed"``), or None when nothing it depends on changed.
 
     An ingredient the recorded fingerprint does not have (an older sparkrecover, Spark Connect)
@@ -53,15 +53,17 @@ def difference(recorded: dict[str, Any] | None, current: dict[str, Any],
             continue
         if recorded[part] != current[part]:
             if part == "upstream":
-                changed = sorted(name for name, digest in current.get("upstream_stages", {}).items()
-                                 if recorded.get("upstream_stages", {}).get(name) != digest)
+                changed = sorted(
+                    name
+                    for name, digest in current.get("upstream_stages", {}).items()
+                    if recorded.get("upstream_stages", {}).get(name) != digest
+                )
                 return f"upstream changed ({', '.join(changed)})" if changed else "upstream changed"
             return f"{part} changed"
     return None
 
 
-def changed_inputs(recorded: dict[str, Any] | None,
-                   stat: Callable[[str], tuple[int, Any]] | None = None) -> list[str]:
+def changed_inputs(recorded: dict[str, Any] | None, stat: Callable[[str], tuple[int, Any]] | None = None) -> list[str]:
     """Input files recorded in a fingerprint that are gone or differ now (the CLI's check)."""
     stat = stat or storage.stat
     changed = []

@@ -1,4 +1,5 @@
 """What ``inspect`` shows, as plain data: the JSON output and the tables render the same dict."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -56,8 +57,7 @@ def _stage_row(stage: StageState, last_number: int, live: bool) -> dict[str, Any
         "duration_s": stage.duration_s,
         "rows": stage.rows,
         "bytes": stage.bytes_written,
-        "files": sum(int(o.get("file_count") or 0) for o in committed.get("manifest") or [])
-        if committed else None,
+        "files": sum(int(o.get("file_count") or 0) for o in committed.get("manifest") or []) if committed else None,
         "spark_jobs": stage.spark_jobs,
         "spark_stages": stage.spark_stages,
         "failed_spark_stages": stage.failed_spark_stages,
@@ -103,8 +103,9 @@ def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None
     last = state.last_attempt
     last_number = last.number if last else 0
     stages = [_stage_row(stage, last_number, live) for stage in state.stages.values()]
-    attempts = [_attempt_row(attempt, live and attempt is last and not attempt.ended)
-                for attempt in state.attempts.values()]
+    attempts = [
+        _attempt_row(attempt, live and attempt is last and not attempt.ended) for attempt in state.attempts.values()
+    ]
     status = state.status(lease_live=live)
     return {
         "run": state.run_id,
@@ -119,9 +120,11 @@ def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None
         "attempts": attempts,
         "stages": stages,
         # Where the last attempt stopped: its stages that started and never committed nor failed.
-        "stopped_in": [] if status in ("running", "succeeded") else [
-            stage.name for stage in state.stages.values()
-            if stage.status == STARTED and stage.attempt == last_number],
+        "stopped_in": []
+        if status in ("running", "succeeded")
+        else [
+            stage.name for stage in state.stages.values() if stage.status == STARTED and stage.attempt == last_number
+        ],
         "last_error": state.last_error,
         "journal_degraded": len(state.degraded),
         "events": state.event_count,
@@ -137,13 +140,19 @@ def runs_overview(items: list[tuple[str, str, RunState | None, str | None]]) -> 
             rows.append({"run": run_id, "run_dir": run_dir, "status": "unreadable", "error": error})
             continue
         live = leases.is_live(leases.read_lease(run_dir))
-        rows.append({
-            "run": run_id, "run_dir": run_dir, "app": state.run.get("app"),
-            "status": state.status(lease_live=live), "attempts": len(state.attempts),
-            "stages": len(state.stages),
-            "stages_committed": sum(1 for stage in state.stages.values() if stage.status == COMMITTED),
-            "started": state.first_ts, "last_activity": state.last_ts,
-            "duration_s": _seconds_between(state.first_ts, state.last_ts),
-        })
+        rows.append(
+            {
+                "run": run_id,
+                "run_dir": run_dir,
+                "app": state.run.get("app"),
+                "status": state.status(lease_live=live),
+                "attempts": len(state.attempts),
+                "stages": len(state.stages),
+                "stages_committed": sum(1 for stage in state.stages.values() if stage.status == COMMITTED),
+                "started": state.first_ts,
+                "last_activity": state.last_ts,
+                "duration_s": _seconds_between(state.first_ts, state.last_ts),
+            }
+        )
     rows.sort(key=lambda row: row.get("last_activity") or "", reverse=True)
     return rows

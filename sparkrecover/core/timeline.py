@@ -13,6 +13,7 @@ plans from.
 - an ISO 8601 time, e.g. ``2026-11-22T03:15:00Z`` (no offset means UTC): every event stamped
   at or before it.
 """
+
 from __future__ import annotations
 
 import re
@@ -30,8 +31,10 @@ from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 
 _ADDRESS = re.compile(r"^(\d+):([a-z]+):(\d+)$")
-UNTIL_HELP = ("an event number as replay prints it, ATTEMPT:WRITER:SEQ (e.g. 2:driver:14) "
-              "or an ISO time (e.g. 2026-11-22T03:15:00Z)")
+UNTIL_HELP = (
+    "an event number as replay prints it, ATTEMPT:WRITER:SEQ (e.g. 2:driver:14) "
+    "or an ISO time (e.g. 2026-11-22T03:15:00Z)"
+)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ def normalized(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
 
 
 # -- the fact that matters, per event type ----------------------------------------------------------
+
 
 def _payload(record: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in record.items() if key not in ev.ENVELOPE_KEYS}
@@ -199,8 +203,9 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
     ev.PLAN_CREATED: _plan_created,
-    ev.DRIVER_STARTED: lambda r: (f"{r.get('app_id')} on {r.get('master')} ({r.get('deploy_mode')}), "
-                                  f"Spark {r.get('spark_version')}"),
+    ev.DRIVER_STARTED: lambda r: (
+        f"{r.get('app_id')} on {r.get('master')} ({r.get('deploy_mode')}), Spark {r.get('spark_version')}"
+    ),
     ev.STAGE_STARTED: _stage_started,
     ev.STAGE_COMMITTED: _stage_committed,
     ev.STAGE_SKIPPED: lambda r: str(r.get("reason") or ""),

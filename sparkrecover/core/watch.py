@@ -12,6 +12,7 @@ The lease is read *before* the journal on every poll: a CLI writes ``attempt.end
 releases the lease, so once the lease is seen gone, the poll that follows sees that record if
 there is one, and a clean end is never mistaken for a crash.
 """
+
 from __future__ import annotations
 
 import time
@@ -36,8 +37,9 @@ class Update:
     warnings: list[str] = field(default_factory=list)
 
 
-def follow(run_dir: str, run_id: str, *, interval: float | None = None,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[Update]:
+def follow(
+    run_dir: str, run_id: str, *, interval: float | None = None, sleep: Callable[[float], None] = time.sleep
+) -> Iterator[Update]:
     """One ``Update`` per poll; the last one has ``ended`` set."""
     interval = POLL_INTERVAL if interval is None else interval
     tail = JournalTail(run_dir)
@@ -69,5 +71,4 @@ def _ended(state: RunState, live: bool) -> str | None:
         return "nobody is running this run and its journal is empty"
     if last.ended:
         return f"attempt {last.number} ended: {last.outcome} (exit {last.exit_code})"
-    return (f"attempt {last.number} {last.outcome}: nobody holds the run's lease and the attempt never "
-            "recorded its end")
+    return f"attempt {last.number} {last.outcome}: nobody holds the run's lease and the attempt never recorded its end"

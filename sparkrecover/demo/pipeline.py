@@ -5,6 +5,7 @@
 Runs the same under plain spark-submit and under ``sparkrecover submit``. ``--pause`` makes each
 stage take at least that long, so that a demo can kill the driver in the middle of one.
 """
+
 import argparse
 import os
 import time
@@ -37,13 +38,18 @@ def main() -> None:
     def slowly(frame):
         return frame.withColumn("id", wait_at_row_one("id")) if pause else frame
 
-    orders = sr.checkpoint("orders", lambda: slowly(
-        spark.range(args.rows, numPartitions=4)
-        .withColumn("day", (F.col("id") % 30).cast("int"))
-        .withColumn("amount", ((F.col("id") * 7919) % 1000 - 100).cast("long"))))
+    orders = sr.checkpoint(
+        "orders",
+        lambda: slowly(
+            spark.range(args.rows, numPartitions=4)
+            .withColumn("day", (F.col("id") % 30).cast("int"))
+            .withColumn("amount", ((F.col("id") * 7919) % 1000 - 100).cast("long"))
+        ),
+    )
     clean = sr.checkpoint("clean", lambda: slowly(orders).where("amount > 0"))
-    daily = sr.checkpoint("daily", lambda: slowly(clean).groupBy("day").agg(
-        F.sum("amount").alias("total"), F.count("*").alias("orders")))
+    daily = sr.checkpoint(
+        "daily", lambda: slowly(clean).groupBy("day").agg(F.sum("amount").alias("total"), F.count("*").alias("orders"))
+    )
     report = os.path.join(args.output, "report.txt")
 
     @sr.stage(outputs=[report])

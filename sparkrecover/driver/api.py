@@ -4,6 +4,7 @@ Under ``sparkrecover submit`` each call journals ``stage.started`` before any ou
 and ``stage.committed`` only after Spark's job commit returned (rule 1), and follows the plan of
 a resumed attempt. Anywhere else it runs everything and records nothing.
 """
+
 from __future__ import annotations
 
 import functools
@@ -52,8 +53,10 @@ class _StageScope:
         self.started = time.monotonic()
 
     def __enter__(self) -> _StageScope:
-        self._previous = (self.sc.getLocalProperty(runtime.STAGE_PROPERTY),
-                          self.sc.getLocalProperty("spark.job.description"))
+        self._previous = (
+            self.sc.getLocalProperty(runtime.STAGE_PROPERTY),
+            self.sc.getLocalProperty("spark.job.description"),
+        )
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self.name)
         self.sc.setJobDescription(f"sparkrecover stage {self.name}")
         self.rt.enter_stage()  # writes made in here are this stage's, not implicit stages
@@ -69,15 +72,20 @@ class _StageScope:
             fence.failed(self.rt, self.name, error)
         if error is not None and not self.rt.fenced:  # a fenced driver journals nothing more
             message = str(error).strip() or type(error).__name__
-            self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000],
-                                error_type=type(error).__name__)
+            self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000], error_type=type(error).__name__)
             self.rt.writer.flush()
 
-    def start(self, kind: str, urls: list[str], upstream: list[str], fingerprint: dict[str, Any],
-              **extra: Any) -> None:
+    def start(self, kind: str, urls: list[str], upstream: list[str], fingerprint: dict[str, Any], **extra: Any) -> None:
         fence.check(self.rt, self.name, "writing")  # nothing is written under a lost lease
-        self.rt.writer.emit(ev.STAGE_STARTED, stage=self.name, kind=kind, outputs=urls, upstream=upstream,
-                            fingerprint=fingerprint, **extra)
+        self.rt.writer.emit(
+            ev.STAGE_STARTED,
+            stage=self.name,
+            kind=kind,
+            outputs=urls,
+            upstream=upstream,
+            fingerprint=fingerprint,
+            **extra,
+        )
         self.rt.add_outputs(self.name, urls)
         self.rt.fingerprints[self.name] = fingerprint["digest"]
 
@@ -91,25 +99,39 @@ class _StageScope:
         """The plan said skip, but something the stage depends on changed: it runs (rule 5)."""
         self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
 
-    def commit(self, outputs: Sequence[tuple[str, str | None]], upstream: list[str],
-               added_since: list[dict[str, Any]] | None = None, **extra: Any) -> None:
+    def commit(
+        self,
+        outputs: Sequence[tuple[str, str | None]],
+        upstream: list[str],
+        added_since: list[dict[str, Any]] | None = None,
+        **extra: Any,
+    ) -> None:
         """``added_since``: what each output held before an append; its manifest then lists only
         the files the append added."""
         fence.check(self.rt, self.name, "the commit")  # the lease, before anything is journaled
         manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
         if added_since is not None:
-            manifest = [manifests.added_files(output, before)
-                        for output, before in zip(manifest, added_since, strict=True)]
+            manifest = [
+                manifests.added_files(output, before) for output, before in zip(manifest, added_since, strict=True)
+            ]
         manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
         self.rt.sync_telemetry()
         self.rt.writer.emit(
-            ev.STAGE_COMMITTED, stage=self.name, manifest=manifest, manifest_ref=ref,
-            manifest_sha256=digest, duration_s=round(time.monotonic() - self.started, 3),
-            spark_jobs=self.rt.jobs_of(self.name), upstream=upstream, **extra)
+            ev.STAGE_COMMITTED,
+            stage=self.name,
+            manifest=manifest,
+            manifest_ref=ref,
+            manifest_sha256=digest,
+            duration_s=round(time.monotonic() - self.started, 3),
+            spark_jobs=self.rt.jobs_of(self.name),
+            upstream=upstream,
+            **extra,
+        )
 
 
-def checkpoint(name: str, build: Any, *, path: str | None = None, format: str = "parquet",
-               version: str | None = None) -> Any:
+def checkpoint(
+    name: str, build: Any, *, path: str | None = None, format: str = "parquet", version: str | None = None
+) -> Any:
     """A durable, named checkpoint of a DataFrame; returns the DataFrame read back from it.
 
     ``build`` is a DataFrame or a zero-argument callable returning one. On resume, a committed
@@ -148,10 +170,14 @@ def checkpoint(name: str, build: Any, *, path: str | None = None, format: str = 
         if entry.get("decision") == "skip":
             if stale is None:
                 committed = entry["committed"]
-                scope.skip(entry["reason"], [storage.from_spark_path(p) for p in committed["paths"]],
-                           (entry.get("fingerprint") or {}).get("digest"))
-                return _read_checkpoint(spark, committed["paths"][0], committed.get("format") or format,
-                                        committed.get("schema"))
+                scope.skip(
+                    entry["reason"],
+                    [storage.from_spark_path(p) for p in committed["paths"]],
+                    (entry.get("fingerprint") or {}).get("digest"),
+                )
+                return _read_checkpoint(
+                    spark, committed["paths"][0], committed.get("format") or format, committed.get("schema")
+                )
             scope.invalidate(stale)
         entry = taskresume.unless_stale(scope, entry, stale)
         # Task-level resume: the committed tasks of a checkpoint that died mid-write are set
@@ -170,8 +196,9 @@ def checkpoint(name: str, build: Any, *, path: str | None = None, format: str = 
     return _read_checkpoint(spark, spark_path, format, schema)
 
 
-def _fingerprint(rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any, frame: Any,
-                 files: list[str], version: str | None) -> tuple[list[str], dict[str, Any], str | None]:
+def _fingerprint(
+    rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any, frame: Any, files: list[str], version: str | None
+) -> tuple[list[str], dict[str, Any], str | None]:
     """(upstream stages, the stage's fingerprint now, why it is stale or None)."""
     upstream, external = rt.split_inputs(files, exclude=name)
     ignore: tuple[str, ...] = ()
@@ -182,8 +209,13 @@ def _fingerprint(rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any,
         # output a later stage changed (a table read, then dropped): the planner reruns it when
         # this stage must run, so only a skip of this stage meets it here.
         upstream, ignore = recorded_upstream, ("plan", "input")
-    fingerprint = fingerprints.build(version=version, fn=fn if callable(fn) else None, frame=frame,
-                                     input_urls=external, upstream=rt.upstream_fingerprints(upstream))
+    fingerprint = fingerprints.build(
+        version=version,
+        fn=fn if callable(fn) else None,
+        frame=frame,
+        input_urls=external,
+        upstream=rt.upstream_fingerprints(upstream),
+    )
     stale = staleness.difference(entry.get("fingerprint"), fingerprint, ignore)
     return upstream, fingerprint, stale
 
@@ -223,8 +255,9 @@ class StageFunction:
             rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=entry["reason"])
             rt.add_outputs(self.name, urls)
             return None
-        upstream, fingerprint, stale = _fingerprint(rt, entry, self.name, self.fn, None,
-                                                    _files_read_by(self.fn, args, kwargs), self.version)
+        upstream, fingerprint, stale = _fingerprint(
+            rt, entry, self.name, self.fn, None, _files_read_by(self.fn, args, kwargs), self.version
+        )
         with _StageScope(rt, spark, self.name) as scope:
             if entry.get("decision") == "skip":
                 if stale is None:
@@ -277,8 +310,9 @@ def _filled(cell: Any) -> bool:
     return True
 
 
-def stage(name: Any = None, fn: Callable[..., Any] | None = None, *, outputs: Iterable[str] = (),
-          version: str | None = None) -> Any:
+def stage(
+    name: Any = None, fn: Callable[..., Any] | None = None, *, outputs: Iterable[str] = (), version: str | None = None
+) -> Any:
     """Declare a stage with side effects and declared outputs.
 
     ``@stage``, ``@stage("name", outputs=[...])`` and ``@stage(outputs=[...])`` decorate a function;

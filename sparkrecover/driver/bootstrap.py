@@ -14,6 +14,7 @@ JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said 
 committing, every file write's job commit checks it in the JVM, and a driver that lost it exits
 75 (``driver/fence.py``).
 """
+
 from __future__ import annotations
 
 import os
@@ -45,7 +46,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--checkpoint-root")
     parser.add_argument("--lease-token")
     parser.add_argument("--listener", choices=("jvm", "py4j"), default="py4j")
-    return parser.parse_args(argv[:split]), argv[split + 1:]
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
 def _hook_spark_context(rt: Any) -> None:
@@ -65,13 +66,22 @@ def _hook_spark_context(rt: Any) -> None:
             print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
         not_fenced = fence.arm(rt, self) if rt.lease_token is not None else None
         if not_fenced is not None and not not_fenced.startswith("the sparkrecover jar"):
-            print(f"sparkrecover: warning: job commits do not check the run's lease: {not_fenced}; a driver "
-                  "taken over while a write runs may still commit that write", file=sys.stderr)
+            print(
+                f"sparkrecover: warning: job commits do not check the run's lease: {not_fenced}; a driver "
+                "taken over while a write runs may still commit that write",
+                file=sys.stderr,
+            )
         conf = self.getConf()
-        rt.writer.emit(ev.DRIVER_STARTED, app_id=self.applicationId, master=self.master,
-                       deploy_mode=conf.get("spark.submit.deployMode", "client"),
-                       spark_version=self.version, pid=os.getpid(), listener=rt.telemetry.kind,
-                       commit_fence=not_fenced or "on")
+        rt.writer.emit(
+            ev.DRIVER_STARTED,
+            app_id=self.applicationId,
+            master=self.master,
+            deploy_mode=conf.get("spark.submit.deployMode", "client"),
+            spark_version=self.version,
+            pid=os.getpid(),
+            listener=rt.telemetry.kind,
+            commit_fence=not_fenced or "on",
+        )
 
     SparkContext.__init__ = init  # type: ignore[method-assign]  # patching the class is the point
 
@@ -156,10 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     except SparkRecoverError as problem:  # a plan this sparkrecover cannot read: run nothing
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code
-    writer = JournalWriter(options.run_dir, options.run_id, options.attempt, ev.WRITER_DRIVER,
-                           buffer_size=options.buffer_size, flush_interval=options.flush_interval)
-    rt = runtime.Runtime(writer, options.run_dir, plan, checksums=options.checksums,
-                         checkpoint_root=options.checkpoint_root)
+    writer = JournalWriter(
+        options.run_dir,
+        options.run_id,
+        options.attempt,
+        ev.WRITER_DRIVER,
+        buffer_size=options.buffer_size,
+        flush_interval=options.flush_interval,
+    )
+    rt = runtime.Runtime(
+        writer, options.run_dir, plan, checksums=options.checksums, checkpoint_root=options.checkpoint_root
+    )
     rt.lease_token = options.lease_token
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
@@ -184,8 +201,11 @@ def main(argv: list[str] | None = None) -> int:
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))
         writer.close()
         if writer.degraded or writer.warnings:
-            print("sparkrecover: warning: the journal had storage problems during this attempt; "
-                  "see journal.degraded events", file=sys.stderr)
+            print(
+                "sparkrecover: warning: the journal had storage problems during this attempt; "
+                "see journal.degraded events",
+                file=sys.stderr,
+            )
     return exit_code
 
 

@@ -16,6 +16,7 @@ job commit checks too: ``arm`` hands the lease's path and token to the JVM's
 its own (``spark.sql.sources.commitProtocolClass``: then only the Python checks fence). Its
 refusal fails the write; ``failed`` turns that failure into the same exit 75.
 """
+
 from __future__ import annotations
 
 import sys
@@ -48,17 +49,25 @@ def check(rt: Any, stage: str, doing: str) -> None:
     if holder is not None and holder.get("token") == token:
         return
     rt.fenced = True
-    who = leases.describe(holder) if holder else ("nobody (the lease was released)" if not found.exists
-                                                  else "nobody (the lease is unreadable)")
+    who = (
+        leases.describe(holder)
+        if holder
+        else ("nobody (the lease was released)" if not found.exists else "nobody (the lease is unreadable)")
+    )
     try:
-        rt.writer.emit(ev.LEASE_LOST, token=token, holder=holder.get("token") if holder else None,
-                       stage=stage, doing=doing)
+        rt.writer.emit(
+            ev.LEASE_LOST, token=token, holder=holder.get("token") if holder else None, stage=stage, doing=doing
+        )
         rt.writer.flush()
     except Exception:
         pass  # journaled if it can be
-    print(f"sparkrecover: error: this driver lost the run's lease (now held by {who}): another "
-          f"submit or resume took the run over; stopping before {doing} of stage {stage} "
-          f"(exit {EXIT_LEASE_LOST})", file=sys.stderr, flush=True)
+    print(
+        f"sparkrecover: error: this driver lost the run's lease (now held by {who}): another "
+        f"submit or resume took the run over; stopping before {doing} of stage {stage} "
+        f"(exit {EXIT_LEASE_LOST})",
+        file=sys.stderr,
+        flush=True,
+    )
     raise LeaseLost(EXIT_LEASE_LOST)
 
 

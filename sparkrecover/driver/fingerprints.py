@@ -4,6 +4,7 @@
 A fingerprint holds one digest per ingredient so that a difference names its reason:
 ``version changed``, ``code changed``, ``plan changed``, ``input changed``, ``upstream changed``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,8 +57,14 @@ def canonical_plan(frame: Any) -> str | None:
     return _PLAN_NOISE.sub("", text)
 
 
-def build(*, version: str | None, fn: Any = None, frame: Any = None,
-          input_urls: Iterable[str] = (), upstream: dict[str, str] | None = None) -> dict[str, Any]:
+def build(
+    *,
+    version: str | None,
+    fn: Any = None,
+    frame: Any = None,
+    input_urls: Iterable[str] = (),
+    upstream: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A fingerprint: one digest per ingredient plus an overall digest."""
     inputs = stat_files(input_urls)
     plan = canonical_plan(frame) if frame is not None else None

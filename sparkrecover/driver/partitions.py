@@ -15,6 +15,7 @@ the set-aside task folders to the job before its commit. Both classes are in the
 
 Runs in the driver; imports pyspark only inside functions.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,11 @@ RENAME_SCHEMES = frozenset({"file", "hdfs", "viewfs"})
 
 # Functions the optimizer folds into literals (so the optimized plan calls them deterministic)
 # whose value differs in another application. Matched in the analyzed plan's text.
-_CLOCK = re.compile(r"\b(current_timestamp|current_date|current_time|now|curdate|localtimestamp|"
-                    r"current_timezone|unix_timestamp)\(", re.IGNORECASE)
+_CLOCK = re.compile(
+    r"\b(current_timestamp|current_date|current_time|now|curdate|localtimestamp|"
+    r"current_timezone|unix_timestamp)\(",
+    re.IGNORECASE,
+)
 # A shuffle exchange in a physical plan's text (not BroadcastExchange).
 _SHUFFLE = re.compile(r"(?<![A-Za-z])Exchange ")
 _FILE_SCAN = "org.apache.spark.sql.execution.datasources.FileScanRDD"
@@ -54,8 +58,8 @@ class WriteShape:
     partition count and every partition's input slices are equal."""
 
     partitions: int
-    reusable: bool                 # partition i holds the same rows in another application
-    reason: str | None             # why not (one sentence), when not reusable
+    reusable: bool  # partition i holds the same rows in another application
+    reason: str | None  # why not (one sentence), when not reusable
     slices: list[str] = field(default_factory=list)  # per partition: digest of its input slices
     digest: str = ""
 
@@ -88,8 +92,10 @@ def _plan_reason(qe: Any) -> str | None:
     if _CLOCK.search(qe.analyzed().toString()):
         return "the plan reads the current time (current_timestamp, now, current_date, ...)"
     if _SHUFFLE.search(qe.executedPlan().toString()):
-        return ("the write reads a shuffle (repartition, groupBy, join, orderBy, ...), whose partitions "
-                "Spark calls UNORDERED: partition i may hold other rows in another application")
+        return (
+            "the write reads a shuffle (repartition, groupBy, join, orderBy, ...), whose partitions "
+            "Spark calls UNORDERED: partition i may hold other rows in another application"
+        )
     return None
 
 
@@ -131,8 +137,11 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
     Hadoop path URI on the output's filesystem, not inside an output that overwrite deletes) into
     the job before it commits; the ``kept`` partitions' empty tasks commit nothing. The previous
     settings are restored afterwards, also on error."""
-    values = {PROTOCOL_CONF: PROTOCOL_CLASS, KEPT_DIR_CONF: kept_dir or "",
-              KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept)))}
+    values = {
+        PROTOCOL_CONF: PROTOCOL_CLASS,
+        KEPT_DIR_CONF: kept_dir or "",
+        KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept))),
+    }
     conf = spark._jsparkSession.conf()  # the JVM's: None-safe get, and unset of an absent key
     previous: dict[str, str | None] = {key: (conf.get(key) if conf.contains(key) else None) for key in values}
     try:
@@ -147,8 +156,14 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
                 conf.set(key, before)
 
 
-def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexists",
-                       options: Mapping[str, str] | None = None, frame: Any = None) -> str | None:
+def unsupported_reason(
+    spark: Any,
+    path: str | None,
+    *,
+    mode: str = "errorifexists",
+    options: Mapping[str, str] | None = None,
+    frame: Any = None,
+) -> str | None:
     """Why the committed tasks of a write of ``frame`` to ``path`` (as Spark names it) with this
     session cannot be reused, or None. ``options`` are the writer's options (they join the job's
     Hadoop configuration); ``mode`` its save mode. Tables (no path) are refused: a catalog table
@@ -186,8 +201,10 @@ def unsupported_reason(spark: Any, path: str | None, *, mode: str = "errorifexis
             return f"a custom output committer is configured ({key}={conf.get(key)})"
     algorithm = conf.get(ALGORITHM_KEY) or "1"  # unset: Spark sets 1 in every SparkContext
     if algorithm.strip() != "1":
-        return (f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
-                "write straight into the output, there is nothing to keep")
+        return (
+            f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
+            "write straight into the output, there is nothing to keep"
+        )
     overwrite = options.get("partitionOverwriteMode") or setting("spark.sql.sources.partitionOverwriteMode") or ""
     if mode.lower() == "overwrite" and overwrite.lower() == "dynamic":
         return "dynamic partition overwrite: its job commit would not move the kept tasks' partitions"

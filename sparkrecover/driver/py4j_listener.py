@@ -5,6 +5,7 @@ on its own listener queue so that a slow callback can never make Spark drop othe
 events. Scheduler events are telemetry: nothing here may change a plan (rule 6), so every
 handler swallows its own errors.
 """
+
 from __future__ import annotations
 
 import sys
@@ -59,9 +60,13 @@ class JournalListener:
         try:
             result = event.jobResult().toString()
             job_id = event.jobId()
-            self._emit(ev.SPARK_JOB_ENDED, stage=self.stage_of_job.pop(job_id, None), job=job_id,
-                       succeeded=result == "JobSucceeded",
-                       **({} if result == "JobSucceeded" else {"failure": result[:2000]}))
+            self._emit(
+                ev.SPARK_JOB_ENDED,
+                stage=self.stage_of_job.pop(job_id, None),
+                job=job_id,
+                succeeded=result == "JobSucceeded",
+                **({} if result == "JobSucceeded" else {"failure": result[:2000]}),
+            )
         except Exception as error:
             _report(error)
 
@@ -90,11 +95,16 @@ class JournalListener:
         info, metrics = event.taskInfo(), event.taskMetrics()
         partition = info.partitionId()
         output = metrics.outputMetrics() if metrics is not None else None
-        self._emit(ev.TASK_COMMITTED, stage=stage, spark_job=self.job_of_spark_stage.get(spark_stage),
-                   spark_stage=spark_stage, spark_attempt=event.stageAttemptId(),
-                   partition=partition if partition >= 0 else info.index(), task_attempt=info.attemptNumber(),
-                   **({} if output is None else {"bytes": output.bytesWritten(),
-                                                 "records": output.recordsWritten()}))
+        self._emit(
+            ev.TASK_COMMITTED,
+            stage=stage,
+            spark_job=self.job_of_spark_stage.get(spark_stage),
+            spark_stage=spark_stage,
+            spark_attempt=event.stageAttemptId(),
+            partition=partition if partition >= 0 else info.index(),
+            task_attempt=info.attemptNumber(),
+            **({} if output is None else {"bytes": output.bytesWritten(), "records": output.recordsWritten()}),
+        )
 
     def onStageCompleted(self, event: Any) -> None:
         try:
@@ -111,19 +121,23 @@ class JournalListener:
                     "shuffle_read_bytes": metrics.shuffleReadMetrics().totalBytesRead(),
                     "shuffle_write_bytes": metrics.shuffleWriteMetrics().bytesWritten(),
                 }
-            self._emit(ev.SPARK_STAGE_COMPLETED,
-                       stage=self.stage_of_spark_stage.pop(spark_stage, None),
-                       spark_stage=spark_stage, spark_attempt=spark_attempt, name=info.name(),
-                       tasks=info.numTasks(),
-                       failed_tasks=self.failed_tasks.pop((spark_stage, spark_attempt), 0),
-                       failure=_option(info.failureReason()), metrics=figures)
+            self._emit(
+                ev.SPARK_STAGE_COMPLETED,
+                stage=self.stage_of_spark_stage.pop(spark_stage, None),
+                spark_stage=spark_stage,
+                spark_attempt=spark_attempt,
+                name=info.name(),
+                tasks=info.numTasks(),
+                failed_tasks=self.failed_tasks.pop((spark_stage, spark_attempt), 0),
+                failure=_option(info.failureReason()),
+                metrics=figures,
+            )
         except Exception as error:
             _report(error)
 
     def onExecutorRemoved(self, event: Any) -> None:
         try:
-            self._emit(ev.SPARK_EXECUTOR_REMOVED, stage=None, executor=event.executorId(),
-                       reason=event.reason())
+            self._emit(ev.SPARK_EXECUTOR_REMOVED, stage=None, executor=event.executorId(), reason=event.reason())
         except Exception as error:
             _report(error)
 
@@ -149,8 +163,9 @@ def _report(error: Exception) -> None:
     global _reported
     if not _reported:
         _reported = True
-        print(f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}",
-              file=sys.stderr, flush=True)
+        print(
+            f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+        )
 
 
 def register(sc: Any, rt: Runtime) -> JournalListener:

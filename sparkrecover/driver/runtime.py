@@ -3,6 +3,7 @@
 The bootstrap installs one ``Runtime``; the API asks ``current()`` and, when there is none (plain
 ``spark-submit``, a notebook, a unit test), runs everything and records nothing.
 """
+
 from __future__ import annotations
 
 import threading
@@ -18,8 +19,14 @@ STAGE_PROPERTY = "sparkrecover.stage"
 
 
 class Runtime:
-    def __init__(self, writer: Any, run_dir: str, plan: dict[str, Any] | None = None,
-                 checksums: bool = False, checkpoint_root: str | None = None):
+    def __init__(
+        self,
+        writer: Any,
+        run_dir: str,
+        plan: dict[str, Any] | None = None,
+        checksums: bool = False,
+        checkpoint_root: str | None = None,
+    ):
         self.writer = writer
         self.run_dir = run_dir
         self.checksums = checksums  # record content digests of outputs at commit
@@ -28,8 +35,7 @@ class Runtime:
         # check found it taken over: nothing is committed after that.
         self.lease_token: str | None = None
         self.fenced = False
-        self.decisions: dict[str, dict[str, Any]] = {
-            entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
+        self.decisions: dict[str, dict[str, Any]] = {entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
         self.reached: list[str] = []
         # fsspec URL of each known output -> the stage that produces it, for upstream edges.
         self.producers: dict[str, str] = {}
@@ -38,12 +44,15 @@ class Runtime:
                 self.producers[storage.from_spark_path(path)] = name
         # Fingerprint digest of every stage this attempt has reached (or the plan recorded).
         self.fingerprints: dict[str, str] = {
-            name: entry["fingerprint"]["digest"] for name, entry in self.decisions.items()
-            if (entry.get("fingerprint") or {}).get("digest")}
+            name: entry["fingerprint"]["digest"]
+            for name, entry in self.decisions.items()
+            if (entry.get("fingerprint") or {}).get("digest")
+        }
         # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
         # (driver/schemas.py checks the input files again before using one).
         self.schemas: dict[str, dict[str, Any]] = {
-            entry["key"]: entry for entry in (plan or {}).get("schemas", []) if entry.get("key")}
+            entry["key"]: entry for entry in (plan or {}).get("schemas", []) if entry.get("key")
+        }
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
         # Per thread, like the Spark local property: a write made while a stage runs belongs to
@@ -98,8 +107,11 @@ class Runtime:
         """(stages whose outputs hold some of these files, the files no stage produced)."""
         upstream: list[str] = []
         external: list[str] = []
-        prefixes = [(output.rstrip("/") + "/", output, producer) for output, producer in self.producers.items()
-                    if producer != exclude]
+        prefixes = [
+            (output.rstrip("/") + "/", output, producer)
+            for output, producer in self.producers.items()
+            if producer != exclude
+        ]
         for spark_file in spark_files:
             url = storage.from_spark_path(spark_file)
             producer = next((p for prefix, output, p in prefixes if url == output or url.startswith(prefix)), None)

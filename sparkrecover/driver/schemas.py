@@ -14,6 +14,7 @@ user's read: a failure of ours is a warning on stderr (once) and the read pyspar
 The JVM reader keeps its format and options and pyspark never reads them back, so the patches note
 them on the Python reader as they are set (like ``zerocode`` does for writers).
 """
+
 from __future__ import annotations
 
 import functools
@@ -34,10 +35,16 @@ from sparkrecover.rundir import storage
 READS = ("json", "csv", "parquet", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a
 # relaunch with another setting infers again rather than reuse a schema Spark would not infer now.
-INFERENCE_CONF = ("spark.sql.caseSensitive", "spark.sql.timestampType", "spark.sql.session.timeZone",
-                  "spark.sql.legacy.timeParserPolicy", "spark.sql.parquet.binaryAsString",
-                  "spark.sql.parquet.int96AsTimestamp", "spark.sql.parquet.inferTimestampNTZ.enabled",
-                  "spark.sql.sources.partitionColumnTypeInference.enabled")
+INFERENCE_CONF = (
+    "spark.sql.caseSensitive",
+    "spark.sql.timestampType",
+    "spark.sql.session.timeZone",
+    "spark.sql.legacy.timeParserPolicy",
+    "spark.sql.parquet.binaryAsString",
+    "spark.sql.parquet.int96AsTimestamp",
+    "spark.sql.parquet.inferTimestampNTZ.enabled",
+    "spark.sql.sources.partitionColumnTypeInference.enabled",
+)
 _originals: dict[tuple[type, str], Any] = {}
 _warned = False
 
@@ -45,6 +52,7 @@ _warned = False
 @dataclass
 class Read:
     """A read whose schema Spark would infer, as the journal and the plan name it."""
+
     key: str
     format: str
     paths: list[str]
@@ -84,11 +92,14 @@ def _warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:  # once: a script reading in a loop would print it at every read
         _warned = True
-        print(f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (reads go on as pyspark's)",
-              file=sys.stderr)
+        print(
+            f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (reads go on as pyspark's)",
+            file=sys.stderr,
+        )
 
 
 # -- what the reader was told ---------------------------------------------------------------------
+
 
 def _calls(reader: Any) -> list[tuple[Any, ...]]:
     """The format and option calls made on this reader so far, in order."""
@@ -103,6 +114,7 @@ def _tracking_format(original: Any) -> Any:
         result = original(self, source)
         _calls(self).append(("format", source))
         return result
+
     return format
 
 
@@ -113,6 +125,7 @@ def _tracking_option(original: Any) -> Any:
         if given.get("value") is not None:  # pyspark ignores an option set to None
             _calls(self).append(("option", given.get("key"), given["value"]))
         return result
+
     return option
 
 
@@ -121,6 +134,7 @@ def _tracking_options(original: Any) -> Any:
         result = original(self, **given)
         _calls(self).extend(("option", key, value) for key, value in given.items() if value is not None)
         return result
+
     return options
 
 
@@ -129,6 +143,7 @@ def _tracking_schema(original: Any) -> Any:
         result = original(self, *args, **kwargs)
         self._sr_schema = True
         return result
+
     return schema
 
 
@@ -140,6 +155,7 @@ def _replay(reader: Any, call: tuple[Any, ...]) -> None:
 
 
 # -- the patched reads ----------------------------------------------------------------------------
+
 
 def _called_by_us() -> bool:
     """Whether the read's caller is sparkrecover's own code (a checkpoint read back, say)."""
@@ -182,6 +198,7 @@ def _read(method: str, original: Any) -> Any:
         except Exception as error:
             _warn(f"the schema of {call.format} {' '.join(call.paths)} not recorded", error)
         return frame
+
     return read
 
 
@@ -251,16 +268,29 @@ def _inputs(frame: Any) -> list[list[Any]]:
 def _record(rt: runtime.Runtime, call: Read, frame: Any, duration: float) -> None:
     inputs = _inputs(frame)
     payload: dict[str, Any] = {
-        "key": call.key, "format": call.format, "paths": call.paths, "call_site": call.call_site,
-        "schema": frame.schema.jsonValue(), "input_digest": digest(inputs), "input_count": len(inputs),
-        "duration_s": round(duration, 3)}
+        "key": call.key,
+        "format": call.format,
+        "paths": call.paths,
+        "call_site": call.call_site,
+        "schema": frame.schema.jsonValue(),
+        "input_digest": digest(inputs),
+        "input_count": len(inputs),
+        "duration_s": round(duration, 3),
+    }
     if len(inputs) <= INPUT_LIST_LIMIT:  # beyond, only the driver can check them (by the digest)
         payload["input_files"] = inputs
     rt.writer.emit(ev.SCHEMA_INFERRED, **payload)  # buffered: losing it only costs an inference
 
 
-def _reuse(rt: runtime.Runtime, reader: Any, original: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
-           call: Read, entry: dict[str, Any]) -> Any:
+def _reuse(
+    rt: runtime.Runtime,
+    reader: Any,
+    original: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    call: Read,
+    entry: dict[str, Any],
+) -> Any:
     """The read made with the recorded schema, or None when its input files differ from the ones
     inferred from (a file added, removed or rewritten since: the CLI could only check the latter).
 
@@ -283,7 +313,14 @@ def _reuse(rt: runtime.Runtime, reader: Any, original: Any, args: tuple[Any, ...
         return None
     for made in _calls(fresh)[before:]:
         _replay(reader, made)
-    rt.writer.emit(ev.SCHEMA_REUSED, key=call.key, format=call.format, paths=call.paths,
-                   call_site=call.call_site, inferred_in=entry.get("attempt"), input_count=len(inputs),
-                   duration_s=round(time.monotonic() - started, 3))
+    rt.writer.emit(
+        ev.SCHEMA_REUSED,
+        key=call.key,
+        format=call.format,
+        paths=call.paths,
+        call_site=call.call_site,
+        inferred_in=entry.get("attempt"),
+        input_count=len(inputs),
+        duration_s=round(time.monotonic() - started, 3),
+    )
     return frame

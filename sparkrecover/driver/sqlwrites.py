@@ -16,6 +16,7 @@ Anything else (queries, other DDL, a statement with ``args`` or keyword formatti
 parser refuses) runs as pyspark runs it. The statement's query is fingerprinted through its
 analyzed plan, like a DataFrame, and is the written "frame".
 """
+
 from __future__ import annotations
 
 import sys
@@ -45,13 +46,16 @@ def _recorded_sql(original: Any) -> Any:
         try:
             call = describe(self, sqlQuery)
         except Exception as error:
-            print(f"sparkrecover: warning: spark.sql() statement not recorded: {type(error).__name__}: {error}",
-                  file=sys.stderr)
+            print(
+                f"sparkrecover: warning: spark.sql() statement not recorded: {type(error).__name__}: {error}",
+                file=sys.stderr,
+            )
             call = None
         if call is None:
             return original(self, sqlQuery, args, **kwargs)
         result = writes.run(rt, call, lambda: original(self, sqlQuery, args, **kwargs))
         return result if result is not None else _empty(self)
+
     return sql
 
 
@@ -79,13 +83,27 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         table = _name(plan.name().nameParts())
         mode = "ignore" if _flag(plan, "ignoreIfExists") else "errorifexists"
         spec = plan.tableSpec()
-        return zerocode._table_write(spark, _frame(spark, plan.query()), table, mode, writes.CREATE,
-                                     _option(spec.provider()), path=_option(spec.location()))
+        return zerocode._table_write(
+            spark,
+            _frame(spark, plan.query()),
+            table,
+            mode,
+            writes.CREATE,
+            _option(spec.provider()),
+            path=_option(spec.location()),
+        )
     if kind == "ReplaceTableAsSelect":
         table = _name(plan.name().nameParts())
         spec = plan.tableSpec()
-        return zerocode._table_write(spark, _frame(spark, plan.query()), table, "overwrite", writes.OVERWRITE,
-                                     _option(spec.provider()), path=_option(spec.location()))
+        return zerocode._table_write(
+            spark,
+            _frame(spark, plan.query()),
+            table,
+            "overwrite",
+            writes.OVERWRITE,
+            _option(spec.provider()),
+            path=_option(spec.location()),
+        )
     if kind == "InsertIntoStatement":
         relation = plan.table()
         if str(relation.getClass().getSimpleName()) != "UnresolvedRelation":
@@ -93,15 +111,17 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         table = _name(relation.multipartIdentifier())
         overwrite = bool(plan.overwrite())
         mode = "overwrite" if overwrite else "append"
-        return zerocode._table_write(spark, _frame(spark, plan.query()), table, mode,
-                                     writes.OVERWRITE if overwrite else writes.APPEND, None)
+        return zerocode._table_write(
+            spark, _frame(spark, plan.query()), table, mode, writes.OVERWRITE if overwrite else writes.APPEND, None
+        )
     if kind == "CreateTable":
         # Recorded always: a table created now may be written later in the run, which cannot be
         # known yet, and a resumed driver running it again would find its files in the way.
         table = _name(plan.name().nameParts())
         spec = plan.tableSpec()
-        return zerocode._table_write(spark, None, table, CREATE_TABLE, writes.CREATE, _option(spec.provider()),
-                                     path=_option(spec.location()))
+        return zerocode._table_write(
+            spark, None, table, CREATE_TABLE, writes.CREATE, _option(spec.provider()), path=_option(spec.location())
+        )
     if kind in ("DropTable", "TruncateTable", "TruncatePartition"):
         target = plan.child() if kind == "DropTable" else plan.table()
         parts = target.nameParts() if kind == "DropTable" else target.multipartIdentifier()
@@ -116,8 +136,19 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
             return None
         url, spark_path = zerocode.qualify(spark, str(location))
         name, site, ordinal = zerocode.identify(zerocode._runtime(), "overwrite", url)
-        return writes.Write(name, site, ordinal, "overwrite", writes.OVERWRITE, url, _frame(spark, plan.child()),
-                            spark, url=url, spark_path=spark_path, existed=storage.exists(url))
+        return writes.Write(
+            name,
+            site,
+            ordinal,
+            "overwrite",
+            writes.OVERWRITE,
+            url,
+            _frame(spark, plan.child()),
+            spark,
+            url=url,
+            spark_path=spark_path,
+            existed=storage.exists(url),
+        )
     return None
 
 
@@ -147,8 +178,7 @@ def _frame(spark: Any, query: Any) -> Any:
 def _name(parts: Any) -> str:
     """A multipart identifier as SQL would spell it, back-quoting parts that need it."""
     names = str(parts.mkString(_SEP)).split(_SEP)
-    return ".".join(part if part.replace("_", "a").isalnum() else "`" + part.replace("`", "``") + "`"
-                    for part in names)
+    return ".".join(part if part.replace("_", "a").isalnum() else "`" + part.replace("`", "``") + "`" for part in names)
 
 
 def _option(value: Any) -> str | None:

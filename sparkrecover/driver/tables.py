@@ -10,6 +10,7 @@ as in a plain run). A skipped ``DROP TABLE`` takes the table out of the catalog 
 touching files (``forget``). With Hive support the catalog survives: nothing is registered, and
 ``catalog_problem`` checks the catalog against the recorded location instead.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,11 +21,22 @@ from sparkrecover.rundir import storage
 
 _SEP = "\u0001"
 # Keys CREATE TABLE refuses in TBLPROPERTIES (the catalog sets them), and Hive's bookkeeping.
-_RESERVED = frozenset({"provider", "location", "comment", "owner", "external", "is_managed_location",
-                       "collation", "transient_lastddltime"})
+_RESERVED = frozenset(
+    {
+        "provider",
+        "location",
+        "comment",
+        "owner",
+        "external",
+        "is_managed_location",
+        "collation",
+        "transient_lastddltime",
+    }
+)
 # Options whose value may be a secret never reach the journal (DESIGN §4 rule 9).
-_SECRET = re.compile(r"pass(word|wd)|secret|token|credential|access.?key|session.?key|private.?key|api.?key",
-                     re.IGNORECASE)
+_SECRET = re.compile(
+    r"pass(word|wd)|secret|token|credential|access.?key|session.?key|private.?key|api.?key", re.IGNORECASE
+)
 
 
 def hive(spark: Any) -> bool:
@@ -62,16 +74,26 @@ def describe(spark: Any, name: str) -> dict[str, Any] | None:
         return None
     provider = meta.provider()
     columns = str(meta.partitionColumnNames().mkString(_SEP))
-    properties = {key: value for key, value in _scala_map(spark, meta.properties()).items()
-                  if key.lower() not in _RESERVED}
-    options = {key: value for key, value in _scala_map(spark, meta.storage().properties()).items()
-               if key.lower() != "path" and not _SECRET.search(key)}
+    properties = {
+        key: value for key, value in _scala_map(spark, meta.properties()).items() if key.lower() not in _RESERVED
+    }
+    options = {
+        key: value
+        for key, value in _scala_map(spark, meta.storage().properties()).items()
+        if key.lower() != "path" and not _SECRET.search(key)
+    }
     identifier = meta.identifier()
-    return {"name": str(identifier.table()), "database": str(identifier.database().get()),
-            "type": str(meta.tableType().name()),
-            "provider": str(provider.get()) if provider.isDefined() else None,
-            "schema": str(meta.schema().json()), "partition_columns": columns.split(_SEP) if columns else [],
-            "properties": properties, "options": options, "location": str(meta.location())}
+    return {
+        "name": str(identifier.table()),
+        "database": str(identifier.database().get()),
+        "type": str(meta.tableType().name()),
+        "provider": str(provider.get()) if provider.isDefined() else None,
+        "schema": str(meta.schema().json()),
+        "partition_columns": columns.split(_SEP) if columns else [],
+        "properties": properties,
+        "options": options,
+        "location": str(meta.location()),
+    }
 
 
 def catalog_problem(spark: Any, name: str, location: str | None) -> str | None:
@@ -132,8 +154,9 @@ def set_type(spark: Any, name: str, table_type: str) -> None:
         return
     types = spark._jvm.org.apache.spark.sql.catalyst.catalog.CatalogTableType
     wanted = getattr(types, table_type)()
-    count = max(len(method.getParameterTypes()) for method in meta.getClass().getMethods()
-                if method.getName() == "copy")
+    count = max(
+        len(method.getParameterTypes()) for method in meta.getClass().getMethods() if method.getName() == "copy"
+    )
     arguments = [getattr(meta, f"copy$default${index}")() for index in range(1, count + 1)]
     if str(arguments[1].getClass().getSimpleName()) != "CatalogTableType":
         raise RuntimeError("CatalogTable.copy's second argument is not its table type")

@@ -13,6 +13,7 @@ The protocol, step by step (docs/decisions.md lists what a crash between any two
    folders into the job's ``_temporary/0`` at job setup, so FileOutputCommitter's own job commit
    merges them before ``_SUCCESS``.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,9 +31,9 @@ from sparkrecover.rundir import storage, taskfiles
 @dataclass
 class TaskPlan:
     shape: partitions.WriteShape
-    reason: str | None                  # why nothing can be kept (None: partitions are reusable)
+    reason: str | None  # why nothing can be kept (None: partitions are reusable)
     kept: list[int] = field(default_factory=list)
-    kept_dir: str | None = None         # local folder of the set-aside task folders
+    kept_dir: str | None = None  # local folder of the set-aside task folders
 
     @property
     def reusable(self) -> bool:
@@ -48,11 +49,11 @@ FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"
 class Target:
     """One write as task-level resume sees it."""
 
-    frame: Any          # the DataFrame written
+    frame: Any  # the DataFrame written
     spark: Any
-    url: str            # fsspec URL of the output folder
-    spark_path: str     # the same as Spark names it
-    mode: str           # the save mode
+    url: str  # fsspec URL of the output folder
+    spark_path: str  # the same as Spark names it
+    mode: str  # the save mode
     format: str | None  # None: the session's default source
 
 
@@ -117,12 +118,17 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
         if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
-            plan.reason = ("its partitions changed since the attempt that committed them (input slices, count "
-                           "or the script's code)")
+            plan.reason = (
+                "its partitions changed since the attempt that committed them (input slices, count "
+                "or the script's code)"
+            )
         else:
             folders = taskfiles.task_folders(target.url)
-            plan.kept = sorted(p for p in set(tasks.get("kept") or [])
-                               if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, [])))
+            plan.kept = sorted(
+                p
+                for p in set(tasks.get("kept") or [])
+                if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
+            )
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
@@ -178,8 +184,16 @@ def _remove(path: str) -> None:
 
 def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
     staging = storage.join(target.url, "_temporary", "0")
-    rt.writer.emit(ev.WRITE_STARTED, stage=name, partitions=plan.shape.partitions, staging=staging,
-                   shape=plan.shape.digest, reusable=plan.reusable, reason=plan.reason, kept=plan.kept)
+    rt.writer.emit(
+        ev.WRITE_STARTED,
+        stage=name,
+        partitions=plan.shape.partitions,
+        staging=staging,
+        shape=plan.shape.digest,
+        reusable=plan.reusable,
+        reason=plan.reason,
+        kept=plan.kept,
+    )
 
 
 def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]) -> Any:

@@ -11,6 +11,7 @@ in ``driver.ended``.
 Scheduler events are telemetry (rule 6): a failure here is reported once, on stderr, and never
 reaches the application.
 """
+
 from __future__ import annotations
 
 import sys
@@ -49,8 +50,8 @@ class Telemetry:
     def __init__(self, rt: Runtime, mode: str = JVM, interval: float = 1.0):
         self.rt = rt
         self.mode = mode
-        self.kind: str | None = None       # the listener in use, once attached
-        self.dropped: int | None = None    # Spark's latest count of dropped listener events
+        self.kind: str | None = None  # the listener in use, once attached
+        self.dropped: int | None = None  # Spark's latest count of dropped listener events
         self._interval = interval if interval and interval > 0 else 1.0
         self._context: Any = None  # the JVM SparkContext (PySpark drops its handle at stop())
         self._drain: Drain | None = None
@@ -73,8 +74,11 @@ class Telemetry:
                     self.kind = JVM
                     self._drain = lambda: _parse_lines(cls.drain(jsc))
                 else:
-                    self._warn("jvm", "the JVM listener is not registered in this driver (its jar is not "
-                                      "on the driver's classpath); using the slower Py4J listener")
+                    self._warn(
+                        "jvm",
+                        "the JVM listener is not registered in this driver (its jar is not "
+                        "on the driver's classpath); using the slower Py4J listener",
+                    )
                     self.mode = PY4J
             if self.mode == PY4J:
                 from sparkrecover.driver import py4j_listener as listener
@@ -138,8 +142,11 @@ class Telemetry:
         record.setdefault("stage", None)
         if event_type == ev.SPARK_EVENTS_DROPPED:
             self.dropped = int(record.get("dropped") or 0)
-            self._warn("dropped", f"Spark dropped {self.dropped} listener events (its listener queues were "
-                                  "full); the journal's Spark telemetry is incomplete")
+            self._warn(
+                "dropped",
+                f"Spark dropped {self.dropped} listener events (its listener queues were "
+                "full); the journal's Spark telemetry is incomplete",
+            )
         elif event_type == ev.SPARK_JOB_STARTED and record.get("job") is not None:
             self.rt.note_job(record["stage"], record["job"])
         self.rt.writer.append(event_type, record)
@@ -170,7 +177,7 @@ def dropped_counts(jsc: Any) -> dict[str, int]:
     counts = {}
     for name in list(counters.keySet()):
         if name.startswith("queue.") and name.endswith(".numDroppedEvents"):
-            counts[name[len("queue."):-len(".numDroppedEvents")]] = int(counters.get(name).getCount())
+            counts[name[len("queue.") : -len(".numDroppedEvents")]] = int(counters.get(name).getCount())
     return counts
 
 

@@ -5,6 +5,7 @@ journals it, skips it on resume when the plan says so (the call then does nothin
 it runs again removes what an earlier attempt's write left behind, so an append lands exactly
 once (DESIGN §4 rule 2).
 """
+
 from __future__ import annotations
 
 import os
@@ -32,19 +33,19 @@ _STAGING_PREFIX = ".spark-staging-"
 
 @dataclass
 class Write:
-    name: str                # the implicit stage's name
-    call_site: str           # "file:line" of the user's call
-    ordinal: int             # 1 for the first write of this target and mode at this call site
-    mode: str                # errorifexists, ignore, overwrite, append, or the V2 method name
-    category: str            # APPEND, CREATE or OVERWRITE
-    target: str              # a path, "table NAME" or "<format> sink", for people
-    frame: Any               # the DataFrame being written
+    name: str  # the implicit stage's name
+    call_site: str  # "file:line" of the user's call
+    ordinal: int  # 1 for the first write of this target and mode at this call site
+    mode: str  # errorifexists, ignore, overwrite, append, or the V2 method name
+    category: str  # APPEND, CREATE or OVERWRITE
+    target: str  # a path, "table NAME" or "<format> sink", for people
+    frame: Any  # the DataFrame being written
     spark: Any
-    url: str | None = None         # fsspec URL of the data (a path, a table's location)
+    url: str | None = None  # fsspec URL of the data (a path, a table's location)
     spark_path: str | None = None
     table: str | None = None
-    existed: bool = False              # the table (or, for a path, the folder) was there before
-    writer: Any = None                 # the user's DataFrameWriter (task-level resume re-points it)
+    existed: bool = False  # the table (or, for a path, the folder) was there before
+    writer: Any = None  # the user's DataFrameWriter (task-level resume re-points it)
 
     @property
     def verifiable(self) -> bool:
@@ -90,9 +91,19 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
         tasks = taskresume.prepare(target, entry)
         cleaned = undo_previous(rt, entry, write)
         before = snapshot(write, rt.writer.attempt)
-        scope.start("write", urls, upstream, fingerprint, before=[before] if before else [],
-                    call_site=write.call_site, ordinal=write.ordinal, target=write.target, mode=write.mode,
-                    verifiable=write.verifiable, cleaned=cleaned[:100])
+        scope.start(
+            "write",
+            urls,
+            upstream,
+            fingerprint,
+            before=[before] if before else [],
+            call_site=write.call_site,
+            ordinal=write.ordinal,
+            target=write.target,
+            mode=write.mode,
+            verifiable=write.verifiable,
+            cleaned=cleaned[:100],
+        )
         if tasks is not None and target is not None:
             taskresume.started(rt, write.name, target, tasks)
             result = taskresume.run(target, tasks, write.writer, do_write)
@@ -107,8 +118,7 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
             location = recorded["location"]
             outputs = [(storage.from_spark_path(location), location)]
             extra = {"format": recorded["provider"], "schema": recorded["schema"], "table": recorded}
-        scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None,
-                     **extra)
+        scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None, **extra)
         rt.add_outputs(write.name, [url for url, _ in outputs])
     return result
 
@@ -260,7 +270,6 @@ def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
     if storage.from_spark_path(paths[0]) == write.url:
         return None
     return f"the catalog has table {write.table} at {write.spark_path}, not at {paths[0]} where it was committed"
-
 
 
 def _restore_table(write: Write, committed: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ what pyspark's does when no sparkrecover runtime is active, and inside a ``check
 The JVM writer keeps the save mode, path option and format; pyspark never reads them back, so
 the patches note them on the Python writer as they are set.
 """
+
 from __future__ import annotations
 
 import functools
@@ -27,12 +28,23 @@ from sparkrecover.rundir import storage
 _FILE_METHODS = ("parquet", "json", "csv", "orc", "text", "xml")
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
 # RDD saves: each writes a new folder (Hadoop's output check fails if it exists), like errorifexists.
-RDD_SAVES = ("saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile",
-             "saveAsNewAPIHadoopFile")
-V2_WRITES = {"create": writes.CREATE, "replace": writes.OVERWRITE, "createOrReplace": writes.OVERWRITE,
-             "append": writes.APPEND, "overwrite": writes.OVERWRITE, "overwritePartitions": writes.OVERWRITE}
-_MODES = {"append": "append", "overwrite": "overwrite", "ignore": "ignore", "error": "errorifexists",
-          "errorifexists": "errorifexists", "default": "errorifexists"}
+RDD_SAVES = ("saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile")
+V2_WRITES = {
+    "create": writes.CREATE,
+    "replace": writes.OVERWRITE,
+    "createOrReplace": writes.OVERWRITE,
+    "append": writes.APPEND,
+    "overwrite": writes.OVERWRITE,
+    "overwritePartitions": writes.OVERWRITE,
+}
+_MODES = {
+    "append": "append",
+    "overwrite": "overwrite",
+    "ignore": "ignore",
+    "error": "errorifexists",
+    "errorifexists": "errorifexists",
+    "default": "errorifexists",
+}
 # Formats with a transaction log of their own: removing files behind their back would corrupt
 # them, so their writes are recorded like sinks we cannot verify.
 _LOGGED_FORMATS = frozenset({"delta", "iceberg", "hudi"})
@@ -93,7 +105,9 @@ def _tracking(attribute: str) -> Callable[[Any], Any]:
             if value is not None:
                 setattr(self, attribute, value)
             return original(self, *args, **kwargs)
+
         return method
+
     return make
 
 
@@ -104,6 +118,7 @@ def _tracking_option(original: Any) -> Any:
         if str(given.get("key")).lower() == "path":
             self._sr_path = given.get("value")
         return original(self, *args, **kwargs)
+
     return option
 
 
@@ -113,6 +128,7 @@ def _tracking_options(original: Any) -> Any:
             if key.lower() == "path":
                 self._sr_path = value
         return original(self, **given)
+
     return options
 
 
@@ -120,6 +136,7 @@ def _remember_table(original: Any) -> Any:
     def init(self: Any, df: Any, table: str, *args: Any, **kwargs: Any) -> None:
         original(self, df, table, *args, **kwargs)
         self._sr_table = table
+
     return init
 
 
@@ -142,16 +159,25 @@ def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -
         try:
             call = describe(self, name, bound)
         except Exception as error:
-            print(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}",
-                  file=sys.stderr)
+            print(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}", file=sys.stderr)
             return original(self, *args, **kwargs)
         return writes.run(rt, call, lambda: original(self, *args, **kwargs))
+
     return write
 
 
-def _expected_write(rt: runtime.Runtime, expected: taskresume.ExpectedWrite, writer: Any, method: str,
-                    signature: inspect.Signature, args: tuple, kwargs: dict, original: Any) -> Any:
+def _expected_write(
+    rt: runtime.Runtime,
+    expected: taskresume.ExpectedWrite,
+    writer: Any,
+    method: str,
+    signature: inspect.Signature,
+    args: tuple,
+    kwargs: dict,
+    original: Any,
+) -> Any:
     """A declared stage's write: through task-level resume when it writes the stage's output."""
+
     def do_write() -> Any:
         return original(writer, *args, **kwargs)
 
@@ -178,6 +204,7 @@ def _expected_write(rt: runtime.Runtime, expected: taskresume.ExpectedWrite, wri
 
 
 # -- identity -------------------------------------------------------------------------------------
+
 
 def is_own_module(module: str) -> bool:
     """Whether code of this module (its ``__name__``) is ours or pyspark's rather than the user's.
@@ -255,12 +282,16 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
     if method == "insertInto":
         overwrite = bound.get("overwrite")
         # insertInto appends unless asked to overwrite; errorifexists and ignore mean append.
-        mode = ("overwrite" if overwrite else "append") if overwrite is not None else (
-            "overwrite" if mode == "overwrite" else "append")
+        mode = (
+            ("overwrite" if overwrite else "append")
+            if overwrite is not None
+            else ("overwrite" if mode == "overwrite" else "append")
+        )
         return _table_write(spark, frame, bound["tableName"], mode, _category(mode), fmt)
     if method == "saveAsTable":
-        return _table_write(spark, frame, bound["name"], mode, _category(mode), fmt,
-                            path=getattr(writer, "_sr_path", None))
+        return _table_write(
+            spark, frame, bound["name"], mode, _category(mode), fmt, path=getattr(writer, "_sr_path", None)
+        )
     if method == "jdbc":
         return _sink_write(spark, frame, f"jdbc table {bound['table']}", mode, _category(mode))
     path = bound.get("path") or (getattr(writer, "_sr_path", None) if method == "save" else None)
@@ -269,8 +300,20 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
         return _sink_write(spark, frame, label, mode, _category(mode))
     url, spark_path = qualify(spark, str(path))
     name, site, ordinal = identify(_runtime(), mode, url)
-    return writes.Write(name, site, ordinal, mode, _category(mode), url, frame, spark, url=url,
-                        spark_path=spark_path, existed=storage.exists(url), writer=writer)
+    return writes.Write(
+        name,
+        site,
+        ordinal,
+        mode,
+        _category(mode),
+        url,
+        frame,
+        spark,
+        url=url,
+        spark_path=spark_path,
+        existed=storage.exists(url),
+        writer=writer,
+    )
 
 
 def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
@@ -283,8 +326,19 @@ def _describe_rdd(rdd: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     source = RDDSource(rdd)
     url, spark_path = qualify(source, str(bound["path"]))
     name, site, ordinal = identify(_runtime(), "errorifexists", url)
-    return writes.Write(name, site, ordinal, "errorifexists", writes.CREATE, url, source, source, url=url,
-                        spark_path=spark_path, existed=storage.exists(url))
+    return writes.Write(
+        name,
+        site,
+        ordinal,
+        "errorifexists",
+        writes.CREATE,
+        url,
+        source,
+        source,
+        url=url,
+        spark_path=spark_path,
+        existed=storage.exists(url),
+    )
 
 
 # Lines of an RDD's debug string that change from run to run: RDD ids, cached sizes.
@@ -321,14 +375,16 @@ class RDDSource:
         return found
 
 
-def _table_write(spark: Any, frame: Any, table: str, mode: str, category: str, fmt: str | None,
-                 path: str | None = None) -> writes.Write:
+def _table_write(
+    spark: Any, frame: Any, table: str, mode: str, category: str, fmt: str | None, path: str | None = None
+) -> writes.Write:
     existed, location, provider = writes.table_info(spark, table)
     if not existed and path is not None:
         location = qualify(spark, str(path))[1]
     name, site, ordinal = identify(_runtime(), mode, f"table {table}")
-    call = writes.Write(name, site, ordinal, mode, category, f"table {table}", frame, spark, table=table,
-                        existed=existed)
+    call = writes.Write(
+        name, site, ordinal, mode, category, f"table {table}", frame, spark, table=table, existed=existed
+    )
     if location and str(provider or fmt or "").lower() not in _LOGGED_FORMATS:
         call.url, call.spark_path = storage.from_spark_path(location), location
     return call

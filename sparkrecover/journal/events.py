@@ -6,6 +6,7 @@ check of a record that the reader (and so ``inspect``, ``resume``, ``--follow``)
 ``replay --verify`` all apply. Readers accept extra keys and unknown types (kept and shown,
 never fatal). docs/journal.md describes every event's payload.
 """
+
 from __future__ import annotations
 
 import re
@@ -46,11 +47,11 @@ SCHEMA_REUSED = "schema.reused"
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (DESIGN §4 rule 1), the ends of processes, and the starts and failures of stages so that a crash
 # right after them still shows what was under way. Each happens a handful of times per stage.
-URGENT_TYPES = frozenset({STAGE_STARTED, STAGE_COMMITTED, STAGE_FAILED, DRIVER_ENDED, ATTEMPT_ENDED,
-                          RUN_STARTED, ATTEMPT_STARTED})
+URGENT_TYPES = frozenset(
+    {STAGE_STARTED, STAGE_COMMITTED, STAGE_FAILED, DRIVER_ENDED, ATTEMPT_ENDED, RUN_STARTED, ATTEMPT_STARTED}
+)
 
-ENVELOPE = (("v", int), ("type", str), ("run", str), ("attempt", int), ("writer", str), ("seq", int),
-            ("ts", str))
+ENVELOPE = (("v", int), ("type", str), ("run", str), ("attempt", int), ("writer", str), ("seq", int), ("ts", str))
 ENVELOPE_KEYS = tuple(key for key, _ in ENVELOPE)
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -58,7 +59,10 @@ TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 # same for every command. Spark telemetry carries its pipeline stage too, but may say null.
 _STAGE = (("stage", str),)
 REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
-    STAGE_STARTED: _STAGE, STAGE_COMMITTED: _STAGE, STAGE_SKIPPED: _STAGE, STAGE_INVALIDATED: _STAGE,
+    STAGE_STARTED: _STAGE,
+    STAGE_COMMITTED: _STAGE,
+    STAGE_SKIPPED: _STAGE,
+    STAGE_INVALIDATED: _STAGE,
     STAGE_FAILED: _STAGE,
     WRITE_STARTED: (("stage", str), ("partitions", int)),
     TASK_COMMITTED: (("stage", str), ("partition", int)),
@@ -73,8 +77,11 @@ def payload_problem(record: dict[str, Any]) -> str | None:
     for key, kind in REQUIRED.get(record["type"], ()):
         value = record.get(key)
         if not isinstance(value, kind) or isinstance(value, bool):
-            return (f"{record['type']} event without {key!r}" if value is None
-                    else f"{record['type']} event whose {key!r} is not a {kind.__name__}: {value!r}")
+            return (
+                f"{record['type']} event without {key!r}"
+                if value is None
+                else f"{record['type']} event whose {key!r} is not a {kind.__name__}: {value!r}"
+            )
     return None
 
 
@@ -98,8 +105,7 @@ def record_problem(record: Any, attempt: int, writer: str, *, strict: bool = Fal
         if not isinstance(record[key], kind) or isinstance(record[key], bool):
             return f"envelope field {key!r} is not a {kind.__name__}: {record[key]!r}"
     if (record["attempt"], record["writer"]) != (attempt, writer):
-        return (f"record of attempt {record['attempt']}/{record['writer']} in a segment of attempt "
-                f"{attempt}/{writer}")
+        return f"record of attempt {record['attempt']}/{record['writer']} in a segment of attempt {attempt}/{writer}"
     if strict:
         if record["seq"] < 0:
             return f"negative seq {record['seq']}"

@@ -6,6 +6,7 @@ events alone exceed the cap are the oldest of those dropped too, and the names o
 whose records were lost are kept, so that ``journal.degraded`` can tell resume to treat those
 stages as unfinished. A lost commit record must make a stage rerun, never look committed.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -16,6 +16,7 @@ driver has gone), each writer's events in its own order.
 CLI events of the attempt being read), so ``resume`` folds a journal of a million events in
 bounded memory. ``read_journal`` is the same as a list.
 """
+
 from __future__ import annotations
 
 import heapq
@@ -54,8 +55,13 @@ def _open(segment: Segment) -> Any:
         raise JournalError(f"{segment.url}: cannot read the journal: {error}") from None
 
 
-def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[str, Any]] = (),
-            opener: Callable[[Segment], Any] = _open, first_line: int = 1) -> Iterator[dict[str, Any]]:
+def _stream(
+    segments: list[Segment],
+    warn: Warn | None,
+    others: Sequence[dict[str, Any]] = (),
+    opener: Callable[[Segment], Any] = _open,
+    first_line: int = 1,
+) -> Iterator[dict[str, Any]]:
     """One writer's records of one attempt, segment after segment, with ``others`` (the attempt's
     few CLI records) merged in by timestamp, this stream's record first on a tie: exactly what
     ``heapq.merge`` does with two streams. Everything happens in this one loop because it runs
@@ -78,16 +84,21 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
                     if line.endswith(b"\n"):
                         raise JournalDamagedError(where, "malformed journal line") from None
                     if warn:
-                        warn(f"{where}: dropped a torn last line ({len(line)} bytes; the writer "
-                             "stopped mid-write)")
+                        warn(f"{where}: dropped a torn last line ({len(line)} bytes; the writer stopped mid-write)")
                     break
                 # The usual record in a few lookups; anything else gets the full check, which
                 # names the problem or accepts it.
                 try:
-                    usual = (record["v"] == version and record["attempt"] == attempt
-                             and record["writer"] == writer and record["type"].__class__ is str
-                             and record["seq"].__class__ is int and "run" in record and "ts" in record
-                             and record["type"] not in required)
+                    usual = (
+                        record["v"] == version
+                        and record["attempt"] == attempt
+                        and record["writer"] == writer
+                        and record["type"].__class__ is str
+                        and record["seq"].__class__ is int
+                        and "run" in record
+                        and "ts" in record
+                        and record["type"] not in required
+                    )
                 except (KeyError, TypeError):
                     usual = False
                 if not usual:
@@ -104,8 +115,7 @@ def _stream(segments: list[Segment], warn: Warn | None, others: Sequence[dict[st
     yield from others[index:]
 
 
-def parse_segment(data: bytes, segment: Segment, warn: Warn | None = None,
-                  first_line: int = 1) -> list[dict[str, Any]]:
+def parse_segment(data: bytes, segment: Segment, warn: Warn | None = None, first_line: int = 1) -> list[dict[str, Any]]:
     """The records of one segment file, in file order. ``first_line`` numbers the first line of
     ``data`` when it is the rest of a segment read before (``inspect --follow``)."""
     return list(_stream([segment], warn, opener=lambda _: io.BytesIO(data), first_line=first_line))

@@ -1,4 +1,5 @@
 """Names of journal segment files: ``journal/<attempt:04d>-<writer>-<segment:06d>.jsonl``."""
+
 from __future__ import annotations
 
 import re

@@ -12,6 +12,7 @@ also keeps any one key from being rewritten for hours (some stores throttle repe
 one key). When the writer closes cleanly, its segments are compacted into segment 0, so a
 finished attempt leaves one object per writer.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,7 @@ class LocalSink:
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(self._fd, view):]
+                view = view[os.write(self._fd, view) :]
             if durable:
                 os.fsync(self._fd)
         except BaseException:
@@ -85,8 +86,14 @@ class LocalSink:
 class ObjectSink:
     """Rewrites the current segment object whole on every flush (no append on object stores)."""
 
-    def __init__(self, run_dir: str, attempt: int, writer: str, segment_bytes: int | None = None,
-                 segment_age: float | None = None):
+    def __init__(
+        self,
+        run_dir: str,
+        attempt: int,
+        writer: str,
+        segment_bytes: int | None = None,
+        segment_age: float | None = None,
+    ):
         self._args = (run_dir, attempt, writer)
         self._segment_bytes = segment_bytes or OBJECT_SEGMENT_BYTES
         self._segment_age = segment_age or OBJECT_SEGMENT_AGE

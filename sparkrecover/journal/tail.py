@@ -7,6 +7,7 @@ newline yet is left for the next poll. Should a segment ever come back shorter (
 compacted), it is read again from the start and the records already seen are dropped by their
 per-writer ``seq``.
 """
+
 from __future__ import annotations
 
 import os

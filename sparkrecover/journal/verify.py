@@ -11,6 +11,7 @@ check goes on and classifies what it finds:
   within one writer (a wall clock stepped back: it changes the display order, never a plan),
   files in the journal folder that are not segments, records naming another run than the folder.
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -82,10 +83,18 @@ class VerifyReport:
             findings.append(Finding(where, message))
 
     def document(self) -> dict[str, Any]:
-        return {"run": self.run_id, "run_dir": self.run_dir, "ok": self.ok, "segments": self.segments,
-                "events": self.events, "streams": self.streams,
-                "problems": [vars(f) for f in self.problems], "warnings": [vars(f) for f in self.warnings],
-                "omitted": self.omitted, "event_types": dict(sorted(self.event_types.items()))}
+        return {
+            "run": self.run_id,
+            "run_dir": self.run_dir,
+            "ok": self.ok,
+            "segments": self.segments,
+            "events": self.events,
+            "streams": self.streams,
+            "problems": [vars(f) for f in self.problems],
+            "warnings": [vars(f) for f in self.warnings],
+            "omitted": self.omitted,
+            "event_types": dict(sorted(self.event_types.items())),
+        }
 
 
 def envelope_problem(record: Any, segment: Segment) -> str | None:
@@ -114,8 +123,11 @@ def verify_journal(run_dir: str, run_id: str) -> VerifyReport:
         stream = streams.setdefault((segment.attempt, segment.writer), _Stream(segment.attempt, segment.writer))
         if segment.index != stream.segments:
             missing = ", ".join(f"{index:06d}" for index in range(stream.segments, segment.index)[:5])
-            report.problem(segment.url, f"segment {missing}{'...' if segment.index - stream.segments > 5 else ''} "
-                                        f"of attempt {segment.attempt}/{segment.writer} is missing before this one")
+            report.problem(
+                segment.url,
+                f"segment {missing}{'...' if segment.index - stream.segments > 5 else ''} "
+                f"of attempt {segment.attempt}/{segment.writer} is missing before this one",
+            )
         stream.segments = segment.index + 1
         report.segments += 1
         for record, where in _records(storage.read_bytes(segment.url), segment, stream, report):
@@ -128,13 +140,17 @@ def verify_journal(run_dir: str, run_id: str) -> VerifyReport:
     for stream in streams.values():
         for gap in stream.gaps:
             if stream.dropped_at:
-                report.warning(gap.where, f"{gap.message}: dropped while the journal's storage was failing "
-                                          f"(journal.degraded at {stream.dropped_at})")
+                report.warning(
+                    gap.where,
+                    f"{gap.message}: dropped while the journal's storage was failing "
+                    f"(journal.degraded at {stream.dropped_at})",
+                )
             else:
                 report.problem(gap.where, gap.message)
     _check_run_names(runs_named, first_named, report)
-    report.streams = [{"attempt": s.attempt, "writer": s.writer, "segments": s.segments, "events": s.events}
-                      for s in streams.values()]
+    report.streams = [
+        {"attempt": s.attempt, "writer": s.writer, "segments": s.segments, "events": s.events} for s in streams.values()
+    ]
     return report
 
 
@@ -161,8 +177,9 @@ def _records(data: bytes, segment: Segment, stream: _Stream, report: VerifyRepor
         try:
             record = orjson.loads(unterminated)
         except orjson.JSONDecodeError:
-            report.warning(where, f"torn last line ({len(unterminated)} bytes; the writer stopped mid-write); "
-                                  "readers drop it")
+            report.warning(
+                where, f"torn last line ({len(unterminated)} bytes; the writer stopped mid-write); readers drop it"
+            )
             return
         problem = envelope_problem(record, segment)
         if problem:
@@ -178,12 +195,17 @@ def _check_order(record: dict[str, Any], where: str, stream: _Stream, report: Ve
         jump = f"seq jumps from {stream.next_seq - 1} to {seq}" if stream.next_seq else f"the first seq is {seq}, not 0"
         stream.gaps.append(Finding(where, f"{jump}: {missing} event{'s' if missing > 1 else ''} missing"))
     elif seq < stream.next_seq:
-        report.problem(where, f"seq {seq} again after seq {stream.next_seq - 1} (at {stream.last_where}): "
-                              "a repeated or reordered event")
+        report.problem(
+            where,
+            f"seq {seq} again after seq {stream.next_seq - 1} (at {stream.last_where}): a repeated or reordered event",
+        )
     stream.next_seq, stream.unreadable = max(stream.next_seq, seq + 1), False
     if stream.last_ts and record["ts"] < stream.last_ts:
-        report.warning(where, f"time goes back from {stream.last_ts} to {record['ts']} within "
-                              f"attempt {stream.attempt}/{stream.writer} (a clock stepped back?)")
+        report.warning(
+            where,
+            f"time goes back from {stream.last_ts} to {record['ts']} within "
+            f"attempt {stream.attempt}/{stream.writer} (a clock stepped back?)",
+        )
     stream.last_ts, stream.last_where = max(stream.last_ts, record["ts"]), where
     if record["type"] == events.JOURNAL_DEGRADED and record.get("dropped_bytes"):
         stream.dropped_at = stream.dropped_at or where
@@ -195,8 +217,9 @@ def _check_run_names(runs_named: Counter, first_named: dict[str, str], report: V
     main, _ = runs_named.most_common(1)[0]
     for other, count in runs_named.items():
         if other != main:
-            report.problem(first_named[other], f"{count} record(s) name run {other!r}, the others {main!r}: "
-                                               "records of another run were copied here")
+            report.problem(
+                first_named[other],
+                f"{count} record(s) name run {other!r}, the others {main!r}: records of another run were copied here",
+            )
     if main != report.run_id:
-        report.warning(report.run_dir, f"the records name run {main!r}, the folder is {report.run_id!r} "
-                                       "(renamed?)")
+        report.warning(report.run_dir, f"the records name run {main!r}, the folder is {report.run_id!r} (renamed?)")

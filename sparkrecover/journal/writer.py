@@ -20,6 +20,7 @@ longer than ``BACKPRESSURE_MAX_WAIT`` seconds per upload and never while storage
 a hung or failing endpoint must not stall the job (rule 7), and past that the memory cap
 applies. Urgent events are still written before emit returns.
 """
+
 from __future__ import annotations
 
 import sys
@@ -77,8 +78,9 @@ class JournalWriter:
         self._max_pending = max_pending_bytes
         # emit looks at one number after appending: the buffer is full, or over the cap
         self._full_at = min(buffer_size, max_pending_bytes + 1)
-        self._backlog = backlog_size or min(max(buffer_size * BACKLOG_BUFFERS, MIN_BACKLOG),
-                                            max(max_pending_bytes // 2, 1))
+        self._backlog = backlog_size or min(
+            max(buffer_size * BACKLOG_BUFFERS, MIN_BACKLOG), max(max_pending_bytes // 2, 1)
+        )
         self._retry = (retry_initial, retry_max)
         self._close_timeout = close_timeout
         if storage.is_local(run_dir):
@@ -87,7 +89,7 @@ class JournalWriter:
             self._sink = ObjectSink(run_dir, attempt, writer, segment_bytes, segment_age)
         self._buffer = bytearray()
         self._seq = 0
-        self._lock = threading.RLock()    # the buffer and seq: held for microseconds
+        self._lock = threading.RLock()  # the buffer and seq: held for microseconds
         self._drained = threading.Condition(self._lock)  # the flusher took the buffer (backpressure)
         self._io_lock = threading.Lock()  # one sink write at a time, in buffer order
         self._closed = False
@@ -100,7 +102,7 @@ class JournalWriter:
         self.warnings: list[str] = []
         self._ts_ms = -1
         self._ts_text = ""
-        self._ts_seen = ""             # append's cache of the timestamp as JSON bytes
+        self._ts_seen = ""  # append's cache of the timestamp as JSON bytes
         self._ts_json = b'""'
         self._prefixes: dict[str, bytes] = {}  # event type -> the envelope up to "seq":
         self._stop = threading.Event()
@@ -108,8 +110,10 @@ class JournalWriter:
         self._flusher = None
         if flush_interval and flush_interval > 0:
             self._flusher = threading.Thread(
-                target=self._flush_periodically, args=(flush_interval,),
-                name="sparkrecover-journal-flush", daemon=True,
+                target=self._flush_periodically,
+                args=(flush_interval,),
+                name="sparkrecover-journal-flush",
+                daemon=True,
             )
             self._flusher.start()
 
@@ -122,8 +126,16 @@ class JournalWriter:
         ``writer``, ``seq``, ``ts``)."""
         # _append, inlined: this runs for every pipeline event, and a call costs a tenth of it.
         with self._lock:
-            record = {"v": SCHEMA_VERSION, "type": event_type, "run": self.run_id, "attempt": self.attempt,
-                      "writer": self.writer, "seq": self._seq, "ts": self._timestamp(), **payload}
+            record = {
+                "v": SCHEMA_VERSION,
+                "type": event_type,
+                "run": self.run_id,
+                "attempt": self.attempt,
+                "writer": self.writer,
+                "seq": self._seq,
+                "ts": self._timestamp(),
+                **payload,
+            }
             try:
                 line = orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE)
             except orjson.JSONEncodeError:
@@ -187,8 +199,9 @@ class JournalWriter:
             lost = len(self._buffer)
             self._drained.notify_all()
         if not written:
-            self._warn(f"journal storage still failing when the writer closed; {lost} bytes of "
-                       "journal were not written")
+            self._warn(
+                f"journal storage still failing when the writer closed; {lost} bytes of journal were not written"
+            )
         try:
             self._sink.close(compact=written)
         except Exception:
@@ -228,8 +241,12 @@ class JournalWriter:
     def _prefix(self, event_type: str) -> bytes:
         """The serialized envelope of this writer's events of one type, up to the seq's value."""
         prefix = b'{"v":%d,"type":%b,"run":%b,"attempt":%b,"writer":%b,"seq":' % (
-            SCHEMA_VERSION, orjson.dumps(event_type), orjson.dumps(self.run_id),
-            orjson.dumps(self.attempt), orjson.dumps(self.writer))
+            SCHEMA_VERSION,
+            orjson.dumps(event_type),
+            orjson.dumps(self.run_id),
+            orjson.dumps(self.attempt),
+            orjson.dumps(self.writer),
+        )
         self._prefixes[event_type] = prefix
         return prefix
 
@@ -316,9 +333,11 @@ class JournalWriter:
         with self._lock:
             since, error, dropped = self._degraded_since, self._degraded_error, self._dropped
             self._degraded_since, self._backoff, self._dropped = None, 0.0, Dropped()
-            self._append(events.JOURNAL_DEGRADED, {"since": since, "until": self._timestamp(),
-                                                    "error": error, **dropped.payload()},
-                         capped=False)  # the record of what was lost is the one line never to lose
+            self._append(
+                events.JOURNAL_DEGRADED,
+                {"since": since, "until": self._timestamp(), "error": error, **dropped.payload()},
+                capped=False,
+            )  # the record of what was lost is the one line never to lose
 
     def _warn(self, message: str) -> None:
         self.warnings.append(message)

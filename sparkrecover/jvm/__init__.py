@@ -1,5 +1,6 @@
 """The JVM classes sparkrecover ships, as Java sources compiled on first use into one jar for
 the Spark in use (``launch/listener_jar.py``), and the names both processes refer to them by."""
+
 from __future__ import annotations
 
 import glob

@@ -4,6 +4,7 @@
 up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` around one
 ``spark-submit`` of the driver bootstrap.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -54,9 +55,13 @@ class LaunchSpec:
         }
 
     @classmethod
-    def from_run_started(cls, record: dict[str, Any], extra_options: list[str],
-                         spark_submit: str | None = None,
-                         app_args_now: list[str] | None = None) -> LaunchSpec:
+    def from_run_started(
+        cls,
+        record: dict[str, Any],
+        extra_options: list[str],
+        spark_submit: str | None = None,
+        app_args_now: list[str] | None = None,
+    ) -> LaunchSpec:
         """The recorded launch with ``extra_options`` given after ``resume --`` merged over it.
 
         Redacted values (rule 9) are never relaunched: each must be given again after ``--``, or,
@@ -68,18 +73,23 @@ class LaunchSpec:
         if app_args_now is not None and redact.redact_args(app_args_now) == app_args:
             app_args = list(app_args_now)  # the same arguments, with their secrets
         if missing or redact.has_redacted(app_args):
-            raise UsageError("the recorded launch had secrets, which sparkrecover does not keep: give "
-                             "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
-                             f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}")
+            raise UsageError(
+                "the recorded launch had secrets, which sparkrecover does not keep: give "
+                "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
+                f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}"
+            )
         parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
         # --spark-submit given again is looked up as on submit; the recorded one is a full path.
         found = launcher.find_spark_submit(spark_submit) if spark_submit else None
-        return cls(spark_submit=found or record.get("spark_submit") or launcher.find_spark_submit(),
-                   submit_args=parsed, cwd=record.get("cwd") or os.getcwd(),
-                   flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
-                   buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
-                   checksums=bool(record.get("checksums")),
-                   checkpoint_root=record.get("checkpoint_root") or None)
+        return cls(
+            spark_submit=found or record.get("spark_submit") or launcher.find_spark_submit(),
+            submit_args=parsed,
+            cwd=record.get("cwd") or os.getcwd(),
+            flush_interval=float(record.get("flush_interval") or DEFAULT_FLUSH_INTERVAL),
+            buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
+            checksums=bool(record.get("checksums")),
+            checkpoint_root=record.get("checkpoint_root") or None,
+        )
 
 
 def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
@@ -92,7 +102,7 @@ def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
     for index in _option_starts(recorded):
         width = 2 if recorded[index] in launcher.OPTIONS_WITH_VALUE else 1
         if _option_key(recorded, index) not in replaced:
-            kept.extend(recorded[index:index + width])
+            kept.extend(recorded[index : index + width])
     return kept + parsed_extra
 
 
@@ -119,14 +129,24 @@ def _warn_spark_connect(run_id: str, args: launcher.SubmitArgs, warn: Callable[[
     remote = launcher.spark_connect(args)  # its ";token=…" parameters are never shown
     if remote and run_id not in _WARNED_CONNECT:
         _WARNED_CONNECT.add(run_id)
-        warn(f"the app talks to Spark Connect ({remote.split(';', 1)[0]}): "
-             "its writes run in the Connect server's driver and cannot be recorded; a resume reruns all of them")
+        warn(
+            f"the app talks to Spark Connect ({remote.split(';', 1)[0]}): "
+            "its writes run in the Connect server's driver and cannot be recorded; a resume reruns all of them"
+        )
 
 
-def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
-                plan: dict[str, Any] | None = None, first: bool = False, lease_token: str | None = None,
-                notify: Callable[[str], None] = lambda message: None,
-                warn: Callable[[str], None] | None = None) -> int:
+def run_attempt(
+    run_dir: str,
+    run_id: str,
+    attempt: int,
+    spec: LaunchSpec,
+    *,
+    plan: dict[str, Any] | None = None,
+    first: bool = False,
+    lease_token: str | None = None,
+    notify: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] | None = None,
+) -> int:
     """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
     the run's lease.
 
@@ -134,8 +154,18 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
     launcher.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
     _warn_spark_connect(run_id, spec.submit_args, warn or notify)
-    bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id, "--attempt", str(attempt),
-                      "--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+    bootstrap_args = [
+        "--run-dir",
+        run_dir,
+        "--run-id",
+        run_id,
+        "--attempt",
+        str(attempt),
+        "--flush-interval",
+        str(spec.flush_interval),
+        "--buffer-size",
+        str(spec.buffer_size),
+    ]
     if lease_token:
         bootstrap_args += ["--lease-token", lease_token]  # the driver fences itself on it
     if spec.checksums:
@@ -152,20 +182,25 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
     writers: list[JournalWriter] = []
 
     def journal_start(_pid: int) -> None:
-        writer = JournalWriter(run_dir, run_id, attempt, ev.WRITER_CLI,
-                               buffer_size=spec.buffer_size, flush_interval=spec.flush_interval)
+        writer = JournalWriter(
+            run_dir, run_id, attempt, ev.WRITER_CLI, buffer_size=spec.buffer_size, flush_interval=spec.flush_interval
+        )
         writers.append(writer)
         if first:
             writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
         writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
         if plan is not None:
-            writer.emit(ev.PLAN_CREATED, plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
-                        stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]])
+            writer.emit(
+                ev.PLAN_CREATED,
+                plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
+                stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]],
+            )
         writer.flush()
 
     try:
-        code = launcher.run_child(command, launcher.child_environment(spec.submit_args), cwd=spec.cwd,
-                                  started=journal_start)
+        code = launcher.run_child(
+            command, launcher.child_environment(spec.submit_args), cwd=spec.cwd, started=journal_start
+        )
         writers[0].emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:
         for writer in writers:
@@ -174,8 +209,9 @@ def run_attempt(run_dir: str, run_id: str, attempt: int, spec: LaunchSpec, *,
     return code
 
 
-def _report_journal_health(run_dir: str, attempt: int, code: int, writer: JournalWriter,
-                           warn: Callable[[str], None]) -> None:
+def _report_journal_health(
+    run_dir: str, attempt: int, code: int, writer: JournalWriter, warn: Callable[[str], None]
+) -> None:
     """Rule 7 says the journal warns: the driver's warnings went to its stderr, which may be a
     cluster log nobody reads, so the CLI repeats them from the journal once the attempt is over."""
     gaps, driver_ended = reader.attempt_health(run_dir, attempt)
@@ -185,13 +221,19 @@ def _report_journal_health(run_dir: str, attempt: int, code: int, writer: Journa
             lost = f"; {gap['dropped_events']} events were dropped"
             if gap.get("dropped_stages"):
                 lost += f" (stages {', '.join(map(str, gap['dropped_stages']))} will run again on resume)"
-        warn(f"the journal's storage failed from {gap.get('since')} to {gap.get('until')} during attempt "
-             f"{attempt} ({gap.get('error')}){lost}")
+        warn(
+            f"the journal's storage failed from {gap.get('since')} to {gap.get('until')} during attempt "
+            f"{attempt} ({gap.get('error')}){lost}"
+        )
     if writer.warnings and not any(gap.get("writer") == ev.WRITER_CLI for gap in gaps):
         warn(f"the journal's storage failed during attempt {attempt}: {writer.warnings[-1]}")
     if code == 0 and not driver_ended:
-        warn(f"the driver's journal of attempt {attempt} is incomplete (no driver.ended record): its "
-             "storage may have failed; resume reruns whatever it cannot prove finished")
+        warn(
+            f"the driver's journal of attempt {attempt} is incomplete (no driver.ended record): its "
+            "storage may have failed; resume reruns whatever it cannot prove finished"
+        )
+
+
 _said_why: set[str] = set()
 
 
@@ -204,8 +246,10 @@ def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | Non
         notify(f"compiled the JVM listener for this Spark into {found.path}")
     if found.path is None and found.reason not in _said_why:
         _said_why.add(found.reason or "")
-        notify(f"Spark events are journaled through the slower Py4J listener, which can fall behind "
-               f"on task-heavy jobs: {found.reason}")
+        notify(
+            f"Spark events are journaled through the slower Py4J listener, which can fall behind "
+            f"on task-heavy jobs: {found.reason}"
+        )
     return found.path
 
 
@@ -214,4 +258,3 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
-

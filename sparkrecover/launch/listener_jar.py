@@ -10,6 +10,7 @@ class always matches the Spark it runs in.
 No JDK, or ``SPARKRECOVER_NO_JVM_LISTENER=1``: no jar, and the driver falls back to the Py4J
 listener. Nothing here imports pyspark.
 """
+
 from __future__ import annotations
 
 import glob
@@ -49,9 +50,11 @@ def spark_jars_dir(spark_submit: str) -> str | None:
     """Where the jars of the Spark behind this spark-submit are, found the way the script finds
     its Spark: $SPARK_HOME when set, else the folder above its bin/, else (pip's copy of the
     script in a virtualenv's bin/, which runs find_spark_home.py) the installed pyspark."""
-    homes = [os.environ.get("SPARK_HOME") or "",
-             os.path.dirname(os.path.dirname(os.path.realpath(spark_submit))),
-             _pyspark_home()]
+    homes = [
+        os.environ.get("SPARK_HOME") or "",
+        os.path.dirname(os.path.dirname(os.path.realpath(spark_submit))),
+        _pyspark_home(),
+    ]
     for home in homes:
         candidate = os.path.join(home, "jars") if home else ""
         if candidate and glob.glob(os.path.join(candidate, "spark-core_*.jar")):
@@ -100,8 +103,9 @@ def ensure_jar(spark_submit: str) -> ListenerJar:
     jars_dir = spark_jars_dir(spark_submit)
     version = spark_version(jars_dir) if jars_dir else None
     if jars_dir is None or version is None:
-        return ListenerJar(None, f"no Spark jars found for {spark_submit} (looked in $SPARK_HOME/jars "
-                                 "and beside bin/spark-submit)")
+        return ListenerJar(
+            None, f"no Spark jars found for {spark_submit} (looked in $SPARK_HOME/jars and beside bin/spark-submit)"
+        )
     source = b"".join(_read(path) for path in jvm.sources())
     folder = cache_dir()
     name = f"sparkrecover-listener-{version}-{cache_key(source, version)}"

@@ -3,6 +3,7 @@
 Both hold the run's lease for as long as they launch attempts, including automatic retries
 (``--max-attempts``), which stop early when an attempt made no progress.
 """
+
 from __future__ import annotations
 
 import re
@@ -42,8 +43,10 @@ class ResumePlan:
         return {**planner.plan_document(self.run_id, self.attempt, self.decisions), "schemas": self.schemas}
 
     def dry_run(self) -> dict[str, Any]:
-        return {**planner.dry_run_document(self.run_id, self.attempt, self.decisions),
-                "schemas": [schemas.summary(entry) for entry in self.schemas]}
+        return {
+            **planner.dry_run_document(self.run_id, self.attempt, self.decisions),
+            "schemas": [schemas.summary(entry) for entry in self.schemas],
+        }
 
 
 @dataclass
@@ -57,10 +60,21 @@ class ResumeOptions:
     app_args_now: list[str] | None = None
 
 
-def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submit: str | None,
-           flush_interval: float, buffer_size: int, checksums: bool = False, max_attempts: int = 1,
-           checkpoint_root: str | None = None, notify: Notify, warn: Notify | None = None,
-           show_plan: ShowPlan = lambda plan: None) -> tuple[str, int]:
+def submit(
+    root: str,
+    run_id: str | None,
+    submit_args: list[str],
+    *,
+    spark_submit: str | None,
+    flush_interval: float,
+    buffer_size: int,
+    checksums: bool = False,
+    max_attempts: int = 1,
+    checkpoint_root: str | None = None,
+    notify: Notify,
+    warn: Notify | None = None,
+    show_plan: ShowPlan = lambda plan: None,
+) -> tuple[str, int]:
     """Start a run, or carry on with an existing one of that id; returns (run id, exit code).
 
     An existing run that succeeded is not launched again (so one cron line is safe to repeat);
@@ -73,8 +87,10 @@ def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submi
     if parsed.deploy_mode == "cluster":
         for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
             if where is not None and launcher_is_local_root(where):
-                raise UsageError(f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
-                                 f"...): the driver runs on the cluster and cannot write to {where}")
+                raise UsageError(
+                    f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
+                    f"...): the driver runs on the cluster and cannot write to {where}"
+                )
     run_id = runs.check_run_id(run_id) if run_id is not None else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)
     if runs.has_journal(run_dir):
@@ -83,19 +99,33 @@ def submit(root: str, run_id: str | None, submit_args: list[str], *, spark_submi
             notify(f"run {run_id} already completed successfully; nothing to do")
             return run_id, 0
         notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
-        options = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
-                                max_attempts=max_attempts, app_args_now=parsed.app_args)
+        options = ResumeOptions(
+            extra_options=tuple(parsed.options),
+            spark_submit=spark_submit,
+            max_attempts=max_attempts,
+            app_args_now=parsed.app_args,
+        )
         return run_id, resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
-    spec = attempts.LaunchSpec(spark_submit=launcher.find_spark_submit(spark_submit), submit_args=parsed,
-                               flush_interval=flush_interval, buffer_size=buffer_size, checksums=checksums,
-                               checkpoint_root=checkpoint_root)
+    spec = attempts.LaunchSpec(
+        spark_submit=launcher.find_spark_submit(spark_submit),
+        submit_args=parsed,
+        flush_interval=flush_interval,
+        buffer_size=buffer_size,
+        checksums=checksums,
+        checkpoint_root=checkpoint_root,
+    )
     notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
     with _lease(run_dir, run_id, notify) as lease:
-        code = attempts.run_attempt(run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn,
-                                    lease_token=lease.token)
+        code = attempts.run_attempt(
+            run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn, lease_token=lease.token
+        )
         # Retries relaunch this very command line: its secrets are in memory, never in the journal.
-        retry = ResumeOptions(extra_options=tuple(parsed.options), spark_submit=spark_submit,
-                              max_attempts=max_attempts, app_args_now=parsed.app_args)
+        retry = ResumeOptions(
+            extra_options=tuple(parsed.options),
+            spark_submit=spark_submit,
+            max_attempts=max_attempts,
+            app_args_now=parsed.app_args,
+        )
         return run_id, _retry(lease, code, 1, retry, notify, show_plan, warn)
 
 
@@ -105,9 +135,17 @@ def launcher_is_local_root(root: str) -> bool:
     return storage.is_local(root) or storage.scheme_of(root) == "memory"
 
 
-def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun: tuple[str, ...] = (),
-                from_scratch: bool = False, warn: Notify | None = None,
-                progress: Callable[[int], None] | None = None, set_aside: bool = False) -> ResumePlan:
+def plan_resume(
+    run_dir: str,
+    run_id: str,
+    *,
+    verify_level: str = "size",
+    rerun: tuple[str, ...] = (),
+    from_scratch: bool = False,
+    warn: Notify | None = None,
+    progress: Callable[[int], None] | None = None,
+    set_aside: bool = False,
+) -> ResumePlan:
     """The next attempt's plan. A damaged journal can only be planned ``from_scratch``: its
     damaged segments are left out (moved to ``journal.damaged/`` when ``set_aside``, i.e. when
     the attempt is launched, not on a dry run) and every stage runs."""
@@ -120,8 +158,7 @@ def plan_resume(run_dir: str, run_id: str, *, verify_level: str = "size", rerun:
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     verify = planner.verifier_for(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions,
-                      schemas.reusable(state, from_scratch=from_scratch))
+    return ResumePlan(run_dir, run_id, state, attempt, decisions, schemas.reusable(state, from_scratch=from_scratch))
 
 
 DAMAGED_DIR = "journal.damaged"
@@ -136,8 +173,13 @@ def _without_damage(run_dir: str, run_id: str, notify: Notify, set_aside: bool) 
     """
     damaged = reader.damaged_segments(run_dir)
     sound = [s for s in list_segments(run_dir) if s not in damaged]
-    salvaged = [record for segment in damaged if segment.attempt == min(s.attempt for s in [*sound, *damaged])
-                for record in reader.salvage_records(segment) if record["type"] == ev.RUN_STARTED][:1]
+    salvaged = [
+        record
+        for segment in damaged
+        if segment.attempt == min(s.attempt for s in [*sound, *damaged])
+        for record in reader.salvage_records(segment)
+        if record["type"] == ev.RUN_STARTED
+    ][:1]
     records = list(reader.iter_segments(sound))
     if salvaged and not any(record["type"] == ev.RUN_STARTED for record in records[:1]):
         records.insert(0, salvaged[0])
@@ -145,11 +187,12 @@ def _without_damage(run_dir: str, run_id: str, notify: Notify, set_aside: bool) 
     if set_aside:
         for segment in damaged:
             _move(segment.url, storage.join(run_dir, DAMAGED_DIR, segment.name))
-        notify(f"the journal was damaged: set {len(damaged)} segment(s) aside in "
-               f"{storage.join(run_dir, DAMAGED_DIR)} for inspection ({names}); every stage runs again")
+        notify(
+            f"the journal was damaged: set {len(damaged)} segment(s) aside in "
+            f"{storage.join(run_dir, DAMAGED_DIR)} for inspection ({names}); every stage runs again"
+        )
     else:
-        notify(f"the journal is damaged ({names}): --from-scratch sets those segments aside and runs "
-               "every stage again")
+        notify(f"the journal is damaged ({names}): --from-scratch sets those segments aside and runs every stage again")
     return RunState.from_events(run_id, records)
 
 
@@ -164,27 +207,52 @@ def _move(url: str, to: str) -> None:
         fs.rm(path)
 
 
-def resume(run_dir: str, run_id: str, options: ResumeOptions, *, notify: Notify,
-           warn: Notify | None = None, show_plan: ShowPlan = lambda plan: None,
-           progress: Callable[[int], None] | None = None) -> int:
+def resume(
+    run_dir: str,
+    run_id: str,
+    options: ResumeOptions,
+    *,
+    notify: Notify,
+    warn: Notify | None = None,
+    show_plan: ShowPlan = lambda plan: None,
+    progress: Callable[[int], None] | None = None,
+) -> int:
     """Plan and launch the next attempt under the run's lease (planned after taking it, so no
     other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
     with _lease(run_dir, run_id, notify) as lease:
-        plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, rerun=options.rerun,
-                           from_scratch=options.from_scratch, warn=notify, progress=progress, set_aside=True)
+        plan = plan_resume(
+            run_dir,
+            run_id,
+            verify_level=options.verify_level,
+            rerun=options.rerun,
+            from_scratch=options.from_scratch,
+            warn=notify,
+            progress=progress,
+            set_aside=True,
+        )
         show_plan(plan)
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, code, 1, options, notify, show_plan, warn)
 
 
-def _launch(plan: ResumePlan, options: ResumeOptions, lease: leases.Lease, notify: Notify,
-            warn: Notify | None = None) -> int:
+def _launch(
+    plan: ResumePlan, options: ResumeOptions, lease: leases.Lease, notify: Notify, warn: Notify | None = None
+) -> int:
     if not plan.state.run:
         raise UsageError(f"run {plan.run_id} has no run.started record: it cannot be relaunched")
-    spec = attempts.LaunchSpec.from_run_started(plan.state.run, list(options.extra_options),
-                                                options.spark_submit, options.app_args_now)
-    return attempts.run_attempt(plan.run_dir, plan.run_id, plan.attempt, spec, plan=plan.document(),
-                                notify=notify, warn=warn, lease_token=lease.token)
+    spec = attempts.LaunchSpec.from_run_started(
+        plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
+    )
+    return attempts.run_attempt(
+        plan.run_dir,
+        plan.run_id,
+        plan.attempt,
+        spec,
+        plan=plan.document(),
+        notify=notify,
+        warn=warn,
+        lease_token=lease.token,
+    )
 
 
 def _still_held(lease: leases.Lease, code: int) -> None:
@@ -192,14 +260,23 @@ def _still_held(lease: leases.Lease, code: int) -> None:
     retry and no release; the run is the other process's now."""
     if lease.still_held():
         return
-    raise LeaseLostError(f"run {lease.run_id}: this process lost the run's lease while the attempt ran (exit "
-                         f"{code}): another submit or resume judged it dead (a pause, a network "
-                         "partition) and took the run over; its driver committed nothing after that. "
-                         f"See `sparkrecover inspect {lease.run_id}`")
+    raise LeaseLostError(
+        f"run {lease.run_id}: this process lost the run's lease while the attempt ran (exit "
+        f"{code}): another submit or resume judged it dead (a pause, a network "
+        "partition) and took the run over; its driver committed nothing after that. "
+        f"See `sparkrecover inspect {lease.run_id}`"
+    )
 
 
-def _retry(lease: leases.Lease, code: int, made: int, options: ResumeOptions, notify: Notify,
-           show_plan: ShowPlan, warn: Notify | None = None) -> int:
+def _retry(
+    lease: leases.Lease,
+    code: int,
+    made: int,
+    options: ResumeOptions,
+    notify: Notify,
+    show_plan: ShowPlan,
+    warn: Notify | None = None,
+) -> int:
     """After a driver failure, resume again until success, ``max_attempts`` attempts, or an
     attempt that made no progress (retrying a deterministic failure wastes the cluster)."""
     run_dir, run_id = lease.run_dir, lease.run_id
@@ -210,8 +287,10 @@ def _retry(lease: leases.Lease, code: int, made: int, options: ResumeOptions, no
         if stuck:
             notify(f"not retrying: {stuck}")
             break
-        notify(f"attempt {max(state.attempts)} failed (exit {code}); resuming automatically "
-               f"({made + 1} of {options.max_attempts})")
+        notify(
+            f"attempt {max(state.attempts)} failed (exit {code}); resuming automatically "
+            f"({made + 1} of {options.max_attempts})"
+        )
         plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, warn=notify)
         show_plan(plan)
         code = _launch(plan, options, lease, notify, warn)

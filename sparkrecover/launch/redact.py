@@ -1,4 +1,5 @@
 """Keep secrets out of the journal (DESIGN §4 rule 9)."""
+
 from __future__ import annotations
 
 import re

@@ -1,4 +1,5 @@
 """Launching ``spark-submit``: finding it, splitting its command line, running it (DESIGN §7)."""
+
 from __future__ import annotations
 
 import os
@@ -14,16 +15,45 @@ from sparkrecover.errors import LaunchError, UsageError
 from sparkrecover.launch import listener_jar
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
-OPTIONS_WITH_VALUE = frozenset({
-    "--class", "--conf", "-c", "--deploy-mode", "--driver-class-path", "--driver-default-class-path",
-    "--driver-cores", "--driver-java-options", "--driver-library-path", "--driver-memory",
-    "--executor-memory", "--files", "--jars", "--kill", "--master", "--remote", "--name",
-    "--packages", "--exclude-packages", "--properties-file", "--extra-properties-file",
-    "--proxy-user", "--py-files", "--repositories", "--status", "--total-executor-cores",
-    "--archives", "--executor-cores", "--keytab", "--num-executors", "--principal", "--queue",
-})
-SWITCHES = frozenset({"--help", "-h", "--supervise", "--usage-error", "--verbose", "-v", "--version",
-                      "--load-spark-defaults"})
+OPTIONS_WITH_VALUE = frozenset(
+    {
+        "--class",
+        "--conf",
+        "-c",
+        "--deploy-mode",
+        "--driver-class-path",
+        "--driver-default-class-path",
+        "--driver-cores",
+        "--driver-java-options",
+        "--driver-library-path",
+        "--driver-memory",
+        "--executor-memory",
+        "--files",
+        "--jars",
+        "--kill",
+        "--master",
+        "--remote",
+        "--name",
+        "--packages",
+        "--exclude-packages",
+        "--properties-file",
+        "--extra-properties-file",
+        "--proxy-user",
+        "--py-files",
+        "--repositories",
+        "--status",
+        "--total-executor-cores",
+        "--archives",
+        "--executor-cores",
+        "--keytab",
+        "--num-executors",
+        "--principal",
+        "--queue",
+    }
+)
+SWITCHES = frozenset(
+    {"--help", "-h", "--supervise", "--usage-error", "--verbose", "-v", "--version", "--load-spark-defaults"}
+)
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "driver", "bootstrap.py")
 LISTENER_CLASS = listener_jar.CLASS_NAME
@@ -85,7 +115,7 @@ def split_submit_args(args: list[str]) -> SubmitArgs:
             parsed.options.append(item)
             index += 1
             continue
-        parsed.app, parsed.app_args = item, list(args[index + 1:])
+        parsed.app, parsed.app_args = item, list(args[index + 1 :])
         return parsed
     raise UsageError("no application given: sparkrecover submit [OPTIONS] [--] [spark-submit options] app.py [args]")
 
@@ -115,8 +145,10 @@ def unknown_options(args: list[str]) -> list[str]:
 
 def check_application(parsed: SubmitArgs) -> None:
     if parsed.app.endswith(".jar") or parsed.option("--class"):
-        raise UsageError(f"{parsed.app}: JVM applications are not supported yet; sparkrecover runs "
-                         "PySpark applications (a .py primary resource)")
+        raise UsageError(
+            f"{parsed.app}: JVM applications are not supported yet; sparkrecover runs "
+            "PySpark applications (a .py primary resource)"
+        )
     if not parsed.app.endswith(".py"):
         raise UsageError(f"{parsed.app}: expected a Python script (.py) as the application")
     if not os.path.isfile(parsed.app) and parsed.deploy_mode == "client":
@@ -128,15 +160,21 @@ def check_deploy_mode(parsed: SubmitArgs) -> None:
     """Refuse what spark-submit would refuse after starting: cluster mode for a Python app on a
     standalone master (``spark://``), which Spark does not support."""
     if parsed.deploy_mode == "cluster" and (parsed.master or "").startswith("spark://"):
-        raise UsageError(f"--deploy-mode cluster with --master {parsed.master}: Spark runs Python apps on "
-                         "standalone in client mode only; drop --deploy-mode cluster")
+        raise UsageError(
+            f"--deploy-mode cluster with --master {parsed.master}: Spark runs Python apps on "
+            "standalone in client mode only; drop --deploy-mode cluster"
+        )
 
 
 def spark_connect(parsed: SubmitArgs, env: dict[str, str] | None = None) -> str | None:
     """The Spark Connect server the app will talk to (``--remote``, ``spark.remote``,
     ``SPARK_REMOTE``), or None. Its driver is the Connect server's: nothing we hook runs there."""
-    return (parsed.option("--remote") or parsed.conf("spark.remote")
-            or (os.environ if env is None else env).get("SPARK_REMOTE") or None)
+    return (
+        parsed.option("--remote")
+        or parsed.conf("spark.remote")
+        or (os.environ if env is None else env).get("SPARK_REMOTE")
+        or None
+    )
 
 
 def find_spark_submit(explicit: str | None = None) -> str:
@@ -167,8 +205,9 @@ def find_spark_submit(explicit: str | None = None) -> str:
     raise LaunchError("spark-submit not found: pass --spark-submit PATH, set SPARK_HOME, or install pyspark")
 
 
-def bootstrap_command(spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str],
-                      listener_jar: str | None = None) -> list[str]:
+def bootstrap_command(
+    spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str], listener_jar: str | None = None
+) -> list[str]:
     """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>."""
     app = parsed.app
     options = list(parsed.options)
@@ -244,7 +283,7 @@ def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
             if sep and name.strip() == key:
                 found = (index + 1, len(name) + 1)
         elif item.startswith("--conf="):
-            name, sep, _ = item[len("--conf="):].partition("=")
+            name, sep, _ = item[len("--conf=") :].partition("=")
             if sep and name.strip() == key:
                 found = (index, len("--conf=") + len(name) + 1)
     return found
@@ -302,8 +341,9 @@ def child_environment(parsed: SubmitArgs) -> dict[str, str]:
     return env
 
 
-def run_child(command: list[str], env: dict[str, str], cwd: str | None = None,
-              started: Callable[[int], None] = lambda pid: None) -> int:
+def run_child(
+    command: list[str], env: dict[str, str], cwd: str | None = None, started: Callable[[int], None] = lambda pid: None
+) -> int:
     """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
     (128+N when it died of signal N). ``started`` is called with its pid once it really runs, so
     that a spark-submit that cannot be started leaves nothing journaled; if ``started`` fails,

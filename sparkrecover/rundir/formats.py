@@ -5,6 +5,7 @@ A reader refuses a version it does not know with one line and exit 3, so an olde
 never acts on a file a newer one wrote. A file without ``v`` was written before the files carried
 one; its shape is version 1.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,6 +31,8 @@ def checked(kind: tuple[str, int], document: Any, where: str) -> dict[str, Any]:
     if found == version:
         return document
     if isinstance(found, int) and not isinstance(found, bool) and found > version:
-        raise FormatError(f"{where}: {name} written in format v{found}; this sparkrecover reads "
-                          f"v{version}: upgrade sparkrecover to read it")
+        raise FormatError(
+            f"{where}: {name} written in format v{found}; this sparkrecover reads "
+            f"v{version}: upgrade sparkrecover to read it"
+        )
     raise FormatError(f"{where}: unknown {name} format version {found!r}")

@@ -26,6 +26,7 @@ Fencing: the driver is given the token of the lease it runs under (``--lease-tok
 checks ``lease.json`` still holds it before each stage starts writing and before each commit
 (``driver/fence.py``); a holder whose heartbeat finds another token (or none) sets ``lost``.
 """
+
 from __future__ import annotations
 
 import getpass
@@ -77,9 +78,9 @@ class Found:
 
     exists: bool
     document: dict[str, Any] | None = None
-    etag: str | None = None        # object stores: the version this look saw
+    etag: str | None = None  # object stores: the version this look saw
     modified: float | None = None  # epoch seconds, for the age of an unreadable lease
-    owner: str | None = None       # local disk: the user owning the file
+    owner: str | None = None  # local disk: the user owning the file
 
 
 def _parse(data: bytes, url: str) -> dict[str, Any] | None:
@@ -165,8 +166,9 @@ def _pid_alive(pid: int) -> bool:
 def describe(lease: dict[str, Any]) -> str:
     if lease.get("unreadable"):
         return f"an unreadable lease ({lease['unreadable']})"
-    return (f"pid {lease.get('pid')} on {lease.get('host')} (user {lease.get('user')}, "
-            f"heartbeat {lease.get('heartbeat')})")
+    return (
+        f"pid {lease.get('pid')} on {lease.get('host')} (user {lease.get('user')}, heartbeat {lease.get('heartbeat')})"
+    )
 
 
 def _conditional(url: str) -> bool:
@@ -179,8 +181,12 @@ def _precondition_failed(error: BaseException | None) -> bool:
     seen = 0
     while error is not None and seen < 5:
         text = str(error)
-        if isinstance(error, FileExistsError) or "PreconditionFailed" in text or "pre-conditions" in text \
-                or "ConditionalRequestConflict" in text:
+        if (
+            isinstance(error, FileExistsError)
+            or "PreconditionFailed" in text
+            or "pre-conditions" in text
+            or "ConditionalRequestConflict" in text
+        ):
             return True
         error, seen = error.__cause__ or error.__context__, seen + 1
     return False
@@ -202,11 +208,21 @@ class Lease:
 
     def _document(self) -> bytes:
         now = _now()
-        return orjson.dumps(formats.stamped(formats.LEASE, {
-            "run": self.run_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "user": _user(), "token": self.token, "ttl_s": self.ttl,
-            "heartbeat": _iso(now), "heartbeat_epoch": now,
-        }))
+        return orjson.dumps(
+            formats.stamped(
+                formats.LEASE,
+                {
+                    "run": self.run_id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "user": _user(),
+                    "token": self.token,
+                    "ttl_s": self.ttl,
+                    "heartbeat": _iso(now),
+                    "heartbeat_epoch": now,
+                },
+            )
+        )
 
     def acquire(self) -> Lease:
         for _ in range(_ATTEMPTS):
@@ -227,8 +243,10 @@ class Lease:
             landed = read_lease(self.run_dir)
             raise LeaseHeldError(f"run {self.run_id} was taken by {describe(landed or {})}")
         else:
-            raise LeaseHeldError(f"run {self.run_id}: its lease {self.url} kept changing while this "
-                                 "process tried to take it; another submit or resume is starting it")
+            raise LeaseHeldError(
+                f"run {self.run_id}: its lease {self.url} kept changing while this "
+                "process tried to take it; another submit or resume is starting it"
+            )
         self._thread = threading.Thread(target=self._beat, name="sparkrecover-lease", daemon=True)
         self._thread.start()
         return self
@@ -243,7 +261,8 @@ class Lease:
         raise LeaseHeldError(
             f"run {self.run_id}: its lease {self.url} is unreadable (empty or cut short, written "
             f"{age:.0f} s ago): ask {who}, whether a submit or resume of it is still running. If none "
-            f"is, remove {self.url} and try again; it is treated as stale once older than {self.ttl:g} s")
+            f"is, remove {self.url} and try again; it is treated as stale once older than {self.ttl:g} s"
+        )
 
     def _create(self) -> bool:
         """Create the lease with its content in one step; False if it exists."""

@@ -13,6 +13,7 @@ Verification levels (``resume --verify``):
   commit (``submit --checksums``): reads every byte of every output twice over the run's life,
   once at commit and once per verification. Files committed without a digest get the footer check.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,7 +71,7 @@ def _list_remote(fs: Any, path: str) -> tuple[dict[str, int], bool, bool]:
     prefix = path.rstrip("/") + "/"
     success = False
     for name, info in fs.find(path, detail=True).items():
-        relative = name[len(prefix):] if name.startswith(prefix) else name
+        relative = name[len(prefix) :] if name.startswith(prefix) else name
         if relative == SUCCESS_MARKER:
             success = True
         elif _is_data(relative):
@@ -138,8 +139,13 @@ def added_files(output: dict[str, Any], before: dict[str, Any]) -> dict[str, Any
     append to the same place does not make this one look changed."""
     held = {entry[0]: entry[1] for entry in before.get("files") or []}
     entries = [entry for entry in output["files"] if held.get(entry[0]) != entry[1]]
-    return {**output, "files": entries, "file_count": len(entries),
-            "bytes": sum(entry[1] for entry in entries), "scope": "added"}
+    return {
+        **output,
+        "files": entries,
+        "file_count": len(entries),
+        "bytes": sum(entry[1] for entry in entries),
+        "scope": "added",
+    }
 
 
 def externalize(stage: str, manifest: list[dict[str, Any]], run_dir: str) -> tuple[list, str | None, str | None]:

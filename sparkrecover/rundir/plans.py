@@ -1,5 +1,6 @@
 """``plans/<attempt>.json``: the plan a resumed attempt was launched with (DESIGN §5, rule 8:
 pure data, read back with ``orjson`` and checked, never executed)."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Runs on storage: ids, run directories and their layout, finding them again."""
+
 from __future__ import annotations
 
 import os

@@ -4,6 +4,7 @@ The CLI and the journal speak fsspec (``/abs/path``, ``s3://``, ``memory://``); 
 Hadoop (``file:/abs/path``, ``s3a://``). Every URL crossing that border goes through
 ``to_spark_path`` or ``from_spark_path`` so both sides look at the same place.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -80,11 +81,19 @@ def join(url: str, *parts: str) -> str:
 
 
 # The package that gives fsspec each protocol, for a useful message when it is missing.
-_BACKENDS = {"s3": "s3fs (pip install s3fs)", "gs": "gcsfs", "gcs": "gcsfs",
-             "abfs": "adlfs", "az": "adlfs", "hdfs": "pyarrow"}
+_BACKENDS = {
+    "s3": "s3fs (pip install s3fs)",
+    "gs": "gcsfs",
+    "gcs": "gcsfs",
+    "abfs": "adlfs",
+    "az": "adlfs",
+    "hdfs": "pyarrow",
+}
 # Backends that also need a native client: pyarrow's HDFS loads libhdfs and a JVM.
-_CLIENT_LIBRARIES = {"hdfs": "a Hadoop client and pyarrow (pip install pyarrow; HADOOP_HOME with "
-                             "lib/native/libhdfs.so, JAVA_HOME, CLASSPATH=$(hadoop classpath --glob))"}
+_CLIENT_LIBRARIES = {
+    "hdfs": "a Hadoop client and pyarrow (pip install pyarrow; HADOOP_HOME with "
+    "lib/native/libhdfs.so, JAVA_HOME, CLASSPATH=$(hadoop classpath --glob))"
+}
 
 
 def filesystem(url: str) -> tuple[Any, str]:
@@ -146,7 +155,7 @@ def to_spark_path(url: str) -> str:
     if scheme in ("", "file", "local"):
         return "file://" + normalize(url)
     if scheme in _FSSPEC_TO_HADOOP:
-        return _FSSPEC_TO_HADOOP[scheme] + url[len(scheme):]
+        return _FSSPEC_TO_HADOOP[scheme] + url[len(scheme) :]
     return url
 
 
@@ -156,7 +165,7 @@ def from_spark_path(path: str) -> str:
     if scheme in ("", "file", "local"):
         return normalize(path)
     if scheme in _HADOOP_TO_FSSPEC:
-        return _HADOOP_TO_FSSPEC[scheme] + path[len(scheme):].rstrip("/")
+        return _HADOOP_TO_FSSPEC[scheme] + path[len(scheme) :].rstrip("/")
     return path.rstrip("/")
 
 

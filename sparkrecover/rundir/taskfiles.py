@@ -14,6 +14,7 @@ Anything else is not kept: that partition is computed again, which is always saf
 
 Only local folders are read: stores without atomic rename (s3a, gs) fall back to a full rerun.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,10 +32,10 @@ _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 @dataclass
 class TaskFolder:
     partition: int
-    path: str                                  # local path of the task_* folder
+    path: str  # local path of the task_* folder
     files: list[tuple[str, int]] = field(default_factory=list)  # (relative name, size) of data files
     uuids: set[str] = field(default_factory=set)
-    problem: str | None = None                 # why it cannot be kept (names that do not match)
+    problem: str | None = None  # why it cannot be kept (names that do not match)
 
 
 def kept_dir(target_url: str) -> str | None:

@@ -1,9 +1,10 @@
 """An application that fails, for comparing tracebacks under plain spark-submit and under submit.
 
-    failing.py raise OUT    a function called at top level raises (outside any stage)
-    failing.py write OUT    a DataFrameWriter write (a zero-code stage under submit) fails: OUT exists
-    failing.py chained OUT  that write fails and the script raises another exception from it
+failing.py raise OUT    a function called at top level raises (outside any stage)
+failing.py write OUT    a DataFrameWriter write (a zero-code stage under submit) fails: OUT exists
+failing.py chained OUT  that write fails and the script raises another exception from it
 """
+
 import sys
 
 from pyspark.sql import SparkSession

@@ -6,6 +6,7 @@ The appended rows go through a UDF and a shuffle; the first time (MARKER absent)
 MARKER and sleeps SECONDS in the shuffle's map stage, so a test can freeze the driver inside the
 append's Spark job before any of its write tasks ran.
 """
+
 import os
 import sys
 import time

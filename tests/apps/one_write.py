@@ -10,6 +10,7 @@ an ``@sr.stage(outputs=[OUT])`` function).
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
 """
+
 import os
 import sys
 import time
@@ -48,6 +49,7 @@ elif variant == "shuffled":
 elif variant == "checkpoint":
     sr.checkpoint("numbers", frame, path=out)
 elif variant == "stage":
+
     @sr.stage(outputs=[out])
     def publish():
         frame.write.mode("overwrite").parquet(out)

@@ -5,6 +5,7 @@
 Saves numbers as text (OUT/text) and as a pickle file (OUT/pickled), then reads both back and
 saves their sum per key as text (OUT/report).
 """
+
 import sys
 
 from pyspark.sql import SparkSession

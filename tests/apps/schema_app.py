@@ -5,6 +5,7 @@
 It writes the events as Parquet (OUT/clean), pauses, then writes a count per kind (OUT/report):
 a test kills it in the pause and resumes it.
 """
+
 import sys
 import time
 

@@ -5,6 +5,7 @@
 Creates the table events (CTAS) in the default catalog, inserts into it, copies it into the
 folder OUT/copy (INSERT OVERWRITE DIRECTORY), and writes OUT/report from the table.
 """
+
 import sys
 
 from pyspark.sql import SparkSession

@@ -7,6 +7,7 @@ Saves the partitioned table t2, overwrites it and inserts into it with SQL, writ
 from it; saves t3, copies it into OUT/t3; then drops both, so the next run of the script starts
 from a clean warehouse as a plain run leaves it.
 """
+
 import sys
 
 from pyspark.sql import SparkSession

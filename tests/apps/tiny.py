@@ -9,6 +9,7 @@ time (creating MARKER), like an OOM kill; --password is only there to be redacte
 --pause-once sleeps SECONDS between "load" and "total" the first time (creating MARKER), for a
 test to freeze the driver there.
 """
+
 import argparse
 import os
 import signal

@@ -7,6 +7,7 @@ into the table events_copy of the default catalog (default mode: errorifexists),
 OUT/report from both. --slow-marker makes the append hang on one row the first time (creating
 FILE), so a test can kill the driver while the append's job is half done.
 """
+
 import os
 import sys
 import time

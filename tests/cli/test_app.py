@@ -1,4 +1,5 @@
 """The CLI as users meet it: completions, the generated reference, help texts, start-up, usage errors."""
+
 from __future__ import annotations
 
 import glob
@@ -42,6 +43,7 @@ def complete(cli, monkeypatch, words: str) -> list[str]:
 
 # -- completions ------------------------------------------------------------------------------------
 
+
 def test_completion_scripts_are_generated_from_the_cli():
     generated = script("gen_completions").scripts()
     assert sorted(generated) == sorted(os.listdir(os.path.join(ROOT, "completions")))
@@ -50,8 +52,9 @@ def test_completion_scripts_are_generated_from_the_cli():
             assert handle.read() == content, f"completions/{name} is stale: run python scripts/gen_completions.py"
 
 
-@pytest.mark.parametrize("shell, name", [("bash", "sparkrecover.bash"), ("zsh", "sparkrecover.zsh"),
-                                         ("fish", "sparkrecover.fish")])
+@pytest.mark.parametrize(
+    "shell, name", [("bash", "sparkrecover.bash"), ("zsh", "sparkrecover.zsh"), ("fish", "sparkrecover.fish")]
+)
 def test_the_scripts_are_what_install_completion_installs(cli, monkeypatch, shell, name):
     monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")  # name the shell, don't guess it
     code, out, _err = cli("--show-completion", shell)
@@ -103,8 +106,10 @@ def test_zsh_and_fish_complete_run_ids_and_verify_levels(cli, monkeypatch, tmp_p
     runs = offered(f"sparkrecover replay --root {tmp_path / 'root'} n")
     levels = offered("sparkrecover resume nightly --verify ")
     if shell == "zsh":
-        assert (runs, levels) == ("_arguments '*: :((\"nightly\"\n\"nightly-2\"))'",
-                                  "_arguments '*: :((\"size\"\n\"footer\"\n\"checksum\"))'")
+        assert (runs, levels) == (
+            '_arguments \'*: :(("nightly"\n"nightly-2"))\'',
+            '_arguments \'*: :(("size"\n"footer"\n"checksum"))\'',
+        )
     else:
         assert (runs.split(), levels.split()) == (["nightly", "nightly-2"], ["size", "footer", "checksum"])
 
@@ -112,23 +117,34 @@ def test_zsh_and_fish_complete_run_ids_and_verify_levels(cli, monkeypatch, tmp_p
 def test_the_bash_script_completes_in_bash(tmp_path):
     shim = tmp_path / "bin" / "sparkrecover"
     shim.parent.mkdir()
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m sparkrecover \"$@\"\n")
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m sparkrecover "$@"\n')
     shim.chmod(0o755)
     env = {**os.environ, "PATH": f"{shim.parent}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": ROOT}
     result = subprocess.run(
-        ["bash", "--norc", "-c", f"source {ROOT}/completions/sparkrecover.bash; "
-                                 "COMP_WORDS=(sparkrecover re); COMP_CWORD=1; _sparkrecover_completion sparkrecover; "
-                                 'echo "${COMPREPLY[*]}"'],
-        capture_output=True, text=True, env=env, timeout=60)
+        [
+            "bash",
+            "--norc",
+            "-c",
+            f"source {ROOT}/completions/sparkrecover.bash; "
+            "COMP_WORDS=(sparkrecover re); COMP_CWORD=1; _sparkrecover_completion sparkrecover; "
+            'echo "${COMPREPLY[*]}"',
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert (result.returncode, result.stdout, result.stderr) == (0, "resume replay\n", "")
 
 
 # -- the reference and the help texts ---------------------------------------------------------------
 
+
 def test_the_cli_reference_is_generated_from_help():
     with open(os.path.join(ROOT, "docs", "cli.md"), encoding="utf-8") as handle:
-        assert handle.read() == script("gen_cli_docs").document(), \
+        assert handle.read() == script("gen_cli_docs").document(), (
             "docs/cli.md is stale: run python scripts/gen_cli_docs.py"
+        )
 
 
 def test_every_command_and_option_has_help():
@@ -163,22 +179,48 @@ def test_every_command_has_an_example():
 
 # -- rules of the house -----------------------------------------------------------------------------
 
-HEAVY = ("pyspark", "py4j", "fsspec", "s3fs", "rich", "orjson", "sparkrecover.journal",
-         "sparkrecover.core.planner", "sparkrecover.driver.api", "sparkrecover.driver.telemetry")
+HEAVY = (
+    "pyspark",
+    "py4j",
+    "fsspec",
+    "s3fs",
+    "rich",
+    "orjson",
+    "sparkrecover.journal",
+    "sparkrecover.core.planner",
+    "sparkrecover.driver.api",
+    "sparkrecover.driver.telemetry",
+)
 
 
 def test_help_starts_without_heavy_imports():
     """DESIGN §9: the heavy modules are imported only by the commands that need them."""
-    probe = ("import sys\nfrom sparkrecover import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-             f"print([m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n")
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            env={**os.environ, "PYTHONPATH": ROOT})
+    probe = (
+        "import sys\nfrom sparkrecover import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": ROOT},
+    )
     assert result.stderr.strip().splitlines()[-1] == "[]"
     assert "replay" in result.stdout and "submit" in result.stdout
 
 
-@pytest.mark.parametrize("args", [["inspect", "--bogus"], ["replay"], ["resume", "r1", "--verify"], ["resume"],
-                                  ["resume", "run-1", "--no-such-option"], ["no-such-command"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["inspect", "--bogus"],
+        ["replay"],
+        ["resume", "r1", "--verify"],
+        ["resume"],
+        ["resume", "run-1", "--no-such-option"],
+        ["no-such-command"],
+    ],
+)
 def test_usage_errors_exit_2_with_a_message_not_a_crash(cli, args, tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # where a crash log would go
     import tempfile

@@ -3,6 +3,7 @@ file, mistyped options, run ids that cannot name a folder, a spark-submit that c
 
 CLI plumbing only: a fake spark-submit (tests.helpers.fake_executable) stands in for Spark.
 """
+
 from __future__ import annotations
 
 import glob
@@ -41,9 +42,21 @@ def one_line(err: str) -> str:
 
 # -- 1. a root that is a regular file ---------------------------------------------------------------
 
-@pytest.mark.parametrize("command", [["inspect"], ["inspect", "--json"], ["inspect", "r1"],
-                                     ["inspect", "r1", "--follow"], ["replay", "r1"], ["replay", "r1", "--verify"],
-                                     ["resume", "r1"], ["resume", "r1", "--dry-run"], ["submit"]])
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect"],
+        ["inspect", "--json"],
+        ["inspect", "r1"],
+        ["inspect", "r1", "--follow"],
+        ["replay", "r1"],
+        ["replay", "r1", "--verify"],
+        ["resume", "r1"],
+        ["resume", "r1", "--dry-run"],
+        ["submit"],
+    ],
+)
 def test_a_root_that_is_a_file_is_a_usage_error_for_every_command(cli, tmp_path, app, fake, command):
     (tmp_path / "afile").write_text("not a folder\n")
     extra = ["--spark-submit", fake, "--", app] if command == ["submit"] else []
@@ -76,18 +89,30 @@ def test_completion_under_a_root_that_is_a_file_offers_nothing_and_says_nothing(
 
 # -- 2. mistyped options before --, and run ids ------------------------------------------------------
 
-@pytest.mark.parametrize("args, message", [
-    (["--run-idd", "x"],
-     "no such option --run-idd (neither sparkrecover's nor spark-submit's): did you mean --run-id?"),
-    (["--max-attempt", "2"],
-     "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?"),
-    (["--max-attempt=2"],
-     "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?"),
-    (["--dry-run"], "no such option --dry-run: it is an option of resume, not of submit"),
-    (["--bogus"], "no such option --bogus (neither sparkrecover's nor spark-submit's)"),
-    (["--master", "local[2]", "--run-id", "x"],
-     "--run-id is sparkrecover's option: give it before spark-submit's options, or before --"),
-])
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--run-idd", "x"],
+            "no such option --run-idd (neither sparkrecover's nor spark-submit's): did you mean --run-id?",
+        ),
+        (
+            ["--max-attempt", "2"],
+            "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?",
+        ),
+        (
+            ["--max-attempt=2"],
+            "no such option --max-attempt (neither sparkrecover's nor spark-submit's): did you mean --max-attempts?",
+        ),
+        (["--dry-run"], "no such option --dry-run: it is an option of resume, not of submit"),
+        (["--bogus"], "no such option --bogus (neither sparkrecover's nor spark-submit's)"),
+        (
+            ["--master", "local[2]", "--run-id", "x"],
+            "--run-id is sparkrecover's option: give it before spark-submit's options, or before --",
+        ),
+    ],
+)
 def test_an_option_nobody_knows_before_the_double_dash_launches_nothing(cli, tmp_path, app, fake, args, message):
     code, out, err = cli("submit", "--spark-submit", fake, *args, app)
     assert (code, out) == (2, "")
@@ -99,8 +124,22 @@ def test_an_option_nobody_knows_before_the_double_dash_launches_nothing(cli, tmp
 def test_spark_submit_options_pass_through_untouched(cli, tmp_path, app, fake):
     """Known spark-submit options before the application, anything after --, and the application's
     own arguments reach spark-submit as given."""
-    code, _, err = cli("submit", "--run-id", "a", "--spark-submit", fake, "--master", "local[2]",
-                       "--conf=spark.x=1", "-v", "--driver-java-options", "-Dx=1", app, "--bogus", "1")
+    code, _, err = cli(
+        "submit",
+        "--run-id",
+        "a",
+        "--spark-submit",
+        fake,
+        "--master",
+        "local[2]",
+        "--conf=spark.x=1",
+        "-v",
+        "--driver-java-options",
+        "-Dx=1",
+        app,
+        "--bogus",
+        "1",
+    )
     assert code == 0, err
     code, _, err = cli("submit", "--run-id", "b", "--spark-submit", fake, "--", "--some-future-option=x", app)
     assert code == 0, err
@@ -120,6 +159,7 @@ def test_a_run_id_that_cannot_name_a_folder_is_refused(cli, tmp_path, app, fake,
 
 
 # -- 10. attempt.started only once spark-submit really started ---------------------------------------
+
 
 def test_a_missing_spark_submit_on_resume_leaves_no_attempt_behind(cli, tmp_path, app):
     fake = fake_executable(tmp_path / "bin" / "spark-submit", "exit 1")
@@ -151,6 +191,7 @@ def test_a_spark_submit_that_cannot_start_on_submit_journals_no_attempt(cli, tmp
 
 # -- 11. the crash log -----------------------------------------------------------------------------
 
+
 def test_the_crash_log_is_private_and_holds_the_redacted_command_line(cli, tmp_path, app, fake, monkeypatch):
     import tempfile
 
@@ -164,8 +205,9 @@ def test_the_crash_log_is_private_and_holds_the_redacted_command_line(cli, tmp_p
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(recovery, "submit", boom)
-    code, _, err = cli("submit", "--spark-submit", fake, "--", "--conf", "spark.db.password=hunter2", app,
-                       "--token", "s3cr3t")
+    code, _, err = cli(
+        "submit", "--spark-submit", fake, "--", "--conf", "spark.db.password=hunter2", app, "--token", "s3cr3t"
+    )
     assert code == 70
     assert "internal error: RuntimeError: a bug" in err
     (log,) = glob.glob(str(tmp_path / "tmp" / "sparkrecover-crash-*.log"))

@@ -1,4 +1,5 @@
 """resume --dry-run and inspect --json on a synthetic run (no Spark): shapes, verify levels, exit codes."""
+
 from __future__ import annotations
 
 import os
@@ -16,10 +17,15 @@ def test_resume_dry_run_json_shape(run, cli, tmp_path):
     files = journal_files(run.dir)
     code, out, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json")
     assert code == 0, err
-    assert orjson.loads(out) == {"run": "r1", "attempt": 2, "stages": [
-        {"stage": "a", "decision": "skip", "reason": "committed in attempt 1, output verified"},
-        {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"}],
-        "schemas": []}
+    assert orjson.loads(out) == {
+        "run": "r1",
+        "attempt": 2,
+        "stages": [
+            {"stage": "a", "decision": "skip", "reason": "committed in attempt 1, output verified"},
+            {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"},
+        ],
+        "schemas": [],
+    }
     # a dry run launches nothing: no new attempt, no plan, no lease
     assert journal_files(run.dir) == files
     assert sorted(os.listdir(run.dir)) == ["journal"]
@@ -30,14 +36,14 @@ def test_resume_dry_run_of_a_run_directory_url(run, cli):
     code, out, _ = cli("resume", run.dir, "--dry-run", "--json")
     assert code == 0
     assert orjson.loads(out)["stages"] == [
-        {"stage": "a", "decision": "skip", "reason": "committed in attempt 1, output verified"}]
+        {"stage": "a", "decision": "skip", "reason": "committed in attempt 1, output verified"}
+    ]
 
 
 @pytest.mark.parametrize("level", ["footer", "checksum"])
 def test_resume_accepts_every_verify_level_of_the_design(run, cli, tmp_path, level):
     run.done("a").started("b", ["a"]).end(1)
-    code, out, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json",
-                         "--verify", level)
+    code, out, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json", "--verify", level)
     assert code == 0, err
     assert [s["decision"] for s in orjson.loads(out)["stages"]] == ["skip", "run"]
 
@@ -55,12 +61,21 @@ def test_inspect_json(run, cli, tmp_path):
     assert code == 0, err
     details = orjson.loads(out)
     assert {k: details[k] for k in ("run", "run_dir", "app", "status", "events", "journal_degraded", "lease")} == {
-        "run": "r1", "run_dir": run.dir, "app": "app.py", "status": "failed", "events": 7,
-        "journal_degraded": 0, "lease": None}
+        "run": "r1",
+        "run_dir": run.dir,
+        "app": "app.py",
+        "status": "failed",
+        "events": 7,
+        "journal_degraded": 0,
+        "lease": None,
+    }
     assert [(a["attempt"], a["outcome"], a["exit_code"], a["resumed"]) for a in details["attempts"]] == [
-        (1, "failed", 1, False)]
+        (1, "failed", 1, False)
+    ]
     assert [(s["stage"], s["status"], s["files"], s["bytes"]) for s in details["stages"]] == [
-        ("a", "committed", 1, 10), ("b", "unfinished", None, None)]
+        ("a", "committed", 1, 10),
+        ("b", "unfinished", None, None),
+    ]
 
 
 def test_inspect_without_runs(cli, tmp_path):

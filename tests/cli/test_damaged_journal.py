@@ -2,6 +2,7 @@
 ``resume --from-scratch`` plans it without moving anything (the launch is tests/e2e/test_e2e_resume.py).
 
 CLI plumbing only: a fake spark-submit (tests.helpers.fake_executable) makes the run's journal."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """inspect --follow: synthetic writers in a thread (no Spark)."""
+
 from __future__ import annotations
 
 import io
@@ -27,10 +28,12 @@ def fast_polls(monkeypatch):
 
 def in_background(steps, pause=0.15):
     """Run each step in a thread, a pause apart, as a live run would write its journal."""
+
     def work():
         for step in steps:
             time.sleep(pause)
             step()
+
     thread = threading.Thread(target=work, daemon=True)
     thread.start()
     return thread
@@ -38,11 +41,13 @@ def in_background(steps, pause=0.15):
 
 def flushed(run, step):
     """A step of a synthetic run, then both writers flushed (the timer would do it within 1 s)."""
+
     def run_step():
         step()
         for writer in (run.cli, run.driver):
             if not writer._closed:
                 writer.flush()
+
     return run_step
 
 
@@ -58,11 +63,15 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
         run.end(0)
         held.release()
 
-    thread = in_background([flushed(run, lambda: run.done("orders")),
-                            flushed(run, lambda: run.started("clean", ("orders",))),
-                            flushed(run, lambda: run.spark_work("clean", tasks=3, failed_tasks=2,
-                                                               failure="Task lost")),
-                            flushed(run, lambda: run.committed("clean", ("orders",))), end])
+    thread = in_background(
+        [
+            flushed(run, lambda: run.done("orders")),
+            flushed(run, lambda: run.started("clean", ("orders",))),
+            flushed(run, lambda: run.spark_work("clean", tasks=3, failed_tasks=2, failure="Task lost")),
+            flushed(run, lambda: run.committed("clean", ("orders",))),
+            end,
+        ]
+    )
     started = time.monotonic()
     code, out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     thread.join()
@@ -92,8 +101,9 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
     ]
     # then the run as inspect shows it
     assert lines[14:16] == ["run nightly  succeeded", "app:        /jobs/etl.py"]
-    assert ("│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │"
-            " 1 stage, 2 tasks │") in lines
+    assert (
+        "│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │ 1 stage, 2 tasks │"
+    ) in lines
 
 
 def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
@@ -105,14 +115,14 @@ def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
     def die():  # kill -9 of the whole tree: no attempt.ended, and the lease now names a dead pid
         run.crash()
         held._stop.set()
-        dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                              capture_output=True, text=True).stdout.strip()
+        dead = subprocess.run(
+            [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+        ).stdout.strip()
         document = orjson.loads(open(held.url, "rb").read())
         with open(held.url, "wb") as handle:
             handle.write(orjson.dumps({**document, "pid": int(dead)}))
 
-    thread = in_background([flushed(run, lambda: run.done("orders")),
-                            flushed(run, lambda: run.started("clean")), die])
+    thread = in_background([flushed(run, lambda: run.done("orders")), flushed(run, lambda: run.started("clean")), die])
     code, out, err = cli("inspect", "nightly", "--follow", "--json", "--root", str(tmp_path / "root"))
     thread.join()
     assert (code, err) == (0, "")
@@ -125,8 +135,7 @@ def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
     code, _out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     assert code == 0
-    assert ("run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end"
-            in err)
+    assert "run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end" in err
     assert "stopped in: daily (started, never committed)" in err
 
 
@@ -166,7 +175,7 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
     assert details["status"] == "succeeded"
     drawn = screen_file.getvalue()
     assert "running" in drawn  # clean was drawn as running before it committed
-    final = drawn[drawn.rindex("✓ run nightly"):]
+    final = drawn[drawn.rindex("✓ run nightly") :]
     assert "succeeded   attempt 1, 2/2 stages done" in final
     assert "✓   orders" in final and "committed   2.0s  1 Spark job  2 tasks  1,000 rows" in final
     assert "run nightly: attempt 1 ended: succeeded (exit 0)" in drawn
@@ -184,11 +193,18 @@ def test_tail_and_follow_on_an_fsspec_root(cli):
         run.end(0)
         held.release()
 
-    thread = in_background([flushed(run, lambda: run.driver.emit("stage.started", stage="s", outputs=[])),
-                            flushed(run, lambda: run.driver.emit("stage.committed", stage="s", manifest=[],
-                                                                 duration_s=1.0)), end])
+    thread = in_background(
+        [
+            flushed(run, lambda: run.driver.emit("stage.started", stage="s", outputs=[])),
+            flushed(run, lambda: run.driver.emit("stage.committed", stage="s", manifest=[], duration_s=1.0)),
+            end,
+        ]
+    )
     code, out, _err = cli("inspect", "nightly", "--follow", "--json", "--root", "memory://follow-root")
     thread.join()
     details = orjson.loads(out)
     assert (code, details["status"], [(s["stage"], s["status"]) for s in details["stages"]]) == (
-        0, "succeeded", [("s", "committed")])
+        0,
+        "succeeded",
+        [("s", "committed")],
+    )

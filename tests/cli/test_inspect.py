@@ -1,4 +1,5 @@
 """inspect on synthetic journals (no Spark): whole outputs, with NO_COLOR and 120 columns."""
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,9 @@ def test_clean_run(cli, tmp_path):
     journals.clean_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
     assert (code, out) == (0, "")
-    assert err == """\
+    assert (
+        err
+        == """\
 run nightly  succeeded
 app:        /jobs/etl.py
 root:       <tmp>/root
@@ -63,13 +66,16 @@ attempts
 │ 1       │ succeeded │ 0    │ 2026-11-22 03:00:01 │ 9.0s     │ -    │ local-1700000001 │
 └─────────┴───────────┴──────┴─────────────────────┴──────────┴──────┴──────────────────┘
 """
+    )
 
 
 def test_crashed_run_says_where_it_died_and_what_to_run_next(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
     assert (code, out) == (0, "")
-    assert err == """\
+    assert (
+        err
+        == """\
 run nightly  crashed
 app:        /jobs/etl.py
 root:       <tmp>/root
@@ -92,6 +98,7 @@ attempts
 └─────────┴─────────┴──────┴─────────────────────┴──────────┴──────┴──────────────────┘
 what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run
 """
+    )
 
 
 def test_resumed_run(cli, tmp_path):
@@ -111,20 +118,26 @@ def test_invalidated_stage_shows_why_and_failed_attempt(cli, tmp_path):
     code, out, err = inspect(cli, tmp_path, "nightly")
     assert (code, out) == (0, "")
     lines = err.splitlines()
-    assert lines[:5] == ["run nightly  succeeded", "app:        /jobs/etl.py", "root:       <tmp>/root",
-                         "journal:    <tmp>/root/nightly",
-                         "time:       16.5s from first to last event, 15.5s in 2 attempts"]
+    assert lines[:5] == [
+        "run nightly  succeeded",
+        "app:        /jobs/etl.py",
+        "root:       <tmp>/root",
+        "journal:    <tmp>/root/nightly",
+        "time:       16.5s from first to last event, 15.5s in 2 attempts",
+    ]
     assert lines[9:15] == [
         "│ orders │ skipped   │       1 │     2.0s │ 1,000 │ 3.0 KiB │    1 │            1 │     2 │ -        │",
         "│ clean  │ committed │       2 │     2.0s │   900 │ 3.0 KiB │    2 │            2 │     4 │ -        │",
         "│ daily  │ committed │       2 │     2.0s │    31 │ 3.0 KiB │    1 │            1 │     2 │ -        │",
         "└────────┴───────────┴─────────┴──────────┴───────┴─────────┴──────┴──────────────┴───────┴──────────┘",
         "  orders: skipped in attempt 2: committed in attempt 1, output verified",
-        "  clean: invalidated in attempt 2: fingerprint changed: version None -> 2"]
+        "  clean: invalidated in attempt 2: fingerprint changed: version None -> 2",
+    ]
     assert lines[-3:] == [
         "│ 1           │ failed    │ 1    │ 2026-11-22 03:00:01 │ 7.5s     │ -             │ local-1700000001 │",
         "│ 2 (resumed) │ succeeded │ 0    │ 2026-11-22 03:00:09 │ 8.0s     │ 2 skip, 1 run │ local-1700000002 │",
-        "└─────────────┴───────────┴──────┴─────────────────────┴──────────┴───────────────┴──────────────────┘"]
+        "└─────────────┴───────────┴──────┴─────────────────────┴──────────┴───────────────┴──────────────────┘",
+    ]
     assert "last error" not in err  # attempt 2 got past it: history, which replay shows
 
 
@@ -135,7 +148,10 @@ def test_a_stage_invalidated_and_not_rebuilt_yet(cli, tmp_path):
     _code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
     stage = orjson.loads(out)["stages"][0]
     assert (stage["status"], stage["invalidated"], stage["reason"]) == (
-        "invalidated", {"attempt": 2, "reason": "code changed"}, "code changed")
+        "invalidated",
+        {"attempt": 2, "reason": "code changed"},
+        "code changed",
+    )
 
 
 def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
@@ -148,12 +164,15 @@ def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
     lines = err.splitlines()
     assert lines[0] == "run nightly  failed"
     assert "stopped in" not in err  # it failed in clean, it did not stop there unseen
-    assert lines[10] == ("│ clean  │ failed    │       1 │        - │     - │       - │    1 │            1 │     8 │ "
-                         "1 stage, 4 tasks │")
+    assert lines[10] == (
+        "│ clean  │ failed    │       1 │        - │     - │       - │    1 │            1 │     8 │ 1 stage, 4 tasks │"
+    )
     assert "  clean: failed in attempt 1: Py4JJavaError: An error occurred while calling o99.save." in lines
     assert "│ 1       │ failed  │ 1    │ 2026-11-22 03:00:01 │" in err
-    assert lines[-2:] == ["last error: Py4JJavaError: An error occurred while calling o99.save.",
-                          "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run"]
+    assert lines[-2:] == [
+        "last error: Py4JJavaError: An error occurred while calling o99.save.",
+        "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run",
+    ]
 
 
 def test_killed_attempt_shows_its_signal(cli, tmp_path):
@@ -161,7 +180,11 @@ def test_killed_attempt_shows_its_signal(cli, tmp_path):
     _code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
     attempt = orjson.loads(out)["attempts"][0]
     assert (attempt["outcome"], attempt["exit_code"], attempt["signal"], attempt["signal_name"]) == (
-        "failed", 137, 9, "SIGKILL")
+        "failed",
+        137,
+        9,
+        "SIGKILL",
+    )
     _code, out, err = inspect(cli, tmp_path, "nightly")
     assert "│ 1       │ failed  │ 137 (SIGKILL) │" in err
 
@@ -172,18 +195,40 @@ def test_json_carries_what_the_tables_show(cli, tmp_path):
     assert (code, err) == (0, "")
     details = orjson.loads(out)
     assert {k: details[k] for k in ("run", "status", "duration_s", "busy_s", "stopped_in", "last_error")} == {
-        "run": "nightly", "status": "succeeded", "duration_s": 14.0, "busy_s": 13.0, "stopped_in": [],
-        "last_error": None}
+        "run": "nightly",
+        "status": "succeeded",
+        "duration_s": 14.0,
+        "busy_s": 13.0,
+        "stopped_in": [],
+        "last_error": None,
+    }
     assert details["root"] == str(tmp_path / "root")
     daily = details["stages"][2]
     assert daily == {
-        "stage": "daily", "kind": "checkpoint", "status": "committed", "attempt": 2, "duration_s": 2.0,
-        "rows": 30, "bytes": 3072, "files": 2, "spark_jobs": 2, "spark_stages": 2, "failed_spark_stages": 0,
-        "tasks": 6, "failed_tasks": 1, "partitions": None, "reason": None, "error": None, "skipped": None,
-        "invalidated": None}
+        "stage": "daily",
+        "kind": "checkpoint",
+        "status": "committed",
+        "attempt": 2,
+        "duration_s": 2.0,
+        "rows": 30,
+        "bytes": 3072,
+        "files": 2,
+        "spark_jobs": 2,
+        "spark_stages": 2,
+        "failed_spark_stages": 0,
+        "tasks": 6,
+        "failed_tasks": 1,
+        "partitions": None,
+        "reason": None,
+        "error": None,
+        "skipped": None,
+        "invalidated": None,
+    }
     assert details["stages"][0]["skipped"] == {"attempt": 2, "reason": "committed in attempt 1, output verified"}
     assert [(a["attempt"], a["outcome"], a["plan"], a["duration_s"]) for a in details["attempts"]] == [
-        (1, "crashed", None, 7.5), (2, "succeeded", {"skip": 2, "run": 1}, 5.5)]
+        (1, "crashed", None, 7.5),
+        (2, "succeeded", {"skip": 2, "run": 1}, 5.5),
+    ]
 
 
 def test_runs_newest_first(cli, tmp_path):
@@ -194,7 +239,9 @@ def test_runs_newest_first(cli, tmp_path):
     journals.SyntheticRun(root, "hourly", clock=later).attempt().done("orders").end(0)
     code, out, err = cli("inspect", "--root", str(root))
     assert (code, out) == (0, "")
-    assert screen(err, tmp_path) == """\
+    assert (
+        screen(err, tmp_path)
+        == """\
 runs under <tmp>/root
 ┏━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┓
 ┃ run     ┃ app    ┃ status    ┃ attempts ┃ stages ┃ last activity (UTC) ┃ duration ┃
@@ -203,9 +250,12 @@ runs under <tmp>/root
 │ nightly │ etl.py │ crashed   │ 1        │ 2/3    │ 2026-11-22 03:00:08 │ 8.0s     │
 └─────────┴────────┴───────────┴──────────┴────────┴─────────────────────┴──────────┘
 """
+    )
     rows = orjson.loads(cli("inspect", "--root", str(root), "--json")[1])["runs"]
     assert [(r["run"], r["status"], r["stages_committed"], r["stages"]) for r in rows] == [
-        ("hourly", "succeeded", 1, 1), ("nightly", "crashed", 2, 3)]
+        ("hourly", "succeeded", 1, 1),
+        ("nightly", "crashed", 2, 3),
+    ]
 
 
 def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path):
@@ -217,10 +267,13 @@ def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path
         handle.write(b"\n".join(lines))
     code, out, err = inspect(cli, tmp_path, "nightly")
     assert (code, out, err) == (
-        3, "", "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. "
+        3,
+        "",
+        "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. "
         "The journal of run nightly is damaged: 'sparkrecover replay nightly --verify' lists every damaged line; "
         "'sparkrecover resume nightly --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
-        "every stage again\n")
+        "every stage again\n",
+    )
     code, out, err = inspect(cli, tmp_path)
     assert code == 0
     assert "│ nightly │ -   │ unreadable │ -        │ -      │ -                   │ -        │" in err
@@ -245,11 +298,14 @@ def test_narrow_terminal_keeps_the_columns_that_matter(cli, tmp_path, monkeypatc
     assert "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run\n" in err
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--follow"], "error: --follow needs a RUN to follow\n"),
-    (["nope"], "error: no run 'nope' at <tmp>/root/nope\n"),
-    (["nope", "--follow"], "error: no run 'nope' at <tmp>/root/nope\n"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--follow"], "error: --follow needs a RUN to follow\n"),
+        (["nope"], "error: no run 'nope' at <tmp>/root/nope\n"),
+        (["nope", "--follow"], "error: no run 'nope' at <tmp>/root/nope\n"),
+    ],
+)
 def test_bad_input_is_one_line_and_its_exit_code(cli, tmp_path, args, message):
     code, out, err = inspect(cli, tmp_path, *args)
     assert (code, out, err) == (2 if "--follow needs" in message else 5, "", message)
@@ -272,4 +328,14 @@ def test_on_a_pipe_tables_keep_every_column_and_whole_names(cli, tmp_path, monke
     code, _, err = on_screen(cli, tmp_path, "inspect", run_id)
     header = next(line for line in err.splitlines() if line.startswith("┃ stage"))
     assert [cell.strip() for cell in header.strip("┃").split("┃")] == [
-        "stage", "status", "attempt", "duration", "rows", "written", "jobs", "spark stages", "tasks", "failures"]
+        "stage",
+        "status",
+        "attempt",
+        "duration",
+        "rows",
+        "written",
+        "jobs",
+        "spark stages",
+        "tasks",
+        "failures",
+    ]

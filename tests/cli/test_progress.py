@@ -1,4 +1,5 @@
 """The progress bar of long verifications: on a terminal only, never on a pipe or with --json."""
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,21 @@ def big_run(root):
 def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path):
     big_run(tmp_path / "root")
     screen = terminal(monkeypatch)
-    assert resume.run(run="nightly", root=str(tmp_path / "root"), dry_run=True, rerun=(), from_scratch=False,
-                      verify="size", max_attempts=1, spark_submit=None, json_output=False, extra=[]) == 0
+    assert (
+        resume.run(
+            run="nightly",
+            root=str(tmp_path / "root"),
+            dry_run=True,
+            rerun=(),
+            from_scratch=False,
+            verify="size",
+            max_attempts=1,
+            spark_submit=None,
+            json_output=False,
+            extra=[],
+        )
+        == 0
+    )
     drawn = screen.getvalue()
     assert "verifying outputs" in drawn and "1,202 files" in drawn  # 1,200 in orders, 2 in clean
     assert "resume plan for run nightly, attempt 2" in drawn
@@ -37,8 +51,18 @@ def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path)
 def test_no_progress_with_json_even_on_a_terminal(monkeypatch, tmp_path, capsys):
     big_run(tmp_path / "root")
     screen = terminal(monkeypatch)
-    resume.run(run="nightly", root=str(tmp_path / "root"), dry_run=True, rerun=(), from_scratch=False,
-               verify="size", max_attempts=1, spark_submit=None, json_output=True, extra=[])
+    resume.run(
+        run="nightly",
+        root=str(tmp_path / "root"),
+        dry_run=True,
+        rerun=(),
+        from_scratch=False,
+        verify="size",
+        max_attempts=1,
+        spark_submit=None,
+        json_output=True,
+        extra=[],
+    )
     assert screen.getvalue() == ""
     assert '"decision": "skip"' in capsys.readouterr().out
 

@@ -1,5 +1,6 @@
 """Clear refusals before anything is launched (issue 14, item 5): a fake spark-submit that leaves
 a marker when run proves nothing was."""
+
 from __future__ import annotations
 
 import os
@@ -13,7 +14,7 @@ def fake_spark_submit(tmp_path) -> tuple[str, str]:
     """(the fake spark-submit, the file it creates when it runs)."""
     marker = tmp_path / "launched"
     script = tmp_path / "spark-submit"
-    script.write_text(f"#!/bin/sh\necho \"$@\" > {marker}\nexit 0\n")
+    script.write_text(f'#!/bin/sh\necho "$@" > {marker}\nexit 0\n')
     script.chmod(0o755)
     (tmp_path / "app.py").write_text("print('hi')\n")
     return str(script), str(marker)
@@ -26,13 +27,18 @@ def in_tmp(tmp_path, monkeypatch):
     attempts._WARNED_CONNECT.clear()
 
 
-@pytest.mark.parametrize("options", [["--master", "spark://127.0.0.1:7077", "--deploy-mode", "cluster"],
-                                     ["--conf", "spark.master=spark://h:7077", "--conf",
-                                      "spark.submit.deployMode=cluster"]])
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--master", "spark://127.0.0.1:7077", "--deploy-mode", "cluster"],
+        ["--conf", "spark.master=spark://h:7077", "--conf", "spark.submit.deployMode=cluster"],
+    ],
+)
 def test_cluster_mode_on_standalone_is_refused_before_launch(cli, tmp_path, options):
     spark_submit, marker = fake_spark_submit(tmp_path)
-    code, out, err = cli("submit", "--root", "s3://bucket/runs", "--spark-submit", spark_submit, "--",
-                         *options, "app.py")
+    code, out, err = cli(
+        "submit", "--root", "s3://bucket/runs", "--spark-submit", spark_submit, "--", *options, "app.py"
+    )
     assert code == 2 and out == ""
     assert "Spark runs Python apps on standalone in client mode only" in err and "Traceback" not in err
     assert not os.path.exists(marker) and not os.path.exists(tmp_path / ".sparkrecover")
@@ -40,8 +46,17 @@ def test_cluster_mode_on_standalone_is_refused_before_launch(cli, tmp_path, opti
 
 def test_client_mode_on_standalone_is_launched(cli, tmp_path):
     spark_submit, marker = fake_spark_submit(tmp_path)
-    code, _, err = cli("submit", "--root", str(tmp_path / "root"), "--spark-submit", spark_submit, "--",
-                       "--master", "spark://127.0.0.1:7077", "app.py")
+    code, _, err = cli(
+        "submit",
+        "--root",
+        str(tmp_path / "root"),
+        "--spark-submit",
+        spark_submit,
+        "--",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "app.py",
+    )
     assert code == 0, err
     assert os.path.exists(marker)
 
@@ -51,13 +66,37 @@ def test_a_resume_that_asks_for_cluster_mode_on_standalone_is_refused(cli, tmp_p
     root = str(tmp_path / "root")
     with open(spark_submit, "a") as handle:
         handle.write("")
-    code, _, err = cli("submit", "--root", root, "--run-id", "r1", "--spark-submit", spark_submit, "--",
-                       "--master", "spark://127.0.0.1:7077", "app.py")
+    code, _, err = cli(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "r1",
+        "--spark-submit",
+        spark_submit,
+        "--",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "app.py",
+    )
     assert code == 0, err
     os.remove(marker)
     # An unfinished run resumed by a second submit with cluster mode merged over its options.
-    code, _, err = cli("submit", "--root", root, "--run-id", "r1", "--spark-submit", spark_submit, "--",
-                       "--master", "spark://127.0.0.1:7077", "--deploy-mode", "cluster", "app.py")
+    code, _, err = cli(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "r1",
+        "--spark-submit",
+        spark_submit,
+        "--",
+        "--master",
+        "spark://127.0.0.1:7077",
+        "--deploy-mode",
+        "cluster",
+        "app.py",
+    )
     assert code == 2 and "client mode only" in err
     assert not os.path.exists(marker)
 
@@ -113,8 +152,9 @@ def test_spark_connect_warns_once_before_launch(cli, tmp_path, monkeypatch, how)
         options = ["--conf", "spark.remote=sc://127.0.0.1:15002/;token=secret"]
     else:
         monkeypatch.setenv("SPARK_REMOTE", "sc://127.0.0.1:15002/;token=secret")
-    code, _, err = cli("submit", "--root", str(tmp_path / "root"), "--spark-submit", spark_submit, "--",
-                       *options, "app.py")
+    code, _, err = cli(
+        "submit", "--root", str(tmp_path / "root"), "--spark-submit", spark_submit, "--", *options, "app.py"
+    )
     assert code == 0, err
     assert err.count("Spark Connect") == 1 and "cannot be recorded" in err
     assert "secret" not in err

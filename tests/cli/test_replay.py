@@ -1,4 +1,5 @@
 """replay: the timeline, --until, --json and --verify on synthetic journals (no Spark)."""
+
 from __future__ import annotations
 
 import os
@@ -91,12 +92,14 @@ def test_timeline_of_a_resumed_run(cli, tmp_path):
     journals.resumed_run(tmp_path / "root")
     code, out, err = replay_cli(cli, tmp_path, "nightly")
     assert (code, out) == (0, "")
-    assert err == TIMELINE_OF_THE_RESUMED_RUN + \
-        "end of the journal: run succeeded, 3/3 stages committed, 2 attempt(s)\n"
+    assert (
+        err == TIMELINE_OF_THE_RESUMED_RUN + "end of the journal: run succeeded, 3/3 stages committed, 2 attempt(s)\n"
+    )
 
 
-@pytest.mark.parametrize("until", ["21", "2:driver:1", "2026-11-22T03:00:10.500Z", "2026-11-22T04:00:10.7+01:00",
-                                   "2026-11-22 03:00:10.5"])
+@pytest.mark.parametrize(
+    "until", ["21", "2:driver:1", "2026-11-22T03:00:10.500Z", "2026-11-22T04:00:10.7+01:00", "2026-11-22 03:00:10.5"]
+)
 def test_until_shows_the_run_then_and_what_resume_would_have_decided(cli, tmp_path, until):
     journals.resumed_run(tmp_path / "root")
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--until", until)
@@ -109,9 +112,14 @@ def test_until_checks_outputs_as_they_are_now(cli, tmp_path):
     run = journals.crashed_run(tmp_path / "root")
     shutil.rmtree(run.outputs("orders"))
     _code, out, _ = replay_cli(cli, tmp_path, "nightly", "--until", "13", "--json")
-    assert orjson.loads(out)["plan"] == {"run": "nightly", "attempt": 2, "stages": [
-        {"stage": "orders", "decision": "lost", "reason": f"output lost: {run.outputs('orders')} is gone"},
-        {"stage": "clean", "decision": "skip", "reason": "committed in attempt 1, output verified"}]}
+    assert orjson.loads(out)["plan"] == {
+        "run": "nightly",
+        "attempt": 2,
+        "stages": [
+            {"stage": "orders", "decision": "lost", "reason": f"output lost: {run.outputs('orders')} is gone"},
+            {"stage": "clean", "decision": "skip", "reason": "committed in attempt 1, output verified"},
+        ],
+    }
 
 
 def test_the_end_of_a_crashed_attempt_is_a_crash_not_a_running_attempt(cli, tmp_path):
@@ -132,27 +140,46 @@ def test_json_emits_the_normalized_events(cli, tmp_path):
     assert "plan" not in document
     events = document["events"]
     assert [e["index"] for e in events] == list(range(1, 35))
-    assert events[21] == {"index": 22, "v": 1, "type": "stage.invalidated", "run": "nightly", "attempt": 2,
-                          "writer": "driver", "seq": 2, "ts": "2026-11-22T03:00:11.000Z", "stage": "clean",
-                          "reason": "fingerprint changed: version None -> 2"}
+    assert events[21] == {
+        "index": 22,
+        "v": 1,
+        "type": "stage.invalidated",
+        "run": "nightly",
+        "attempt": 2,
+        "writer": "driver",
+        "seq": 2,
+        "ts": "2026-11-22T03:00:11.000Z",
+        "stage": "clean",
+        "reason": "fingerprint changed: version None -> 2",
+    }
     code, out, _ = replay_cli(cli, tmp_path, "nightly", "--json", "--until", "2:driver:2")
     document = orjson.loads(out)
-    assert document["until"] == {"given": "2:driver:2", "index": 22, "event": "2:driver:2",
-                                 "ts": "2026-11-22T03:00:11.000Z"}
+    assert document["until"] == {
+        "given": "2:driver:2",
+        "index": 22,
+        "event": "2:driver:2",
+        "ts": "2026-11-22T03:00:11.000Z",
+    }
     assert len(document["events"]) == 22
     assert {s["stage"]: s["status"] for s in document["state"]["stages"]} == {
-        "orders": "skipped", "clean": "invalidated", "daily": "failed"}
+        "orders": "skipped",
+        "clean": "invalidated",
+        "daily": "failed",
+    }
     assert [s["decision"] for s in document["plan"]["stages"]] == ["skip", "skip", "run"]
 
 
 def test_the_invalidated_and_failed_events_read_as_one_line_each(cli, tmp_path):
     journals.invalidated_run(tmp_path / "root")
     _code, _out, err = replay_cli(cli, tmp_path, "nightly")
-    assert ("    15  03:00:07.500    1 driver  stage.failed            daily   Py4JJavaError: An error occurred "
-            "while calling o123.save.\n") in err
+    assert (
+        "    15  03:00:07.500    1 driver  stage.failed            daily   Py4JJavaError: An error occurred "
+        "while calling o123.save.\n"
+    ) in err
     assert "    16  03:00:08.000    1 driver  driver.ended            -       exit 1: boom\n" in err
-    assert ("    22  03:00:11.000    2 driver  stage.invalidated       clean   fingerprint changed: version None "
-            "-> 2\n") in err
+    assert (
+        "    22  03:00:11.000    2 driver  stage.invalidated       clean   fingerprint changed: version None -> 2\n"
+    ) in err
 
 
 def test_unknown_event_types_are_shown_with_their_payload(cli, tmp_path):
@@ -160,18 +187,23 @@ def test_unknown_event_types_are_shown_with_their_payload(cli, tmp_path):
     run.driver.emit("spark.task.speculated", stage="orders", task=7, host="worker-2")
     run.end(0)
     _code, _out, err = replay_cli(cli, tmp_path, "nightly")
-    assert ('     4  03:00:02.000    1 driver  spark.task.speculated   orders  {"task":7,"host":"worker-2"}\n'
-            in err)
+    assert '     4  03:00:02.000    1 driver  spark.task.speculated   orders  {"task":7,"host":"worker-2"}\n' in err
 
 
-@pytest.mark.parametrize("until, message", [
-    ("0", "--until 0: events are numbered from 1"),
-    ("18", "--until 18: the journal has 17 events"),
-    ("1:driver:99", "--until 1:driver:99: no event 1:driver:99 in the journal"),
-    ("2026-11-21T23:00:00Z", "--until 2026-11-21T23:00:00Z: the journal starts later, at 2026-11-22T03:00:00.500Z"),
-    ("yesterday", "--until yesterday: expected an event number as replay prints it, ATTEMPT:WRITER:SEQ "
-                  "(e.g. 2:driver:14) or an ISO time (e.g. 2026-11-22T03:15:00Z)"),
-])
+@pytest.mark.parametrize(
+    "until, message",
+    [
+        ("0", "--until 0: events are numbered from 1"),
+        ("18", "--until 18: the journal has 17 events"),
+        ("1:driver:99", "--until 1:driver:99: no event 1:driver:99 in the journal"),
+        ("2026-11-21T23:00:00Z", "--until 2026-11-21T23:00:00Z: the journal starts later, at 2026-11-22T03:00:00.500Z"),
+        (
+            "yesterday",
+            "--until yesterday: expected an event number as replay prints it, ATTEMPT:WRITER:SEQ "
+            "(e.g. 2:driver:14) or an ISO time (e.g. 2026-11-22T03:15:00Z)",
+        ),
+    ],
+)
 def test_bad_until_is_a_usage_error(cli, tmp_path, until, message):
     journals.crashed_run(tmp_path / "root")
     assert replay_cli(cli, tmp_path, "nightly", "--until", until) == (2, "", f"error: {message}\n")
@@ -192,13 +224,17 @@ def test_unknown_run_and_corrupt_journal(cli, tmp_path):
     with open(path, "r+b") as handle:
         handle.write(b"[1,")
     assert replay_cli(cli, tmp_path, "nightly") == (
-        3, "", "error: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:1: malformed journal line. "
+        3,
+        "",
+        "error: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:1: malformed journal line. "
         "The journal of run nightly is damaged: 'sparkrecover replay nightly --verify' lists every damaged line; "
         "'sparkrecover resume nightly --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
-        "every stage again\n")
+        "every stage again\n",
+    )
 
 
 # -- --verify ---------------------------------------------------------------------------------------
+
 
 def segment(run, attempt=1, writer="driver", index=0) -> str:
     return os.path.join(run.dir, "journal", f"{attempt:04d}-{writer}-{index:06d}.jsonl")
@@ -217,14 +253,24 @@ def verify(cli, tmp_path):
 
 def test_verify_a_sound_journal(cli, tmp_path):
     journals.resumed_run(tmp_path / "root")
-    assert verify(cli, tmp_path) == (0, "", """\
+    assert verify(cli, tmp_path) == (
+        0,
+        "",
+        """\
 journal of run nightly at <tmp>/root/nightly: 4 segment(s), 29 events (1/cli 2, 1/driver 15, 2/cli 3, 2/driver 9)
 journal OK: 0 problems, 0 warnings
-""")
+""",
+    )
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--verify", "--json")
     report = orjson.loads(out)
     assert (code, err, report["ok"], report["events"], report["problems"], report["warnings"]) == (
-        0, "", True, 29, [], [])
+        0,
+        "",
+        True,
+        29,
+        [],
+        [],
+    )
     assert report["streams"][0] == {"attempt": 1, "writer": "cli", "segments": 1, "events": 2}
     assert report["event_types"]["stage.skipped"] == 2
 
@@ -232,45 +278,68 @@ journal OK: 0 problems, 0 warnings
 def test_verify_reports_a_torn_tail_as_a_warning(cli, tmp_path):
     run = journals.crashed_run(tmp_path / "root")
     edit_lines(segment(run), lambda lines: [*lines[:-2], lines[-2][:25]])
-    assert verify(cli, tmp_path) == (0, "", """\
+    assert verify(cli, tmp_path) == (
+        0,
+        "",
+        """\
 journal of run nightly at <tmp>/root/nightly: 2 segment(s), 16 events (1/cli 2, 1/driver 14)
 warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:15: torn last line (25 bytes; the writer stopped \
 mid-write); readers drop it
 journal OK: 0 problems, 1 warning
-""")
+""",
+    )
 
 
 def test_verify_exits_3_on_corruption_naming_file_and_line(cli, tmp_path):
     run = journals.crashed_run(tmp_path / "root")
     edit_lines(segment(run), lambda lines: [*lines[:3], b'{"v": 1, "type": "stage.comm', *lines[4:]])
-    assert verify(cli, tmp_path) == (3, "", """\
+    assert verify(cli, tmp_path) == (
+        3,
+        "",
+        """\
 journal of run nightly at <tmp>/root/nightly: 2 segment(s), 16 events (1/cli 2, 1/driver 14)
 error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:4: malformed journal line
 journal corrupt: 1 problem, 0 warnings
-""")
+""",
+    )
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--verify", "--json")
     assert (code, err) == (3, "")
-    assert orjson.loads(out)["problems"] == [
-        {"where": f"{segment(run)}:4", "message": "malformed journal line"}]
+    assert orjson.loads(out)["problems"] == [{"where": f"{segment(run)}:4", "message": "malformed journal line"}]
 
 
-@pytest.mark.parametrize("damage, finding", [
-    (lambda lines: lines[:4] + lines[5:], "0001-driver-000000.jsonl:5: seq jumps from 3 to 5: 1 event missing"),
-    (lambda lines: lines[:5] + lines[4:], "0001-driver-000000.jsonl:6: seq 4 again after seq 4 (at "
-                                          "<tmp>/root/nightly/journal/0001-driver-000000.jsonl:5): a repeated or "
-                                          "reordered event"),
-    (lambda lines: [lines[0].replace(b'"v":1', b'"v":2'), *lines[1:]],
-     "0001-driver-000000.jsonl:1: written in journal format v2; this sparkrecover reads v1"),
-    (lambda lines: [lines[0].replace(b'"attempt":1', b'"attempt":2'), *lines[1:]],
-     "0001-driver-000000.jsonl:1: record of attempt 2/driver in a segment of attempt 1/driver"),
-    (lambda lines: [lines[0].replace(b'"seq":0', b'"seq":"0"'), *lines[1:]],
-     "0001-driver-000000.jsonl:1: envelope field 'seq' is not a int: '0'"),
-    (lambda lines: [lines[0].replace(b'.500Z"', b'"'), *lines[1:]],
-     "0001-driver-000000.jsonl:1: timestamp '2026-11-22T03:00:01' is not UTC ISO 8601 with milliseconds"),
-    (lambda lines: [lines[0].replace(b'"run":"nightly"', b'"run":"other"'), *lines[1:]],
-     "0001-driver-000000.jsonl:1: 1 record(s) name run 'other', the others 'nightly': records of another run were "
-     "copied here"),
-])
+@pytest.mark.parametrize(
+    "damage, finding",
+    [
+        (lambda lines: lines[:4] + lines[5:], "0001-driver-000000.jsonl:5: seq jumps from 3 to 5: 1 event missing"),
+        (
+            lambda lines: lines[:5] + lines[4:],
+            "0001-driver-000000.jsonl:6: seq 4 again after seq 4 (at "
+            "<tmp>/root/nightly/journal/0001-driver-000000.jsonl:5): a repeated or "
+            "reordered event",
+        ),
+        (
+            lambda lines: [lines[0].replace(b'"v":1', b'"v":2'), *lines[1:]],
+            "0001-driver-000000.jsonl:1: written in journal format v2; this sparkrecover reads v1",
+        ),
+        (
+            lambda lines: [lines[0].replace(b'"attempt":1', b'"attempt":2'), *lines[1:]],
+            "0001-driver-000000.jsonl:1: record of attempt 2/driver in a segment of attempt 1/driver",
+        ),
+        (
+            lambda lines: [lines[0].replace(b'"seq":0', b'"seq":"0"'), *lines[1:]],
+            "0001-driver-000000.jsonl:1: envelope field 'seq' is not a int: '0'",
+        ),
+        (
+            lambda lines: [lines[0].replace(b'.500Z"', b'"'), *lines[1:]],
+            "0001-driver-000000.jsonl:1: timestamp '2026-11-22T03:00:01' is not UTC ISO 8601 with milliseconds",
+        ),
+        (
+            lambda lines: [lines[0].replace(b'"run":"nightly"', b'"run":"other"'), *lines[1:]],
+            "0001-driver-000000.jsonl:1: 1 record(s) name run 'other', the others 'nightly': "
+            "records of another run were copied here",
+        ),
+    ],
+)
 def test_verify_finds_each_kind_of_corruption(cli, tmp_path, damage, finding):
     run = journals.crashed_run(tmp_path / "root")
     edit_lines(segment(run), damage)
@@ -290,7 +359,8 @@ def test_verify_finds_a_missing_segment_and_ignores_stray_files(cli, tmp_path):
         "warning: <tmp>/root/nightly/journal/notes.txt: not a journal segment name; readers ignore this file",
         "error: <tmp>/root/nightly/journal/0001-driver-000001.jsonl: segment 000000 of attempt 1/driver is missing "
         "before this one",
-        "journal corrupt: 1 problem, 1 warning"]
+        "journal corrupt: 1 problem, 1 warning",
+    ]
 
 
 def test_verify_forgives_what_the_writer_itself_reported_dropped(cli, tmp_path):
@@ -299,15 +369,31 @@ def test_verify_forgives_what_the_writer_itself_reported_dropped(cli, tmp_path):
     # says so in journal.degraded once storage is back.
     edit_lines(segment(run), lambda lines: lines[:2] + lines[5:])
     with open(segment(run), "ab") as handle:
-        handle.write(orjson.dumps({"v": 1, "type": "journal.degraded", "run": "nightly", "attempt": 1,
-                                   "writer": "driver", "seq": 15, "ts": "2026-11-22T03:00:09.000Z",
-                                   "since": "2026-11-22T03:00:02.000Z", "until": "2026-11-22T03:00:09.000Z",
-                                   "error": "OSError: disk full", "dropped_bytes": 600}) + b"\n")
+        handle.write(
+            orjson.dumps(
+                {
+                    "v": 1,
+                    "type": "journal.degraded",
+                    "run": "nightly",
+                    "attempt": 1,
+                    "writer": "driver",
+                    "seq": 15,
+                    "ts": "2026-11-22T03:00:09.000Z",
+                    "since": "2026-11-22T03:00:02.000Z",
+                    "until": "2026-11-22T03:00:09.000Z",
+                    "error": "OSError: disk full",
+                    "dropped_bytes": 600,
+                }
+            )
+            + b"\n"
+        )
     code, _out, err = verify(cli, tmp_path)
     assert code == 0, err
-    assert ("warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: seq jumps from 1 to 5: 3 events "
-            "missing: dropped while the journal's storage was failing (journal.degraded at "
-            "<tmp>/root/nightly/journal/0001-driver-000000.jsonl:13)\n") in err
+    assert (
+        "warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: seq jumps from 1 to 5: 3 events "
+        "missing: dropped while the journal's storage was failing (journal.degraded at "
+        "<tmp>/root/nightly/journal/0001-driver-000000.jsonl:13)\n"
+    ) in err
 
 
 def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
@@ -320,6 +406,7 @@ def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
     writer.close()
     code, _out, err = verify(cli, tmp_path)
     assert code == 0
-    assert ("warning: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:2: time goes back from "
-            "2026-11-22T03:00:02.000Z to 2026-11-22T03:00:01.000Z within attempt 1/cli (a clock stepped back?)\n"
-            in err)
+    assert (
+        "warning: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:2: time goes back from "
+        "2026-11-22T03:00:02.000Z to 2026-11-22T03:00:01.000Z within attempt 1/cli (a clock stepped back?)\n" in err
+    )

@@ -1,6 +1,7 @@
 """The CLI on S3 (a moto server on 127.0.0.1) and other roots, no Spark: cluster mode's checks,
 an unreachable S3, and an S3 run directory inspected like a local one.
 """
+
 from __future__ import annotations
 
 import orjson
@@ -20,22 +21,56 @@ def fake_spark_submit(tmp_path) -> str:
 
 # -- the CLI on S3 and other roots (no Spark) --------------------------------------------------------
 
+
 @pytest.mark.parametrize("root", ["memory://runs", "./runs", "file:///tmp/runs"])
 def test_cluster_mode_refuses_a_root_the_driver_cannot_reach(cli, tmp_path, root):
-    code, out, err = cli("submit", "--root", root, "--spark-submit", fake_spark_submit(tmp_path), "--",
-                         "--deploy-mode", "cluster", "app.py")
+    code, out, err = cli(
+        "submit",
+        "--root",
+        root,
+        "--spark-submit",
+        fake_spark_submit(tmp_path),
+        "--",
+        "--deploy-mode",
+        "cluster",
+        "app.py",
+    )
     assert code == 2 and out == ""
     assert "--deploy-mode cluster needs --root on shared storage" in err and "Traceback" not in err
 
 
 def test_cluster_mode_accepts_an_s3_root_and_refuses_a_local_checkpoint_root(cli, tmp_path, s3):
     spark_submit = fake_spark_submit(tmp_path)
-    code, _, err = cli("submit", "--root", s3.prefix, "--checkpoint-root", str(tmp_path / "ckpt"),
-                       "--spark-submit", spark_submit, "--", "--deploy-mode", "cluster", "app.py")
+    code, _, err = cli(
+        "submit",
+        "--root",
+        s3.prefix,
+        "--checkpoint-root",
+        str(tmp_path / "ckpt"),
+        "--spark-submit",
+        spark_submit,
+        "--",
+        "--deploy-mode",
+        "cluster",
+        "app.py",
+    )
     assert code == 2 and "--deploy-mode cluster needs --checkpoint-root on shared storage" in err
-    code, out, err = cli("submit", "--root", s3.prefix, "--run-id", "c1", "--checkpoint-root",
-                         s3.prefix + "/ckpt", "--spark-submit", spark_submit, "--json", "--",
-                         "--deploy-mode", "cluster", "app.py")
+    code, out, err = cli(
+        "submit",
+        "--root",
+        s3.prefix,
+        "--run-id",
+        "c1",
+        "--checkpoint-root",
+        s3.prefix + "/ckpt",
+        "--spark-submit",
+        spark_submit,
+        "--json",
+        "--",
+        "--deploy-mode",
+        "cluster",
+        "app.py",
+    )
     assert code == 0, err
     assert orjson.loads(out)["run_dir"] == s3.prefix + "/c1"
     # the fake spark-submit ran no driver: the CLI says the driver's journal is incomplete

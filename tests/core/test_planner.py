@@ -1,4 +1,5 @@
 """The planner on synthetic journals (no Spark): what resume skips, reruns and reports lost."""
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,10 @@ def test_started_but_not_committed_runs(run):
 
 def test_failed_stage_runs_with_its_error(run):
     run.done("a").started("b", ["a"]).failed("b", "Py4JJavaError: boom\n  at line 2").end(1)
-    assert run.plan() == {"a": ("skip", "committed in attempt 1, output verified"),
-                          "b": ("run", "failed in attempt 1: Py4JJavaError: boom")}
+    assert run.plan() == {
+        "a": ("skip", "committed in attempt 1, output verified"),
+        "b": ("run", "failed in attempt 1: Py4JJavaError: boom"),
+    }
 
 
 def test_lost_output_that_nothing_needs_is_reported_not_rerun(run):
@@ -75,11 +78,14 @@ def test_a_lost_stage_upstream_of_a_lost_needed_stage_is_rebuilt_too(run):
     assert plan["a"][0] == "rerun" and plan["a"][1].endswith("needed by b")
 
 
-@pytest.mark.parametrize("damage, problem", [
-    ("grow", "part-00000.parquet changed size (10 -> 13 bytes)"),
-    ("extra", "part-00001.parquet is new"),
-    ("no-success", "_SUCCESS is missing"),
-])
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        ("grow", "part-00000.parquet changed size (10 -> 13 bytes)"),
+        ("extra", "part-00001.parquet is new"),
+        ("no-success", "_SUCCESS is missing"),
+    ],
+)
 def test_changed_outputs_are_not_skipped(run, damage, problem):
     run.done("a").started("b", ["a"]).done("c").end(1)
     for stage in ("a", "c"):
@@ -106,12 +112,17 @@ def test_hidden_and_bookkeeping_files_do_not_count(run):
 def test_rerun_and_from_scratch(run):
     run.done("a").done("b", ["a"]).done("c").started("d", ["c"]).end(1)
     assert run.plan(rerun=["a"]) == {
-        "a": ("rerun", "--rerun"), "b": ("rerun", "upstream a runs again"),
+        "a": ("rerun", "--rerun"),
+        "b": ("rerun", "upstream a runs again"),
         "c": ("skip", "committed in attempt 1, output verified"),
-        "d": ("run", "started in attempt 1 but not committed")}
+        "d": ("run", "started in attempt 1 but not committed"),
+    }
     assert run.plan(from_scratch=True) == {
-        "a": ("rerun", "--from-scratch"), "b": ("rerun", "--from-scratch"), "c": ("rerun", "--from-scratch"),
-        "d": ("run", "started in attempt 1 but not committed")}
+        "a": ("rerun", "--from-scratch"),
+        "b": ("rerun", "--from-scratch"),
+        "c": ("rerun", "--from-scratch"),
+        "d": ("run", "started in attempt 1 but not committed"),
+    }
 
 
 def test_rerun_of_an_unknown_stage_is_a_usage_error(run):
@@ -133,9 +144,11 @@ def test_a_resumed_attempt_keeps_the_first_order_and_sees_its_commits(run):
     run.start_attempt()
     run.driver.emit("stage.skipped", stage="a", reason="committed in attempt 1, output verified")
     run.done("b", ["a"]).done("c", ["b"]).end(0)
-    assert run.plan() == {"a": ("skip", "committed in attempt 1, output verified"),
-                          "b": ("skip", "committed in attempt 2, output verified"),
-                          "c": ("skip", "committed in attempt 2, output verified")}
+    assert run.plan() == {
+        "a": ("skip", "committed in attempt 1, output verified"),
+        "b": ("skip", "committed in attempt 2, output verified"),
+        "c": ("skip", "committed in attempt 2, output verified"),
+    }
 
 
 def test_an_output_a_later_committed_stage_changed_is_skipped_while_that_stage_verifies(run, tmp_path):
@@ -143,8 +156,10 @@ def test_an_output_a_later_committed_stage_changed_is_skipped_while_that_stage_v
     run.outputs.update(a=str(tmp_path / "table"), b=str(tmp_path / "table"))
     run.started("a", output=False).committed("a")
     run.started("b", ["a"], output=False).committed("b", ["a"], files={"part-00002.parquet": b"z" * 10}).end(0)
-    assert run.plan() == {"a": ("skip", "committed in attempt 1; b changed its output since"),
-                          "b": ("skip", "committed in attempt 1, output verified")}
+    assert run.plan() == {
+        "a": ("skip", "committed in attempt 1; b changed its output since"),
+        "b": ("skip", "committed in attempt 1, output verified"),
+    }
     os.remove(str(tmp_path / "table" / "part-00000.parquet"))  # now b's record fails too
     assert [decision for decision, _ in run.plan().values()] == ["lost", "lost"]
 
@@ -153,6 +168,8 @@ def test_a_stage_that_runs_and_reads_a_changed_output_rebuilds_it_and_what_chang
     run.outputs.update(a=str(tmp_path / "table"), b=str(tmp_path / "table"))
     run.started("a", output=False).committed("a").started("c", ["a"])
     run.started("b", ["a"], output=False).committed("b", ["a"], files={"part-00002.parquet": b"z" * 10}).end(137, 9)
-    assert run.plan() == {"a": ("rerun", "committed in attempt 1; b changed its output since; needed by c"),
-                          "c": ("run", "started in attempt 1 but not committed"),
-                          "b": ("rerun", "upstream a runs again")}
+    assert run.plan() == {
+        "a": ("rerun", "committed in attempt 1; b changed its output since; needed by c"),
+        "c": ("run", "started in attempt 1 but not committed"),
+        "b": ("rerun", "upstream a runs again"),
+    }

@@ -1,4 +1,5 @@
 """RunState: attempt outcomes and the run's status, folded from journal records."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,18 +8,29 @@ from sparkrecover.core.runstate import RunState
 
 
 def event(type_, seq, attempt=1, writer="cli", **payload):
-    return {"v": 1, "type": type_, "run": "r1", "attempt": attempt, "writer": writer, "seq": seq,
-            "ts": f"2026-01-01T00:00:{seq:02d}.000Z", **payload}
+    return {
+        "v": 1,
+        "type": type_,
+        "run": "r1",
+        "attempt": attempt,
+        "writer": writer,
+        "seq": seq,
+        "ts": f"2026-01-01T00:00:{seq:02d}.000Z",
+        **payload,
+    }
 
 
-@pytest.mark.parametrize("ended, outcome", [
-    ({"exit_code": 0, "signal": None}, "succeeded"),
-    ({"exit_code": 1, "signal": None}, "failed"),
-    ({"exit_code": 137, "signal": 9}, "failed"),
-    ({"exit_code": 130, "signal": 2}, "interrupted"),
-    ({"exit_code": 143, "signal": 15}, "interrupted"),
-    (None, "crashed"),
-])
+@pytest.mark.parametrize(
+    "ended, outcome",
+    [
+        ({"exit_code": 0, "signal": None}, "succeeded"),
+        ({"exit_code": 1, "signal": None}, "failed"),
+        ({"exit_code": 137, "signal": 9}, "failed"),
+        ({"exit_code": 130, "signal": 2}, "interrupted"),
+        ({"exit_code": 143, "signal": 15}, "interrupted"),
+        (None, "crashed"),
+    ],
+)
 def test_attempt_outcomes(ended, outcome):
     records = [event("run.started", 0, app="app.py"), event("attempt.started", 1)]
     if ended is not None:
@@ -33,21 +45,32 @@ def test_attempt_outcomes(ended, outcome):
 
 
 def test_the_last_attempt_decides_the_run_status():
-    state = RunState.from_events("r1", [
-        event("attempt.started", 0), event("attempt.ended", 1, exit_code=137, signal=9),
-        event("attempt.started", 2, attempt=2), event("attempt.ended", 3, attempt=2, exit_code=0)])
+    state = RunState.from_events(
+        "r1",
+        [
+            event("attempt.started", 0),
+            event("attempt.ended", 1, exit_code=137, signal=9),
+            event("attempt.started", 2, attempt=2),
+            event("attempt.ended", 3, attempt=2, exit_code=0),
+        ],
+    )
     assert [a.outcome for a in state.attempts.values()] == ["failed", "succeeded"]
     assert state.status() == "succeeded" and state.last_attempt.number == 2
 
 
 def test_unknown_event_types_are_counted_not_fatal():
-    state = RunState.from_events("r1", [
-        event("run.started", 0, app="app.py"), event("attempt.started", 1),
-        event("stage.started", 2, writer="driver", stage="a", upstream=[]),
-        event("spark.task.speculated", 3, writer="driver", stage="a"),
-        event("something.new", 4, writer="driver", payload={"x": 1}),
-        event("stage.committed", 5, writer="driver", stage="a", manifest=[]),
-        event("attempt.ended", 6, exit_code=0)])
+    state = RunState.from_events(
+        "r1",
+        [
+            event("run.started", 0, app="app.py"),
+            event("attempt.started", 1),
+            event("stage.started", 2, writer="driver", stage="a", upstream=[]),
+            event("spark.task.speculated", 3, writer="driver", stage="a"),
+            event("something.new", 4, writer="driver", payload={"x": 1}),
+            event("stage.committed", 5, writer="driver", stage="a", manifest=[]),
+            event("attempt.ended", 6, exit_code=0),
+        ],
+    )
     assert (state.other_events, state.event_count) == (2, 7)
     assert list(state.stages) == ["a"] and state.stages["a"].status == "committed"
     assert state.status() == "succeeded"

@@ -1,5 +1,6 @@
 """Inferred schemas, the command line's half (no Spark): the fold keeps the latest per read key,
 resume plans the ones whose recorded input files are unchanged and shows them."""
+
 from __future__ import annotations
 
 import json
@@ -16,10 +17,20 @@ from sparkrecover.launch import recovery
 def inferred(run, folder, key="etl.py:7 json", fields=("id",), listed=True):
     """A schema.inferred as the driver writes it, for the files under ``folder`` as they are now."""
     rows = stat_files(os.path.join(folder, name) for name in os.listdir(folder))
-    schema = {"type": "struct", "fields": [{"name": f, "type": "long", "nullable": True, "metadata": {}}
-                                           for f in fields]}
-    payload = {"key": key, "format": "json", "paths": [str(folder)], "call_site": "etl.py:7",
-               "schema": schema, "input_digest": digest(rows), "input_count": len(rows), "duration_s": 1.0}
+    schema = {
+        "type": "struct",
+        "fields": [{"name": f, "type": "long", "nullable": True, "metadata": {}} for f in fields],
+    }
+    payload = {
+        "key": key,
+        "format": "json",
+        "paths": [str(folder)],
+        "call_site": "etl.py:7",
+        "schema": schema,
+        "input_digest": digest(rows),
+        "input_count": len(rows),
+        "duration_s": 1.0,
+    }
     if listed:
         payload["input_files"] = rows
     run.driver.emit(ev.SCHEMA_INFERRED, **payload)
@@ -54,7 +65,7 @@ def test_unchanged_inputs_are_reused_and_changed_or_vanished_ones_are_not(run, r
     inferred(run, raw)
     inferred(run, other, key="etl.py:9 json")
     state = run.end().state()
-    planned, = [entry for entry in schemas.reusable(state) if entry["key"] == "etl.py:7 json"]
+    (planned,) = [entry for entry in schemas.reusable(state) if entry["key"] == "etl.py:7 json"]
     assert planned["reason"] == "inputs unchanged" and planned["input_count"] == 2
     assert planned["schema"] == state.schemas["etl.py:7 json"]["schema"] and planned["attempt"] == 1
     assert [e["key"] for e in schemas.reusable(state, from_scratch=True)] == []
@@ -66,7 +77,7 @@ def test_unchanged_inputs_are_reused_and_changed_or_vanished_ones_are_not(run, r
 
 def test_an_unlisted_input_is_left_to_the_driver(run, raw):
     state = inferred(run, raw, listed=False).end().state()
-    entry, = schemas.reusable(state)
+    (entry,) = schemas.reusable(state)
     assert entry["reason"] == "2 input files, checked when read"
 
 
@@ -81,8 +92,16 @@ def test_the_plan_and_the_dry_run_carry_the_schemas(run, raw, cli, tmp_path):
 
     code, out, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json")
     assert code == 0, err
-    assert json.loads(out)["schemas"] == [{"key": "etl.py:7 json", "format": "json", "paths": [str(raw)],
-                                           "call_site": "etl.py:7", "attempt": 1, "reason": "inputs unchanged"}]
+    assert json.loads(out)["schemas"] == [
+        {
+            "key": "etl.py:7 json",
+            "format": "json",
+            "paths": [str(raw)],
+            "call_site": "etl.py:7",
+            "attempt": 1,
+            "reason": "inputs unchanged",
+        }
+    ]
     code, _, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run")
     assert code == 0 and f"reuse the schema of json {raw} (inputs unchanged)\n" in err
     code, out, _ = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json", "--from-scratch")

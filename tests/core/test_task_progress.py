@@ -1,5 +1,6 @@
 """Task-level progress in the fold and the planner, on synthetic journals and real task folders
 laid out as FileOutputCommitter leaves them (no Spark)."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,14 @@ from sparkrecover.rundir import taskfiles
 UUID = str(uuid.UUID(int=7))
 
 
-def task_folder(out: str, partition: int, write_uuid: str = UUID, job: str = "202611230301", rows: bool = True,
-                place: str | None = None) -> str:
+def task_folder(
+    out: str,
+    partition: int,
+    write_uuid: str = UUID,
+    job: str = "202611230301",
+    rows: bool = True,
+    place: str | None = None,
+) -> str:
     """A committed task folder with one data file (and its checksum), as commitTask leaves it."""
     folder = os.path.join(place or os.path.join(out, "_temporary", "0"), f"task_{job}_0001_m_{partition:06d}")
     os.makedirs(folder)
@@ -25,15 +32,31 @@ def task_folder(out: str, partition: int, write_uuid: str = UUID, job: str = "20
 
 
 def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=None, kept=()):
-    run.driver.emit("write.started", stage=stage, partitions=partitions, shape=shape, reusable=reusable,
-                    reason=reason, kept=list(kept), staging=os.path.join(run.outputs[stage], "_temporary", "0"))
+    run.driver.emit(
+        "write.started",
+        stage=stage,
+        partitions=partitions,
+        shape=shape,
+        reusable=reusable,
+        reason=reason,
+        kept=list(kept),
+        staging=os.path.join(run.outputs[stage], "_temporary", "0"),
+    )
     return run
 
 
 def committed_tasks(run, stage, *partitions, records=100):
     for partition in partitions:
-        run.driver.emit("task.committed", stage=stage, partition=partition, task_attempt=0, spark_job=1,
-                        spark_stage=2, records=records, bytes=10)
+        run.driver.emit(
+            "task.committed",
+            stage=stage,
+            partition=partition,
+            task_attempt=0,
+            spark_job=1,
+            spark_stage=2,
+            records=records,
+            bytes=10,
+        )
     return run
 
 
@@ -83,8 +106,9 @@ def test_partitions_that_may_differ_are_not_kept_and_the_plan_says_why(run):
     task_folder(run.outputs["w"], 0)
     decision = decision_of(run)
     assert decision.decision == "run"
-    assert decision.reason == ("started in attempt 1 but not committed; no partition is kept: "
-                               "the write's RDD is INDETERMINATE")
+    assert decision.reason == (
+        "started in attempt 1 but not committed; no partition is kept: the write's RDD is INDETERMINATE"
+    )
 
 
 def test_progress_carries_over_attempts_of_the_same_shape_only(run):
@@ -129,8 +153,10 @@ def test_doubtful_task_folders_are_not_kept(tmp_path):
     task_folder(out, 0)
     task_folder(out, 0, write_uuid=str(uuid.UUID(int=8)), job="202611230302")  # two with data
     wrong = task_folder(out, 1)
-    os.rename(os.path.join(wrong, f"part-00001-{UUID}-c000.snappy.parquet"),
-              os.path.join(wrong, f"part-00009-{UUID}-c000.snappy.parquet"))  # not its partition
+    os.rename(
+        os.path.join(wrong, f"part-00001-{UUID}-c000.snappy.parquet"),
+        os.path.join(wrong, f"part-00009-{UUID}-c000.snappy.parquet"),
+    )  # not its partition
     task_folder(out, 2)
     assert sorted(taskfiles.usable(taskfiles.task_folders(out), empty_ok=set())) == [2]
 
@@ -159,7 +185,7 @@ def test_inspect_and_replay_show_progress_inside_a_write(run, cli, tmp_path):
     assert code == 0
     assert "w: 3/8 partitions committed before it stopped (resume keeps them)" in err
     code, out, _ = cli("inspect", "r1", "--root", root, "--json")
-    stage, = orjson.loads(out)["stages"]
+    (stage,) = orjson.loads(out)["stages"]
     assert stage["partitions"] == {"committed": 3, "total": 8}
     code, _, err = cli("replay", "r1", "--root", root)
     assert "write.started" in err and "8 partitions" in err

@@ -1,4 +1,5 @@
 """The Python API against a real local SparkSession, with a real journal on disk."""
+
 from __future__ import annotations
 
 import os
@@ -20,14 +21,15 @@ def test_checkpoint_writes_commits_and_reads_back(spark, tmp_path):
     target = os.path.join(rt.run_dir, "checkpoints", "numbers")
     assert sorted(r.id for r in frame.collect()) == list(range(100))
     assert all(path.startswith("file://" + target) for path in frame.inputFiles())
-    started, = journal(rt, ev.STAGE_STARTED)
-    committed, = journal(rt, ev.STAGE_COMMITTED)
+    (started,) = journal(rt, ev.STAGE_STARTED)
+    (committed,) = journal(rt, ev.STAGE_COMMITTED)
     assert started["stage"] == committed["stage"] == "numbers"
     assert started["kind"] == "checkpoint" and started["outputs"] == [target]
     assert started["seq"] < committed["seq"]
-    output, = committed["manifest"]
-    on_disk = {name: os.path.getsize(os.path.join(target, name)) for name in os.listdir(target)
-               if name.startswith("part-")}
+    (output,) = committed["manifest"]
+    on_disk = {
+        name: os.path.getsize(os.path.join(target, name)) for name in os.listdir(target) if name.startswith("part-")
+    }
     assert dict((name, size) for name, size in output["files"]) == on_disk
     assert output["success"] is True and output["bytes"] == sum(on_disk.values())
     assert '"bucket"' in committed["schema"]
@@ -77,7 +79,8 @@ def test_skip_reads_the_checkpoint_back_and_computes_nothing(spark, tmp_path):
     assert sorted(r.id for r in frame.collect()) == list(range(100))
     second = [r for r in journal(rt2) if r["attempt"] == 2]
     assert [(r["type"], r.get("reason")) for r in second if r["type"].startswith("stage.")] == [
-        ("stage.skipped", "committed in attempt 1, output verified")]
+        ("stage.skipped", "committed in attempt 1, output verified")
+    ]
 
 
 def test_changed_code_invalidates_the_stage_and_its_downstream(spark, tmp_path):
@@ -96,7 +99,8 @@ def test_changed_code_invalidates_the_stage_and_its_downstream(spark, tmp_path):
         ("stage.invalidated", "middle", "code changed"),
         ("stage.committed", "middle", None),
         ("stage.invalidated", "last", "upstream changed (middle)"),
-        ("stage.committed", "last", None)]
+        ("stage.committed", "last", None),
+    ]
 
 
 def test_version_and_input_changes_are_named(spark, tmp_path):
@@ -109,7 +113,8 @@ def test_version_and_input_changes_are_named(spark, tmp_path):
     rt2 = resume_runtime(tmp_path, rt)
     assert [(s["stage"], s["decision"], s["reason"].split(":")[0]) for s in rt2.decisions.values()] == [
         ("versioned", "skip", "committed in attempt 1, output verified"),
-        ("reads", "rerun", "input changed")]
+        ("reads", "rerun", "input changed"),
+    ]
     sr.checkpoint("versioned", lambda: numbers(spark, 10), version="2")
     assert sr.checkpoint("reads", lambda: spark.read.schema("a long").json(str(source))).count() == 3
     invalidated = [(r["stage"], r["reason"]) for r in journal(rt2, ev.STAGE_INVALIDATED)]
@@ -117,8 +122,16 @@ def test_version_and_input_changes_are_named(spark, tmp_path):
 
 
 def test_lost_checkpoint_returns_its_lineage_unwritten(spark, tmp_path):
-    plan = {"stages": [{"stage": "gone", "decision": "lost", "reason": "output lost: x is gone",
-                        "committed": {"attempt": 1, "format": "parquet", "schema": None, "paths": ["file:/nowhere"]}}]}
+    plan = {
+        "stages": [
+            {
+                "stage": "gone",
+                "decision": "lost",
+                "reason": "output lost: x is gone",
+                "committed": {"attempt": 1, "format": "parquet", "schema": None, "paths": ["file:/nowhere"]},
+            }
+        ]
+    }
     rt = install_runtime(tmp_path, plan, attempt=2)
     frame = sr.checkpoint("gone", lambda: numbers(spark))
     assert frame.count() == 100
@@ -130,7 +143,7 @@ def test_failed_build_is_journaled_and_raised(spark, tmp_path):
     rt = install_runtime(tmp_path)
     with pytest.raises(ZeroDivisionError):
         sr.checkpoint("broken", lambda: 1 / 0)
-    failed, = journal(rt, ev.STAGE_FAILED)
+    (failed,) = journal(rt, ev.STAGE_FAILED)
     assert failed["stage"] == "broken" and failed["error_type"] == "ZeroDivisionError"
     assert "division by zero" in failed["error"]
     assert spark.sparkContext.getLocalProperty(runtime.STAGE_PROPERTY) is None
@@ -162,15 +175,23 @@ def test_stage_function_records_its_outputs_and_cleans_a_partial_write(spark, tm
         return "done"
 
     assert publish() == "done"
-    started, = [r for r in journal(rt, ev.STAGE_STARTED) if r["stage"] == "publish"]
-    committed, = [r for r in journal(rt, ev.STAGE_COMMITTED) if r["stage"] == "publish"]
+    (started,) = [r for r in journal(rt, ev.STAGE_STARTED) if r["stage"] == "publish"]
+    (committed,) = [r for r in journal(rt, ev.STAGE_COMMITTED) if r["stage"] == "publish"]
     assert started["upstream"] == ["source"]
     assert [f[0] for f in started["before"][0]["files"]] == ["part-old.txt"]
     assert sorted(f[0] for f in committed["manifest"][0]["files"]) == ["part-new.txt", "part-old.txt"]
     # A rerun first removes what the earlier write added, so nothing is there twice.
     (target / "part-partial.txt").write_text("half")
-    plan = {"stages": [{"stage": "publish", "decision": "run", "reason": "started in attempt 1 but not committed",
-                        "restore": started["before"]}]}
+    plan = {
+        "stages": [
+            {
+                "stage": "publish",
+                "decision": "run",
+                "reason": "started in attempt 1 but not committed",
+                "restore": started["before"],
+            }
+        ]
+    }
     install_runtime(tmp_path, plan, attempt=2)
     ran = []
     sr.stage("publish", lambda: ran.append(sorted(os.listdir(target))), outputs=[str(target)])

@@ -1,4 +1,5 @@
 """The driver bootstrap refuses a plan it cannot read before it runs anything."""
+
 from __future__ import annotations
 
 import orjson
@@ -11,8 +12,9 @@ def test_a_plan_of_a_newer_format_stops_the_driver_with_exit_3(tmp_path, capsys)
     plan.write_bytes(orjson.dumps({"v": 2, "stages": []}))
     script = tmp_path / "app.py"
     script.write_text("open('ran', 'w').close()\n")
-    code = bootstrap.main(["--run-dir", str(tmp_path / "run"), "--run-id", "r", "--attempt", "2",
-                           "--plan", str(plan), "--", str(script)])
+    code = bootstrap.main(
+        ["--run-dir", str(tmp_path / "run"), "--run-id", "r", "--attempt", "2", "--plan", str(plan), "--", str(script)]
+    )
     assert code == 3
     assert not (tmp_path / "ran").exists() and not (tmp_path / "run" / "journal").exists()
     assert "plan written in format v2; this sparkrecover reads v1" in capsys.readouterr().err

@@ -1,4 +1,5 @@
 """Fencing (issue 15, item 8): a driver whose lease was taken over writes and commits nothing."""
+
 from __future__ import annotations
 
 import os
@@ -16,8 +17,20 @@ from tests.helpers import install_runtime, journal, numbers
 def hold(run_dir, token):
     os.makedirs(run_dir, exist_ok=True)
     with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
-        handle.write(orjson.dumps({"run": "run1", "host": "h", "pid": 1, "user": "u", "token": token,
-                                   "ttl_s": 30.0, "heartbeat": "x", "heartbeat_epoch": 0}))
+        handle.write(
+            orjson.dumps(
+                {
+                    "run": "run1",
+                    "host": "h",
+                    "pid": 1,
+                    "user": "u",
+                    "token": token,
+                    "ttl_s": 30.0,
+                    "heartbeat": "x",
+                    "heartbeat_epoch": 0,
+                }
+            )
+        )
 
 
 def test_a_driver_under_its_lease_commits(spark, tmp_path):
@@ -73,6 +86,7 @@ def test_a_driver_without_a_token_is_not_fenced(spark, tmp_path):
 # The job commit's own check (FencedCommitProtocol, in the package's jar): a driver frozen inside a
 # write and continued after a takeover gets no further than its Spark job's commit.
 
+
 def _lease_file(run_dir, content):
     path = os.path.join(run_dir, "lease.json")
     if content is None:
@@ -100,7 +114,8 @@ def fenced(spark, jvm):
 
 @pytest.mark.parametrize("protocol_class", [partitions.FENCED_PROTOCOL, partitions.PROTOCOL_CLASS])
 def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_as_it_was(
-        spark, fenced, tmp_path, protocol_class):
+    spark, fenced, tmp_path, protocol_class
+):
     """Both the session-wide protocol and task-level resume's (which extends it) refuse a job commit
     when the lease holds another token, none, or is damaged; Spark aborts the job, so the target
     keeps exactly its files. Under the driver's own token the write commits."""

@@ -1,5 +1,6 @@
 """Task-level resume of one write (DESIGN §4a): KeptPartitionsRDD, ResumingCommitProtocol, the
 listener's task.committed lines and driver/partitions.py, on real Spark."""
+
 from __future__ import annotations
 
 import glob
@@ -69,8 +70,11 @@ def test_nothing_kept_still_goes_through_the_wrapper(spark, jvm):
 
 
 def files_of(folder):
-    return sorted(os.path.relpath(path, folder) for path in glob.glob(os.path.join(folder, "**"), recursive=True)
-                  if os.path.isfile(path) and not path.endswith(".crc"))
+    return sorted(
+        os.path.relpath(path, folder)
+        for path in glob.glob(os.path.join(folder, "**"), recursive=True)
+        if os.path.isfile(path) and not path.endswith(".crc")
+    )
 
 
 def rows_of(spark, folder):
@@ -205,8 +209,7 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
     assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
-    assert "algorithm 2" in partitions.unsupported_reason(
-        spark, out, options={partitions.ALGORITHM_KEY: "2"})
+    assert "algorithm 2" in partitions.unsupported_reason(spark, out, options={partitions.ALGORITHM_KEY: "2"})
     assert "no output path" in partitions.unsupported_reason(spark, None)
     settings = {
         partitions.ALGORITHM_KEY: "algorithm 2",
@@ -214,10 +217,12 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
         "spark.sql.parquet.output.committer.class": "custom Parquet output committer",
         "spark.sql.sources.partitionOverwriteMode": "dynamic partition overwrite",
     }
-    values = {partitions.ALGORITHM_KEY: "2",
-              partitions.PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
-              "spark.sql.parquet.output.committer.class": "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",
-              "spark.sql.sources.partitionOverwriteMode": "dynamic"}
+    values = {
+        partitions.ALGORITHM_KEY: "2",
+        partitions.PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
+        "spark.sql.parquet.output.committer.class": "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",
+        "spark.sql.sources.partitionOverwriteMode": "dynamic",
+    }
     for key, expected in settings.items():
         spark.conf.set(key, values[key])
         try:
@@ -246,9 +251,23 @@ def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
     app = tmp_path / "app.py"
     app.write_text(LISTENER_APP)
     done = subprocess.run(
-        [find_spark_submit(), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
-         "--jars", jar, "--conf", "spark.extraListeners=" + listener_jar.CLASS_NAME,
-         str(app), str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+        [
+            find_spark_submit(),
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--jars",
+            jar,
+            "--conf",
+            "spark.extraListeners=" + listener_jar.CLASS_NAME,
+            str(app),
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout.split("LINES", 1)[1]
     lines = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]

@@ -1,5 +1,6 @@
 """Inferred schemas in-process (issue 13): recorded in one attempt, reused by the next without
 Spark's inference pass, against a real SparkSession."""
+
 from __future__ import annotations
 
 import json
@@ -78,8 +79,7 @@ def resumed(tmp_path, rt, **options):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     attempt = max(state.attempts) + 1
-    plan = {"run": "run1", "attempt": attempt, "stages": [],
-            "schemas": plan_schemas.reusable(state, **options)}
+    plan = {"run": "run1", "attempt": attempt, "stages": [], "schemas": plan_schemas.reusable(state, **options)}
     return install_runtime(tmp_path, plan, attempt=attempt)
 
 
@@ -87,13 +87,15 @@ def test_an_inferred_schema_is_journaled_with_the_files_it_read(spark, tmp_path,
     rt = install_runtime(tmp_path)
     frame, jobs = jobs_of(spark, lambda: read_json(spark, raw))
     assert jobs  # the inference pass: what a resume saves
-    record, = events(rt, ev.SCHEMA_INFERRED)
+    (record,) = events(rt, ev.SCHEMA_INFERRED)
     assert record["format"] == "json" and record["paths"] == [str(raw)]
     assert record["call_site"].startswith(f"{HERE}:") and record["key"].startswith(record["call_site"] + " json ")
     assert record["schema"] == frame.schema.jsonValue()
     assert [row[0] for row in record["input_files"]] == [str(raw / "a.json"), str(raw / "b.json")]
-    assert [row[1] for row in record["input_files"]] == [os.path.getsize(raw / "a.json"),
-                                                         os.path.getsize(raw / "b.json")]
+    assert [row[1] for row in record["input_files"]] == [
+        os.path.getsize(raw / "a.json"),
+        os.path.getsize(raw / "b.json"),
+    ]
     assert record["input_count"] == 2 and record["duration_s"] >= 0
 
 
@@ -106,7 +108,7 @@ def test_a_resumed_read_takes_the_recorded_schema_and_runs_no_job(spark, tmp_pat
     assert jobs == []  # no inference pass: the files were listed, not read
     assert frame.schema == first.schema
     assert sorted(map(tuple, frame.collect())) == sorted(map(tuple, first.collect()))
-    reused, = events(rt, ev.SCHEMA_REUSED)
+    (reused,) = events(rt, ev.SCHEMA_REUSED)
     assert reused["key"] == next(iter(rt.schemas)) and reused["inferred_in"] == 1
     assert events(rt, ev.SCHEMA_INFERRED) == []
 
@@ -120,7 +122,7 @@ def test_a_rewritten_input_file_is_not_planned_and_the_schema_is_inferred_again(
     frame, jobs = jobs_of(spark, lambda: read_json(spark, raw))
     assert jobs and "extra" in frame.columns
     assert events(rt, ev.SCHEMA_REUSED) == []
-    again, = events(rt, ev.SCHEMA_INFERRED)
+    (again,) = events(rt, ev.SCHEMA_INFERRED)
     assert "extra" in json.dumps(again["schema"])
 
 
@@ -152,7 +154,7 @@ def test_options_are_part_of_the_key(spark, tmp_path, raw):
     frame = read_json_with(spark.read.option("primitivesAsString", "true"), raw)
     assert dict(frame.dtypes)["id"] == "string"  # what pyspark infers with that option
     assert events(rt, ev.SCHEMA_REUSED) == []
-    inferred, = events(rt, ev.SCHEMA_INFERRED)
+    (inferred,) = events(rt, ev.SCHEMA_INFERRED)
     assert inferred["key"] not in rt.schemas
     # The reader the user passes on after a reused read carries no schema of ours.
     reader = spark.read

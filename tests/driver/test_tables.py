@@ -1,6 +1,7 @@
 """Tables come back as they were (issue 14 item 3), and SQL DDL on recorded tables as stages
 (item 1): in-process, against the shared SparkSession, whose in-memory catalog stands in for a
 new driver's once a test makes it forget a table (its files stay)."""
+
 from __future__ import annotations
 
 import os
@@ -85,10 +86,14 @@ def save(frame, table):
 
 
 def write_tables(spark):
-    sql(spark, "CREATE TABLE tbl.t1 USING parquet PARTITIONED BY (p) TBLPROPERTIES ('team' = 'ops') "
-               "AS SELECT id, id % 2 AS p FROM range(6)")
-    spark.range(4).selectExpr("id", "CAST(id AS STRING) AS s").write.format("csv").option("header", "true") \
-        .saveAsTable("tbl.t2")  # saveAsTable call
+    sql(
+        spark,
+        "CREATE TABLE tbl.t1 USING parquet PARTITIONED BY (p) TBLPROPERTIES ('team' = 'ops') "
+        "AS SELECT id, id % 2 AS p FROM range(6)",
+    )
+    spark.range(4).selectExpr("id", "CAST(id AS STRING) AS s").write.format("csv").option("header", "true").saveAsTable(
+        "tbl.t2"
+    )  # saveAsTable call
 
 
 def test_a_skipped_table_write_registers_its_table_as_it_was(spark, tmp_path, db):
@@ -142,12 +147,14 @@ def test_an_older_record_without_the_table_registers_an_external_table_as_before
 
 def test_create_drop_and_truncate_of_recorded_tables_are_stages(spark, tmp_path, db):
     rt = install_runtime(tmp_path)
-    for statement in ("CREATE TABLE tbl.t5 (id BIGINT) USING parquet",
-                      "INSERT INTO tbl.t5 SELECT id FROM range(3)",
-                      "TRUNCATE TABLE tbl.t5",
-                      "DROP TABLE tbl.t5",
-                      "CREATE TEMPORARY VIEW v5 AS SELECT 1 AS id",
-                      "DROP VIEW v5"):
+    for statement in (
+        "CREATE TABLE tbl.t5 (id BIGINT) USING parquet",
+        "INSERT INTO tbl.t5 SELECT id FROM range(3)",
+        "TRUNCATE TABLE tbl.t5",
+        "DROP TABLE tbl.t5",
+        "CREATE TEMPORARY VIEW v5 AS SELECT 1 AS id",
+        "DROP VIEW v5",
+    ):
         sql(spark, statement)
     runtime.install(None)
     spark.sql(f"CREATE TABLE tbl.other (id BIGINT) USING parquet LOCATION '{tmp_path / 'other'}'")
@@ -155,8 +162,12 @@ def test_create_drop_and_truncate_of_recorded_tables_are_stages(spark, tmp_path,
     sql(spark, "DROP TABLE tbl.other")  # no stage wrote it: its drop is not one
     site = f"{HERE}:{line_of('sql call')}"
     named = [r["stage"] for r in journal(rt, ev.STAGE_STARTED)]
-    assert named == [f"{site}#1 create table tbl.t5", f"{site}#1 append table tbl.t5",
-                     f"{site}#1 truncate table tbl.t5", f"{site}#1 drop table tbl.t5"]
+    assert named == [
+        f"{site}#1 create table tbl.t5",
+        f"{site}#1 append table tbl.t5",
+        f"{site}#1 truncate table tbl.t5",
+        f"{site}#1 drop table tbl.t5",
+    ]
     drop = journal(rt, ev.STAGE_COMMITTED)[3]
     assert drop["manifest"][0]["absent"] is True and drop["manifest"][0]["file_count"] == 0
     decisions = plan(rt)
@@ -164,7 +175,8 @@ def test_create_drop_and_truncate_of_recorded_tables_are_stages(spark, tmp_path,
         ("skip", f"{site}#1 append table tbl.t5 changed its output since"),
         ("skip", f"{site}#1 truncate table tbl.t5 changed its output since"),
         ("skip", f"{site}#1 drop table tbl.t5 dropped its table since"),
-        ("skip", "committed in attempt 1, output verified")]
+        ("skip", "committed in attempt 1, output verified"),
+    ]
 
 
 def test_later_writes_to_a_table_leave_its_earlier_writes_skipped_not_lost(spark, tmp_path, db):
@@ -239,8 +251,7 @@ def test_a_stage_that_runs_again_rebuilds_a_table_it_read_that_was_changed_since
     assert not spark.catalog.tableExists("tbl.t11")
 
 
-def test_with_a_surviving_catalog_a_skipped_write_whose_table_is_missing_runs_again(spark, tmp_path, db,
-                                                                                     monkeypatch):
+def test_with_a_surviving_catalog_a_skipped_write_whose_table_is_missing_runs_again(spark, tmp_path, db, monkeypatch):
     """Hive support: nothing is registered; the catalog is checked against the record instead.
     (The Hive metastore itself is the Hive end-to-end tests' business: here the branch is chosen.)"""
     rt = install_runtime(tmp_path)
@@ -250,9 +261,13 @@ def test_with_a_surviving_catalog_a_skipped_write_whose_table_is_missing_runs_ag
     monkeypatch.setattr(tables, "hive", lambda spark: True)
     save(spark.range(3), "tbl.t12")
     save(spark.range(2), "tbl.t13")
-    second = [(r["type"], r.get("reason")) for r in journal(rt2)
-              if r["attempt"] == 2 and r["type"].startswith("stage.")]
-    assert second == [(ev.STAGE_INVALIDATED, "table tbl.t12 is not in the catalog any more"),
-                      (ev.STAGE_STARTED, None), (ev.STAGE_COMMITTED, None),
-                      (ev.STAGE_SKIPPED, "committed in attempt 1, output verified")]
+    second = [
+        (r["type"], r.get("reason")) for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")
+    ]
+    assert second == [
+        (ev.STAGE_INVALIDATED, "table tbl.t12 is not in the catalog any more"),
+        (ev.STAGE_STARTED, None),
+        (ev.STAGE_COMMITTED, None),
+        (ev.STAGE_SKIPPED, "committed in attempt 1, output verified"),
+    ]
     assert spark.table("tbl.t12").count() == 3

@@ -1,5 +1,6 @@
 """The JVM listener's per-stage summaries against Spark's own status tracker (in process), and the
 bootstrap's fallback to the Py4J listener when the class is missing."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,6 +14,7 @@ from sparkrecover.launch import spark_submit as launcher
 from tests.helpers import summary_counts
 
 # -- in process: the listener added to the shared session through its own class loader -----------
+
 
 @pytest.fixture(scope="module")
 def jvm_listener(spark, listener_cache):
@@ -29,7 +31,8 @@ def jvm_listener(spark, listener_cache):
     loader = jvm.java.net.URLClassLoader(urls, jsc.getClass().getClassLoader())
     cls = loader.loadClass(JVM_CLASS)
     listener = cls.getConstructor(gateway.new_array(jvm.java.lang.Class, 0)).newInstance(
-        gateway.new_array(jvm.java.lang.Object, 0))
+        gateway.new_array(jvm.java.lang.Object, 0)
+    )
     jsc.addSparkListener(listener)
     parameters = gateway.new_array(jvm.java.lang.Class, 1)
     parameters[0] = jsc.getClass()
@@ -62,8 +65,7 @@ def journaled(rt: Runtime, telemetry: Telemetry, event_type: str) -> list[dict]:
 
 def tracker_counts(spark, spark_stage: int) -> dict:
     info = spark.sparkContext.statusTracker().getStageInfo(spark_stage)
-    return {"tasks": info.numTasks, "completed_tasks": info.numCompletedTasks,
-            "failed_tasks": info.numFailedTasks}
+    return {"tasks": info.numTasks, "completed_tasks": info.numCompletedTasks, "failed_tasks": info.numFailedTasks}
 
 
 def test_stage_summaries_carry_the_pipeline_stage_and_match_the_status_tracker(spark, tmp_path, jvm_listener):
@@ -107,12 +109,15 @@ def test_a_failing_task_is_counted_as_the_status_tracker_counts_it(spark, tmp_pa
             sc.parallelize([1], 1).map(_fail).collect()
     finally:
         sc.setLocalProperty(STAGE_PROPERTY, None)
-    record, = journaled(rt, telemetry, ev.SPARK_STAGE_COMPLETED)
+    (record,) = journaled(rt, telemetry, ev.SPARK_STAGE_COMPLETED)
     assert record["stage"] == "doomed"
-    assert summary_counts(record) == tracker_counts(spark, record["spark_stage"]) == {
-        "tasks": 1, "completed_tasks": 0, "failed_tasks": 1}
+    assert (
+        summary_counts(record)
+        == tracker_counts(spark, record["spark_stage"])
+        == {"tasks": 1, "completed_tasks": 0, "failed_tasks": 1}
+    )
     assert "deliberate task failure" in record["failure"]
-    ended, = journaled(rt, telemetry, ev.SPARK_JOB_ENDED)
+    (ended,) = journaled(rt, telemetry, ev.SPARK_JOB_ENDED)
     assert ended["stage"] == "doomed" and ended["succeeded"] is False and "JobFailed" in ended["failure"]
 
 

@@ -1,4 +1,5 @@
 """Zero-code mode in-process: DataFrame writes as implicit stages, against a real SparkSession."""
+
 from __future__ import annotations
 
 import os
@@ -70,30 +71,40 @@ def test_a_write_is_named_by_call_site_ordinal_mode_and_target(spark, tmp_path):
     started = writes_started(rt)
     loop, default = line_of("loop"), line_of("default mode")
     assert [r["stage"] for r in started] == [
-        f"{HERE}:{loop}#1 append {out}", f"{HERE}:{loop}#2 append {out}",
-        f"{HERE}:{default}#1 errorifexists {tmp_path / 'other'}"]
+        f"{HERE}:{loop}#1 append {out}",
+        f"{HERE}:{loop}#2 append {out}",
+        f"{HERE}:{default}#1 errorifexists {tmp_path / 'other'}",
+    ]
     first = started[0]
     assert (first["call_site"], first["ordinal"], first["mode"], first["target"], first["verifiable"]) == (
-        f"{HERE}:{loop}", 1, "append", out, True)
+        f"{HERE}:{loop}",
+        1,
+        "append",
+        out,
+        True,
+    )
     assert [r["stage"] for r in journal(rt, ev.STAGE_COMMITTED)] == [r["stage"] for r in started]
     assert sorted(r.id for r in spark.read.parquet(out).collect()) == sorted(list(range(5)) * 2)
 
 
-@pytest.mark.parametrize("write, mode", [
-    (lambda df, p: df.write.mode("append").json(p), "append"),
-    (lambda df, p: df.write.json(p, mode="overwrite"), "overwrite"),
-    (lambda df, p: df.write.mode("overwrite").json(p, mode="ignore"), "ignore"),
-    (lambda df, p: df.write.format("json").mode("error").save(p), "errorifexists"),
-    (lambda df, p: df.write.save(p, format="json", mode="APPEND"), "append"),
-    (lambda df, p: df.write.format("json").option("path", p).mode("overwrite").save(), "overwrite"),
-    (lambda df, p: df.write.options(path=p).format("json").save(), "errorifexists"),
-    (lambda df, p: df.select(df.id.cast("string")).write.mode("append").text(p), "append"),
-])
+@pytest.mark.parametrize(
+    "write, mode",
+    [
+        (lambda df, p: df.write.mode("append").json(p), "append"),
+        (lambda df, p: df.write.json(p, mode="overwrite"), "overwrite"),
+        (lambda df, p: df.write.mode("overwrite").json(p, mode="ignore"), "ignore"),
+        (lambda df, p: df.write.format("json").mode("error").save(p), "errorifexists"),
+        (lambda df, p: df.write.save(p, format="json", mode="APPEND"), "append"),
+        (lambda df, p: df.write.format("json").option("path", p).mode("overwrite").save(), "overwrite"),
+        (lambda df, p: df.write.options(path=p).format("json").save(), "errorifexists"),
+        (lambda df, p: df.select(df.id.cast("string")).write.mode("append").text(p), "append"),
+    ],
+)
 def test_modes_and_paths_are_tracked_as_pyspark_passes_them_to_the_jvm(spark, tmp_path, write, mode):
     rt = install_runtime(tmp_path)
     out = str(tmp_path / "out")
     write(numbers(spark, 3), out)
-    started, = writes_started(rt)
+    (started,) = writes_started(rt)
     assert (started["mode"], started["target"]) == (mode, out)
     assert started["stage"].endswith(f"#1 {mode} {out}")
     assert os.path.exists(os.path.join(out, "_SUCCESS"))
@@ -109,8 +120,7 @@ def test_a_skipped_write_returns_without_writing(spark, tmp_path):
     assert {name: os.stat(out / name).st_mtime_ns for name in os.listdir(out)} == before
     assert rows(spark, str(out)) == [0, 1, 2, 3]
     second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
-    assert [(r["type"], r["reason"]) for r in second] == [
-        ("stage.skipped", "committed in attempt 1, output verified")]
+    assert [(r["type"], r["reason"]) for r in second] == [("stage.skipped", "committed in attempt 1, output verified")]
 
 
 def test_a_committed_append_that_reruns_is_appended_once(spark, tmp_path):
@@ -119,7 +129,7 @@ def test_a_committed_append_that_reruns_is_appended_once(spark, tmp_path):
     (out / "part-seed.json").write_text('{"id": 100}\n')
     rt = install_runtime(tmp_path)
     append(spark, out)
-    committed, = journal(rt, ev.STAGE_COMMITTED)
+    (committed,) = journal(rt, ev.STAGE_COMMITTED)
     assert committed["manifest"][0]["scope"] == "added"
     assert "part-seed.json" not in [f[0] for f in committed["manifest"][0]["files"]]
     # A later append to the same folder does not make the first one look changed.
@@ -187,7 +197,9 @@ def test_writes_inside_a_stage_or_checkpoint_belong_to_it(spark, tmp_path):
 
     publish()
     assert [(r["stage"], r["kind"]) for r in journal(rt, ev.STAGE_STARTED)] == [
-        ("kept", "checkpoint"), ("publish", "stage")]
+        ("kept", "checkpoint"),
+        ("publish", "stage"),
+    ]
     assert not rt.in_stage
 
 
@@ -205,6 +217,7 @@ def test_tables_are_verified_through_their_location(spark, tmp_path):
     # A database of its own: the shared session's warehouse is wherever the test run started.
     spark.sql(f"CREATE DATABASE IF NOT EXISTS zerocode LOCATION '{tmp_path / 'zerocode.db'}'")
     table = "zerocode.sales"
+
     def write():
         numbers(spark, 4).write.saveAsTable(table)  # would fail if it ran twice: the table exists
         numbers(spark, 2).write.insertInto(table)
@@ -214,7 +227,9 @@ def test_tables_are_verified_through_their_location(spark, tmp_path):
         location = spark.sql(f"DESCRIBE TABLE EXTENDED {table}").where("col_name = 'Location'").first()[1]
         started = writes_started(rt)
         assert [r["stage"].split(" ", 1)[1] for r in started] == [
-            f"errorifexists table {table}", f"append table {table}"]
+            f"errorifexists table {table}",
+            f"append table {table}",
+        ]
         committed = journal(rt, ev.STAGE_COMMITTED)
         assert [c["manifest"][0]["spark_path"] for c in committed] == [location, location]
         assert location.startswith(f"file:{tmp_path}/zerocode.db/")
@@ -238,12 +253,14 @@ def test_tables_are_verified_through_their_location(spark, tmp_path):
 def test_a_write_without_a_place_to_check_says_so_in_the_plan(spark, tmp_path):
     rt = install_runtime(tmp_path)
     numbers(spark, 3).write.format("noop").mode("append").save()
-    started, = writes_started(rt)
+    (started,) = writes_started(rt)
     assert (started["target"], started["verifiable"], started["outputs"]) == ("noop sink", False, [])
     records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
-    decision, = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
-    assert decision.reason == ("started in attempt 1 but not committed; noop sink cannot be verified: an "
-                               "interrupted append to it may have left partial rows, and it is appended again")
+    (decision,) = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    assert decision.reason == (
+        "started in attempt 1 but not committed; noop sink cannot be verified: an "
+        "interrupted append to it may have left partial rows, and it is appended again"
+    )
     rt2 = resume(tmp_path, rt)
     assert [d["reason"] for d in rt2.decisions.values()] == ["committed in attempt 1; noop sink cannot be verified"]
 
@@ -269,7 +286,9 @@ def test_dataframe_writer_v2_calls_are_implicit_stages(spark, tmp_path):
             numbers(spark, 2).writeTo("zerocode2.t").append()
         started = writes_started(rt)
         assert [(r["mode"], r["target"], r["verifiable"]) for r in started] == [
-            ("create", "table zerocode2.t", True), ("append", "table zerocode2.t", True)]
+            ("create", "table zerocode2.t", True),
+            ("append", "table zerocode2.t", True),
+        ]
         assert spark.table("zerocode2.t").count() == 3
         assert [r["stage"] for r in journal(rt, ev.STAGE_COMMITTED)] == [started[0]["stage"]]
         assert [r["stage"] for r in journal(rt, ev.STAGE_FAILED)] == [started[1]["stage"]]
@@ -283,8 +302,8 @@ def test_a_write_from_a_helper_module_of_the_users_is_named_by_the_helpers_line(
     helpers_dir = tmp_path / "jobs" / "lib"
     helpers_dir.mkdir(parents=True)
     (helpers_dir / "sparkrecover_utils.py").write_text(
-        "def save(frame, path):\n"
-        "    frame.write.mode('overwrite').parquet(path)  # the helper's write\n")
+        "def save(frame, path):\n    frame.write.mode('overwrite').parquet(path)  # the helper's write\n"
+    )
     monkeypatch.syspath_prepend(str(helpers_dir))
     import importlib
 
@@ -293,7 +312,7 @@ def test_a_write_from_a_helper_module_of_the_users_is_named_by_the_helpers_line(
     rt = install_runtime(tmp_path)
     out = str(tmp_path / "out")
     helper.save(numbers(spark, 5), out)
-    started, = writes_started(rt)
+    (started,) = writes_started(rt)
     assert started["stage"] == f"lib/sparkrecover_utils.py:2#1 overwrite {out}"
 
 
@@ -301,7 +320,7 @@ def test_a_write_from_the_users_script_is_named_by_the_scripts_line(spark, tmp_p
     rt = install_runtime(tmp_path)
     out = str(tmp_path / "direct")
     numbers(spark, 5).write.mode("overwrite").parquet(out)  # direct write
-    started, = writes_started(rt)
+    (started,) = writes_started(rt)
     assert started["call_site"] == f"{HERE}:{line_of('direct write')}"
 
 
@@ -320,6 +339,7 @@ def test_own_frames_are_told_apart_by_module_not_by_folder():
 
 # -- RDD saves ------------------------------------------------------------------------------------
 
+
 def save_rdd(spark, method, path, source=None):
     """One call site for each RDD save, as a script rerun by resume has."""
     sc = spark.sparkContext
@@ -328,23 +348,27 @@ def save_rdd(spark, method, path, source=None):
         pairs = rdd.map(lambda value: (str(value), str(value)))
         if method == "saveAsSequenceFile":
             return pairs.saveAsSequenceFile(path)
-        output = ("org.apache.hadoop.mapred.TextOutputFormat" if method == "saveAsHadoopFile"
-                  else "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat")
+        output = (
+            "org.apache.hadoop.mapred.TextOutputFormat"
+            if method == "saveAsHadoopFile"
+            else "org.apache.hadoop.mapreduce.lib.output.TextOutputFormat"
+        )
         return getattr(pairs, method)(path, output)
     return getattr(rdd, method)(path)  # rdd save
 
 
-@pytest.mark.parametrize("method", ["saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile",
-                                    "saveAsHadoopFile", "saveAsNewAPIHadoopFile"])
+@pytest.mark.parametrize(
+    "method", ["saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile"]
+)
 def test_rdd_saves_are_implicit_stages_with_manifests(spark, tmp_path, method):
     rt = install_runtime(tmp_path)
     out = str(tmp_path / "saved")
     save_rdd(spark, method, out)
-    started, = writes_started(rt)
+    (started,) = writes_started(rt)
     assert started["stage"] == f"{started['call_site']}#1 errorifexists {out}"
     assert started["call_site"].startswith(f"{HERE}:")
     assert (started["mode"], started["target"], started["verifiable"]) == ("errorifexists", out, True)
-    committed, = journal(rt, ev.STAGE_COMMITTED)
+    (committed,) = journal(rt, ev.STAGE_COMMITTED)
     assert [f[0] for f in committed["manifest"][0]["files"] if f[0].startswith("part-")]
 
 
@@ -357,8 +381,7 @@ def test_a_committed_rdd_save_is_skipped_on_resume(spark, tmp_path):
     assert save_rdd(spark, "saveAsTextFile", out) is None  # no FileAlreadyExistsException
     assert {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)} == before
     second = [r for r in journal(rt2) if r["attempt"] == 2 and r["type"].startswith("stage.")]
-    assert [(r["type"], r["reason"]) for r in second] == [
-        ("stage.skipped", "committed in attempt 1, output verified")]
+    assert [(r["type"], r["reason"]) for r in second] == [("stage.skipped", "committed in attempt 1, output verified")]
 
 
 def test_an_interrupted_rdd_save_is_cleaned_and_runs_again(spark, tmp_path):
@@ -404,6 +427,7 @@ def test_an_rdd_save_is_fingerprinted_by_its_lineage_and_inputs(spark, tmp_path)
 
 # -- SQL statements that write --------------------------------------------------------------------
 
+
 def run_sql(spark, statement):
     return spark.sql(statement)  # sql call
 
@@ -418,18 +442,23 @@ def tables(spark):
 def test_sql_statements_that_write_are_implicit_stages(spark, tmp_path, tables):
     rt = install_runtime(tmp_path)
     folder = str(tmp_path / "dir")
-    for statement in ("CREATE TABLE s1 USING parquet AS SELECT id FROM range(3)",
-                      "INSERT INTO s1 SELECT id FROM range(10, 12)",
-                      "INSERT OVERWRITE TABLE s1 SELECT id FROM range(20, 22)",
-                      f"INSERT OVERWRITE DIRECTORY '{folder}' USING json SELECT id FROM range(2)",
-                      "SELECT 1", "CREATE TEMPORARY VIEW v1 AS SELECT 1", "DROP VIEW v1"):
+    for statement in (
+        "CREATE TABLE s1 USING parquet AS SELECT id FROM range(3)",
+        "INSERT INTO s1 SELECT id FROM range(10, 12)",
+        "INSERT OVERWRITE TABLE s1 SELECT id FROM range(20, 22)",
+        f"INSERT OVERWRITE DIRECTORY '{folder}' USING json SELECT id FROM range(2)",
+        "SELECT 1",
+        "CREATE TEMPORARY VIEW v1 AS SELECT 1",
+        "DROP VIEW v1",
+    ):
         assert run_sql(spark, statement) is not None
     site = f"{HERE}:{line_of('sql call')}"
     assert [(r["stage"], r["mode"], r["target"]) for r in writes_started(rt)] == [
         (f"{site}#1 errorifexists table s1", "errorifexists", "table s1"),
         (f"{site}#1 append table s1", "append", "table s1"),
         (f"{site}#1 overwrite table s1", "overwrite", "table s1"),
-        (f"{site}#1 overwrite {folder}", "overwrite", folder)]
+        (f"{site}#1 overwrite {folder}", "overwrite", folder),
+    ]
     assert all(r["verifiable"] for r in writes_started(rt))
     assert len(journal(rt, ev.STAGE_COMMITTED)) == 4
     assert sorted(r.id for r in spark.table("s1").collect()) == [20, 21]
@@ -465,7 +494,7 @@ def test_a_table_the_catalog_moved_since_its_commit_is_written_again_not_skipped
     run_sql(spark, "INSERT INTO s7 SELECT id FROM range(10, 12)")
     spark.catalog.refreshTable("s7")
     assert sorted(r.id for r in spark.table("s7").collect()) == [10, 11, 100]
-    invalidated, = journal(rt2, ev.STAGE_INVALIDATED)
+    (invalidated,) = journal(rt2, ev.STAGE_INVALIDATED)
     assert f"at {recorded}" in invalidated["reason"] and "s7" in invalidated["reason"]
     assert sorted(r.id for r in spark.read.parquet(recorded).collect()) == [0, 1, 2, 10, 11]  # not undone
     shutil.rmtree(storage.from_spark_path(recorded))  # dropping s7 removes only where it is now

@@ -1,4 +1,5 @@
 """End to end on real Spark: real spark-submit on local[2], real SIGKILL of the whole driver."""
+
 from __future__ import annotations
 
 import glob
@@ -43,7 +44,8 @@ def test_killed_run_resumes_skipping_finished_stages(tmp_path, uninterrupted):
     second = attempt_events(run_dir, 2)
     assert {e["stage"]: e["reason"] for e in second if e["type"] == "stage.skipped"} == {
         "orders": "committed in attempt 1, output verified",
-        "clean": "committed in attempt 1, output verified"}
+        "clean": "committed in attempt 1, output verified",
+    }
     assert [e["stage"] for e in second if e["type"] == "stage.committed"] == ["daily", "publish"]
     jobs = [e for e in second if e["type"] == "spark.job.started"]
     assert jobs and not [e for e in jobs if e["stage"] in ("orders", "clean")]
@@ -57,7 +59,11 @@ def test_killed_run_resumes_skipping_finished_stages(tmp_path, uninterrupted):
     assert summary["status"] == "succeeded"
     assert [(a["attempt"], a["outcome"]) for a in summary["attempts"]] == [(1, "crashed"), (2, "succeeded")]
     assert {s["stage"]: (s["status"], s["attempt"]) for s in summary["stages"]} == {
-        "orders": ("skipped", 1), "clean": ("skipped", 1), "daily": ("committed", 2), "publish": ("committed", 2)}
+        "orders": ("skipped", 1),
+        "clean": ("skipped", 1),
+        "daily": ("committed", 2),
+        "publish": ("committed", 2),
+    }
 
 
 def _kill_while_daily_runs(tmp_path, name: str) -> tuple[str, str, str]:

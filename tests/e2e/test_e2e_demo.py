@@ -4,6 +4,7 @@ The demo is run for real: the kill must land where its narration says, which is 
 journal, and the dry-run table it shows must list every stage of the pipeline, those that will run
 included (the planner knows only the stages the journal saw, so a kill before the last stage
 started would hide it)."""
+
 from __future__ import annotations
 
 import os
@@ -23,7 +24,7 @@ STAGES = ["orders", "clean", "daily", "publish"]
 def _section(text: str, number: int) -> str:
     start = text.index(f"== {number}.")
     end = text.find(f"== {number + 1}.", start)
-    return text[start:end if end >= 0 else len(text)]
+    return text[start : end if end >= 0 else len(text)]
 
 
 def test_the_demo_narrates_what_the_journal_says_and_its_plan_lists_every_stage(tmp_path):

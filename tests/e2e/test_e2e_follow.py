@@ -4,6 +4,7 @@ One spark-submit. It proves what the synthetic tests cannot: the lease held by a
 process, the driver's buffered flushes, the listener's real events, and a verifier that finds
 nothing wrong with a journal the real writers wrote.
 """
+
 from __future__ import annotations
 
 import os
@@ -22,9 +23,24 @@ def test_follow_a_real_run_to_its_end_then_replay_it(tmp_path):
     root, out = str(tmp_path / "root"), str(tmp_path / "out")
     run_dir = os.path.join(root, "live")
     submit = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", "live", "--", *SPARK_OPTIONS, PIPELINE, out,
-                             "--rows", "20000", "--pause", "0.5"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "live",
+            "--",
+            *SPARK_OPTIONS,
+            PIPELINE,
+            out,
+            "--rows",
+            "20000",
+            "--pause",
+            "0.5",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not os.path.exists(os.path.join(run_dir, "lease.json")):  # submit takes the lease first
@@ -41,7 +57,8 @@ def test_follow_a_real_run_to_its_end_then_replay_it(tmp_path):
     assert committed == ["orders", "clean", "daily", "publish"]
     assert "run live: attempt 1 ended: succeeded (exit 0)" in lines
     assert lines.index("run live: attempt 1 ended: succeeded (exit 0)") > max(
-        i for i, line in enumerate(lines) if " attempt.ended " in line)
+        i for i, line in enumerate(lines) if " attempt.ended " in line
+    )
     assert "run live  succeeded" in lines
 
     verified = run_cli("replay", "live", "--root", root, "--verify")

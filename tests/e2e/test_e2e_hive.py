@@ -3,6 +3,7 @@
 its SQL writes, resumed. The metastore survives the driver, so the tables are there on resume:
 a CREATE TABLE AS that ran must be skipped (not fail TABLE_OR_VIEW_ALREADY_EXISTS), an INSERT
 INTO that ran must not insert again, and nothing is registered a second time."""
+
 from __future__ import annotations
 
 import glob
@@ -40,8 +41,13 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     # metastore and warehouse): the Derby metastore's start makes each run slow.
     log = plain / "spark-submit.log"  # a file, not a pipe: nobody reads a pipe until the kill is done
     with open(log, "wb") as handle:
-        uninterrupted = subprocess.Popen([find_spark_submit(), *SPARK_OPTIONS, APP, str(plain / "out")],
-                                         stdout=subprocess.DEVNULL, stderr=handle, env=PLAIN_ENV, cwd=plain)
+        uninterrupted = subprocess.Popen(
+            [find_spark_submit(), *SPARK_OPTIONS, APP, str(plain / "out")],
+            stdout=subprocess.DEVNULL,
+            stderr=handle,
+            env=PLAIN_ENV,
+            cwd=plain,
+        )
     out, root = str(work / "out"), str(tmp_path / "root")
     insert = stage_of("INSERT INTO events", "append", "table events")
     try:
@@ -65,7 +71,9 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     # Each table, the Hive-format one too, is checked through the location the metastore gives it.
     committed = {e["stage"]: e["manifest"][0] for e in events if e["type"] == "stage.committed" and e["attempt"] == 1}
     assert {m["spark_path"] for m in committed.values()} == {
-        f"file:{work}/spark-warehouse/events", f"file:{work}/spark-warehouse/legacy"}
+        f"file:{work}/spark-warehouse/events",
+        f"file:{work}/spark-warehouse/legacy",
+    }
     assert all(m["files"] for m in committed.values())
     # The inserts' manifests describe the tables now; each CREATE TABLE AS is skipped through the
     # insert that changed its table since (issue 14 item 3), not reported lost.
@@ -79,7 +87,8 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
         ("stage.skipped", stage_of("INSERT INTO legacy", "append", "table legacy")),
         ("stage.skipped", insert),
         ("stage.committed", stage_of("write.insertInto", "append", "table events")),
-        ("stage.committed", stage_of(".csv(", "overwrite", f"{out}/report"))]
+        ("stage.committed", stage_of(".csv(", "overwrite", f"{out}/report")),
+    ]
 
 
 def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(tmp_path):
@@ -88,8 +97,16 @@ def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(
     fills it). The resume skips the first, drops what the second left and creates it again."""
     out, root = str(tmp_path / "out"), str(tmp_path / "root")
     legacy = stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")
-    run_dir = submit_and_kill(root, "ctas", [out], after_stage=legacy, event="spark.job.started", cwd=str(tmp_path),
-                              app=APP, submit_options=("--flush-interval", "0.05"))
+    run_dir = submit_and_kill(
+        root,
+        "ctas",
+        [out],
+        after_stage=legacy,
+        event="spark.job.started",
+        cwd=str(tmp_path),
+        app=APP,
+        submit_options=("--flush-interval", "0.05"),
+    )
 
     result = run_cli("resume", "ctas", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -98,7 +115,9 @@ def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
     assert [(e["type"], e["stage"]) for e in second][:2] == [
         ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
-        ("stage.committed", legacy)]
-    restarted, = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started"
-                  and e["stage"] == legacy]
+        ("stage.committed", legacy),
+    ]
+    (restarted,) = [
+        e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started" and e["stage"] == legacy
+    ]
     assert "table legacy" in restarted["cleaned"]  # the half-made table was dropped first

@@ -1,4 +1,5 @@
 """The listener end to end under submit: the JVM listener by default, the Py4J one when the jar is hidden."""
+
 from __future__ import annotations
 
 import os
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.e2e
 
 # -- end to end: real spark-submit ----------------------------------------------------------------
 
-FLAKY_APP = '''
+FLAKY_APP = """
 import json, sys
 from pyspark import TaskContext
 from pyspark.sql import SparkSession
@@ -42,19 +43,36 @@ for job in tracker.getJobIdsForGroup(None):
                              "failed_tasks": info.numFailedTasks}
 json.dump(stages, open(sys.argv[1], "w"))
 spark.stop()
-'''
+"""
 # local[2,2]: two threads, and a failed task is tried again once (plain local[2] never retries).
-FLAKY_OPTIONS = ["--master", "local[2,2]", "--conf", "spark.ui.enabled=false",
-                 "--conf", "spark.sql.shuffle.partitions=2"]
+FLAKY_OPTIONS = [
+    "--master",
+    "local[2,2]",
+    "--conf",
+    "spark.ui.enabled=false",
+    "--conf",
+    "spark.sql.shuffle.partitions=2",
+]
 
 
 def submit_flaky(tmp_path, env=None) -> tuple[object, list[dict], dict]:
     app = tmp_path / "flaky.py"
     app.write_text(FLAKY_APP)
     root, tracked = str(tmp_path / "root"), str(tmp_path / "tracker.json")
-    result = run_cli("submit", "--root", root, "--run-id", "flaky", "--", *FLAKY_OPTIONS,
-                     "--conf", "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener",
-                     str(app), tracked, env=env)
+    result = run_cli(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "flaky",
+        "--",
+        *FLAKY_OPTIONS,
+        "--conf",
+        "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener",
+        str(app),
+        tracked,
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tracked, "rb") as handle:
         tracker = {int(stage): counts for stage, counts in orjson.loads(handle.read()).items()}
@@ -71,8 +89,9 @@ def test_submit_uses_the_jvm_listener_and_its_counts_match_spark(tmp_path):
     command = of_type(records, ev.ATTEMPT_STARTED)[0]["command"]
     jar = command[command.index("--jars") + 1]
     assert jar.startswith(os.environ["SPARKRECOVER_CACHE"]) and os.path.isfile(jar)
-    assert ("spark.extraListeners=org.apache.spark.scheduler.StatsReportListener,"
-            "sparkrecover.jvm.SparkRecoverListener") in command
+    assert (
+        "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener,sparkrecover.jvm.SparkRecoverListener"
+    ) in command
     assert of_type(records, ev.DRIVER_STARTED)[0]["listener"] == "jvm"
     ended = of_type(records, ev.DRIVER_ENDED)[0]
     assert (ended["listener"], ended["spark_events_dropped"]) == ("jvm", 0)
@@ -85,7 +104,7 @@ def test_submit_uses_the_jvm_listener_and_its_counts_match_spark(tmp_path):
     assert sum(r["failed_tasks"] for r in flaky) == 1  # the first attempt failed, the retry won
     assert all(r["completed_tasks"] == r["tasks"] and r["failure"] is None for r in flaky)
     jobs = [r["job"] for r in of_type(records, ev.SPARK_JOB_STARTED) if r["stage"] == "flaky"]
-    committed, = of_type(records, ev.STAGE_COMMITTED)
+    (committed,) = of_type(records, ev.STAGE_COMMITTED)
     assert jobs and committed["spark_jobs"] == jobs
     last_spark_event = max(r["seq"] for r in records if r["type"].startswith("spark.") and r["stage"] == "flaky")
     assert last_spark_event < committed["seq"]  # drained before the commit was written

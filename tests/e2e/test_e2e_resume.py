@@ -1,4 +1,5 @@
 """End to end on real Spark: a resume you can trust (stale stages, leases, retries, cron, secrets)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -26,13 +27,17 @@ def tiny_input(tmp_path):
 
 
 def submit_tiny(root, run_id, *app_args, options=(), env=None):
-    return run_cli("submit", "--root", root, "--run-id", run_id, *options, "--", *SPARK_OPTIONS, TINY, *app_args,
-                   env=env)
+    return run_cli(
+        "submit", "--root", root, "--run-id", run_id, *options, "--", *SPARK_OPTIONS, TINY, *app_args, env=env
+    )
 
 
 def stage_events(run_dir, attempt, types=("stage.skipped", "stage.invalidated", "stage.committed")):
-    return [(e["type"], e["stage"], e.get("reason")) for e in events_of(run_dir)
-            if e["attempt"] == attempt and e["type"] in types]
+    return [
+        (e["type"], e["stage"], e.get("reason"))
+        for e in events_of(run_dir)
+        if e["attempt"] == attempt and e["type"] in types
+    ]
 
 
 def dry_run(root, run_id):
@@ -55,11 +60,16 @@ def test_changed_code_reruns_that_stage_and_downstream_only(tmp_path):
         ("stage.committed", "clean", None),
         ("stage.invalidated", "daily", "upstream changed (clean)"),
         ("stage.committed", "daily", None),
-        ("stage.committed", "publish", None)]
+        ("stage.committed", "publish", None),
+    ]
     scratch = tmp_path / "scratch"
-    plain = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, str(app), str(scratch), "--rows", "20000"],
-                           capture_output=True, text=True, timeout=300,
-                           env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    plain = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, str(app), str(scratch), "--rows", "20000"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert open(os.path.join(out, "report.txt")).read() == (scratch / "report.txt").read_text()
 
@@ -81,8 +91,12 @@ def test_a_second_resume_of_a_live_run_is_refused(tmp_path, tiny_input):
     root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
     assert submit_tiny(root, "busy", tiny_input, report, "--die-once", str(tmp_path / "died")).returncode == 137
     run_dir = os.path.join(root, "busy")
-    first = subprocess.Popen(sparkrecover_command("resume", "busy", "--root", root),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    first = subprocess.Popen(
+        sparkrecover_command("resume", "busy", "--root", root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_for(run_dir, "driver.started", process=first, attempt=2)
         second = run_cli("resume", "busy", "--root", root)
@@ -108,17 +122,42 @@ def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_
     line = dict(options=["--max-attempts", "3", "--checksums"], env=env)
     app_args = [tiny_input, report, "--die-once", str(tmp_path / "died"), "--password", "PLANTED-SECRET-ARG"]
     secret_conf = ["--conf", "spark.hadoop.fs.s3a.secret.key=PLANTED-SECRET-CONF"]
-    first = run_cli("submit", "--root", root, "--run-id", "nightly", *line["options"], "--", *SPARK_OPTIONS,
-                    *secret_conf, TINY, *app_args, env=env)
+    first = run_cli(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "nightly",
+        *line["options"],
+        "--",
+        *SPARK_OPTIONS,
+        *secret_conf,
+        TINY,
+        *app_args,
+        env=env,
+    )
     assert first.returncode == 0, first.stderr[-3000:]
     run_dir = os.path.join(root, "nightly")
-    assert [(a, e["exit_code"]) for a, e in ((e["attempt"], e) for e in events_of(run_dir))
-            if e["type"] == "attempt.ended"] == [(1, 137), (2, 0)]
+    assert [
+        (a, e["exit_code"]) for a, e in ((e["attempt"], e) for e in events_of(run_dir)) if e["type"] == "attempt.ended"
+    ] == [(1, 137), (2, 0)]
     assert open(report).read() == "a,4\nb,2\n"
     assert run_cli("resume", "nightly", "--root", root, "--dry-run", "--verify", "checksum").returncode == 0
 
-    again = run_cli("submit", "--root", root, "--run-id", "nightly", *line["options"], "--", *SPARK_OPTIONS,
-                    *secret_conf, TINY, *app_args, env=env)
+    again = run_cli(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "nightly",
+        *line["options"],
+        "--",
+        *SPARK_OPTIONS,
+        *secret_conf,
+        TINY,
+        *app_args,
+        env=env,
+    )
     assert again.returncode == 0 and "already completed successfully" in again.stderr
     assert max(e["attempt"] for e in events_of(run_dir)) == 2
 
@@ -154,8 +193,11 @@ def test_resume_from_scratch_runs_every_stage_of_a_damaged_journal(tmp_path, tin
     resumed = run_cli("resume", "damaged", "--root", root, "--from-scratch")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert os.listdir(os.path.join(run_dir, "journal.damaged")) == ["0001-driver-000000.jsonl"]
-    assert stage_events(run_dir, 2) == [("stage.committed", "load", None), ("stage.committed", "total", None),
-                                        ("stage.committed", "report", None)]
+    assert stage_events(run_dir, 2) == [
+        ("stage.committed", "load", None),
+        ("stage.committed", "total", None),
+        ("stage.committed", "report", None),
+    ]
     assert open(report).read() == "a,4\nb,2\n"
 
 
@@ -187,17 +229,39 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
     run_dir = os.path.join(root, "frozen")
     env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
     old = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, TINY,
-                             tiny_input, report, "--pause-once", str(tmp_path / "paused"), "8"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "frozen",
+            "--",
+            *SPARK_OPTIONS,
+            TINY,
+            tiny_input,
+            report,
+            "--pause-once",
+            str(tmp_path / "paused"),
+            "8",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
     try:
         wait_for(run_dir, "stage.committed", "load", process=old)
         _group_signal(old, signal.SIGSTOP)
         import time
+
         time.sleep(4)  # past the TTL: the frozen CLI's heartbeat is stale
         resumed = run_cli("resume", "frozen", "--root", root)
-        assert resumed.returncode == 0, (resumed.stderr[-3000:], open(os.path.join(run_dir, "lease.json")).read(),
-                                         time.time())
+        assert resumed.returncode == 0, (
+            resumed.stderr[-3000:],
+            open(os.path.join(run_dir, "lease.json")).read(),
+            time.time(),
+        )
         assert "took over the stale lease" in resumed.stderr
         assert open(report).read() == "a,4\nb,2\n"
         written = os.stat(report).st_mtime_ns  # whatever the old driver writes from now on would show
@@ -214,7 +278,8 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
     assert dry_run(root, "frozen") == {
         "load": ("skip", "committed in attempt 1, output verified"),
         "total": ("skip", "committed in attempt 2, output verified"),
-        "report": ("skip", "committed in attempt 2, output verified")}
+        "report": ("skip", "committed in attempt 2, output verified"),
+    }
 
 
 FROZEN_APPEND = os.path.join(os.path.dirname(TINY), "frozen_append.py")
@@ -251,10 +316,17 @@ def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_
     run_dir = os.path.join(root, "frozen")
     env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
     old = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, FROZEN_APPEND,
-                             out, marker, "6"),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env)
+        sparkrecover_command(
+            "submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, FROZEN_APPEND, out, marker, "6"
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=env,
+    )
     import time
+
     try:
         deadline = time.monotonic() + 240
         while not os.path.exists(marker):  # the UDF of the append's map stage is running
@@ -277,6 +349,7 @@ def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_
     lost = [e for e in first if e["type"] == "lease.lost"]
     assert len(lost) == 1 and lost[0]["doing"] == "the job commit"
     appended = lost[0]["stage"]
-    assert [e["type"] for e in first if e.get("stage") == appended and e["type"].startswith("stage.")] \
-        == ["stage.started"]
+    assert [e["type"] for e in first if e.get("stage") == appended and e["type"].startswith("stage.")] == [
+        "stage.started"
+    ]
     assert [e["exit_code"] for e in first if e["type"] == "driver.ended"] == [EXIT_LEASE_LOST]

@@ -1,6 +1,7 @@
 """Real spark-submit runs with the journal on S3 (a moto server on 127.0.0.1): killed and resumed,
 an S3 outage in the middle of a run, and s3a:// checkpoints verified at s3://.
 """
+
 from __future__ import annotations
 
 import glob
@@ -34,6 +35,7 @@ pytestmark = pytest.mark.e2e
 
 # -- end to end: real spark-submit, journal on S3 --------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     """The pipeline's report under plain spark-submit, without sparkrecover."""
@@ -50,8 +52,9 @@ def all_bytes_under(url: str) -> bytes:
 def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_path, s3, monkeypatch, reference):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     root, out, checkpoints = s3.prefix, str(tmp_path / "out"), str(tmp_path / "checkpoints")
-    run_dir = submit_and_kill(root, "nightly", [out, *APP_ARGS], after_stage="clean",
-                              submit_options=("--checkpoint-root", checkpoints))
+    run_dir = submit_and_kill(
+        root, "nightly", [out, *APP_ARGS], after_stage="clean", submit_options=("--checkpoint-root", checkpoints)
+    )
     result = run_cli("resume", "nightly", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert open(os.path.join(out, "report.txt")).read() == reference
@@ -66,7 +69,9 @@ def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_pat
     assert storage.exists(run_dir + "/plans/0002.json")
     # a finished attempt's segments were compacted: one object per writer
     assert [s.rsplit("/", 1)[-1] for s in storage.listdir(run_dir + "/journal") if s.startswith("0002")] == [
-        "0002-cli-000000.jsonl", "0002-driver-000000.jsonl"]
+        "0002-cli-000000.jsonl",
+        "0002-driver-000000.jsonl",
+    ]
     assert SECRET.encode() not in all_bytes_under(run_dir)
 
 
@@ -75,11 +80,26 @@ def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, 
     root, out = s3.prefix, str(tmp_path / "out")
     run_dir = storage.join(root, "outage")
     process = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", "outage", "--checkpoint-root",
-                             str(tmp_path / "checkpoints"), "--", *SPARK_OPTIONS, PIPELINE, out, *APP_ARGS),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "outage",
+            "--checkpoint-root",
+            str(tmp_path / "checkpoints"),
+            "--",
+            *SPARK_OPTIONS,
+            PIPELINE,
+            out,
+            *APP_ARGS,
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         # botocore would otherwise retry a refused connection for ~8 s inside one request
-        env={**os.environ, "AWS_MAX_ATTEMPTS": "1"})
+        env={**os.environ, "AWS_MAX_ATTEMPTS": "1"},
+    )
     try:
         try:
             wait_for(run_dir, "stage.committed", "orders", process=process)
@@ -111,12 +131,17 @@ def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, 
     document = orjson.loads(plan.stdout)
     assert document["complete"] is True
     assert [(s["stage"], s["decision"]) for s in document["stages"]] == [
-        ("orders", "skip"), ("clean", "skip"), ("daily", "skip"), ("publish", "skip")]
+        ("orders", "skip"),
+        ("clean", "skip"),
+        ("daily", "skip"),
+        ("publish", "skip"),
+    ]
     inspected = orjson.loads(run_cli("inspect", "outage", "--root", root, "--json").stdout)
     assert inspected["journal_degraded"] == len(gaps)
 
 
 # -- end to end: checkpoints written by Spark to s3a://, verified by the CLI at s3:// ---------------
+
 
 def s3a_jars() -> list[str]:
     folder = os.environ.get("SPARKRECOVER_S3A_JARS") or os.path.join(sys.prefix, "s3a-jars")
@@ -127,13 +152,18 @@ def s3a_options(endpoint: str) -> list[str]:
     """Spark's side of the same S3 (README, "Journal on S3"). The numeric timeouts and the SDK v1
     credentials provider are what hadoop-aws 3.3.1 needs under pyspark 4's Hadoop 3.5 defaults."""
     conf = {
-        "fs.s3a.endpoint": endpoint, "fs.s3a.path.style.access": "true",
+        "fs.s3a.endpoint": endpoint,
+        "fs.s3a.path.style.access": "true",
         "fs.s3a.connection.ssl.enabled": "false",
         "fs.s3a.aws.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
-        "fs.s3a.threads.keepalivetime": "60", "fs.s3a.connection.timeout": "200000",
-        "fs.s3a.connection.establish.timeout": "30000", "fs.s3a.multipart.purge.age": "86400",
-        "fs.s3a.connection.ttl": "300000", "fs.s3a.connection.idle.time": "60000",
-        "fs.s3a.retry.interval": "500", "fs.s3a.retry.throttle.interval": "100",
+        "fs.s3a.threads.keepalivetime": "60",
+        "fs.s3a.connection.timeout": "200000",
+        "fs.s3a.connection.establish.timeout": "30000",
+        "fs.s3a.multipart.purge.age": "86400",
+        "fs.s3a.connection.ttl": "300000",
+        "fs.s3a.connection.idle.time": "60000",
+        "fs.s3a.retry.interval": "500",
+        "fs.s3a.retry.throttle.interval": "100",
     }
     options = ["--jars", ",".join(s3a_jars())]
     for key, value in conf.items():
@@ -146,9 +176,14 @@ def s3a_options(endpoint: str) -> list[str]:
 def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, reference):
     root, out = s3.prefix + "/runs", str(tmp_path / "out")
     checkpoints = s3.prefix + "/data"
-    run_dir = submit_and_kill(root, "lake", [out, *APP_ARGS], after_stage="clean",
-                              submit_options=("--checkpoint-root", checkpoints),
-                              spark_options=tuple(s3a_options(s3.endpoint)))
+    run_dir = submit_and_kill(
+        root,
+        "lake",
+        [out, *APP_ARGS],
+        after_stage="clean",
+        submit_options=("--checkpoint-root", checkpoints),
+        spark_options=tuple(s3a_options(s3.endpoint)),
+    )
     committed = {e["stage"]: e for e in events_of(run_dir) if e["type"] == "stage.committed"}
     output = committed["orders"]["manifest"][0]
     assert output["path"] == checkpoints + "/lake/orders"
@@ -157,7 +192,9 @@ def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, 
 
     plan = run_cli("resume", "lake", "--root", root, "--dry-run", "--json")
     assert [(s["stage"], s["decision"]) for s in orjson.loads(plan.stdout)["stages"]][:2] == [
-        ("orders", "skip"), ("clean", "skip")]
+        ("orders", "skip"),
+        ("clean", "skip"),
+    ]
     result = run_cli("resume", "lake", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert open(os.path.join(out, "report.txt")).read() == reference
@@ -165,4 +202,4 @@ def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, 
     assert {e["stage"] for e in second if e["type"] == "stage.skipped"} == {"orders", "clean"}
     fs = fsspec.filesystem("s3")
     fs.invalidate_cache()
-    assert fs.find(checkpoints[len("s3://"):] + "/lake/daily")  # Spark wrote it, s3fs sees it
+    assert fs.find(checkpoints[len("s3://") :] + "/lake/daily")  # Spark wrote it, s3fs sees it

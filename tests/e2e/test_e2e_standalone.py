@@ -2,6 +2,7 @@
 pyspark's own ``spark-class``, the app in client mode, the driver SIGKILLed after a stage,
 resumed; the output is the one a plain run on the same cluster writes, and the killed and the
 resumed applications leave nothing running on the cluster."""
+
 from __future__ import annotations
 
 import contextlib
@@ -39,23 +40,56 @@ class Cluster:
         self.folder = folder
         self.port, self.ui_port = free_port(), free_port()
         self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOCAL_DIRS": str(folder / "local"),
-                    "PYSPARK_PYTHON": sys.executable}
+        self.env = {
+            **os.environ,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+            "SPARK_LOCAL_DIRS": str(folder / "local"),
+            "PYSPARK_PYTHON": sys.executable,
+        }
         self.env.pop("SPARK_HOME", None)
         self.processes: list[subprocess.Popen] = []
 
     def _start(self, name: str, *args: str) -> None:
         log = open(self.folder / f"{name}.log", "wb")
-        self.processes.append(subprocess.Popen([SPARK_CLASS, *args], stdout=log, stderr=subprocess.STDOUT,
-                                               env=self.env, cwd=self.folder, start_new_session=True))
+        self.processes.append(
+            subprocess.Popen(
+                [SPARK_CLASS, *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.folder,
+                start_new_session=True,
+            )
+        )
         log.close()
 
     def start(self) -> None:
         (self.folder / "local").mkdir()
-        self._start("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                    "--port", str(self.port), "--webui-port", str(self.ui_port))
-        self._start("worker", "org.apache.spark.deploy.worker.Worker", self.url, "--cores", "1", "--memory", "1g",
-                    "--host", "127.0.0.1", "--webui-port", str(free_port()), "--work-dir", str(self.folder / "work"))
+        self._start(
+            "master",
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--webui-port",
+            str(self.ui_port),
+        )
+        self._start(
+            "worker",
+            "org.apache.spark.deploy.worker.Worker",
+            self.url,
+            "--cores",
+            "1",
+            "--memory",
+            "1g",
+            "--host",
+            "127.0.0.1",
+            "--webui-port",
+            str(free_port()),
+            "--work-dir",
+            str(self.folder / "work"),
+        )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             with contextlib.suppress(OSError, ValueError):
@@ -112,14 +146,20 @@ def cluster(tmp_path_factory):
 def test_a_driver_killed_on_a_standalone_cluster_resumes_to_the_same_output(tmp_path, cluster):
     # SPARK_OPTIONS says local[2]; spark-submit (and sparkrecover) take the last --master given.
     on_cluster = ["--master", cluster.url]
-    plain = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, *on_cluster, PIPELINE, str(tmp_path / "plain"),
-                            *APP_ARGS], capture_output=True, text=True, timeout=600, env=cluster.env)
+    plain = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, *on_cluster, PIPELINE, str(tmp_path / "plain"), *APP_ARGS],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=cluster.env,
+    )
     assert plain.returncode == 0, plain.stderr[-3000:]
     expected = (tmp_path / "plain" / "report.txt").read_text()
 
     root, out = str(tmp_path / "root"), str(tmp_path / "out")
-    run_dir = submit_and_kill(root, "standalone", [out, *APP_ARGS], after_stage="clean", spark_options=on_cluster,
-                              env=cluster.env)
+    run_dir = submit_and_kill(
+        root, "standalone", [out, *APP_ARGS], after_stage="clean", spark_options=on_cluster, env=cluster.env
+    )
     cluster.idle()  # the killed driver's executors are released
 
     result = run_cli("resume", "standalone", "--root", root, env=cluster.env)
@@ -127,7 +167,9 @@ def test_a_driver_killed_on_a_standalone_cluster_resumes_to_the_same_output(tmp_
     assert (tmp_path / "out" / "report.txt").read_text() == expected
     events = events_of(run_dir)
     assert [(e["attempt"], e["master"]) for e in events if e["type"] == "driver.started"] == [
-        (1, cluster.url), (2, cluster.url)]
+        (1, cluster.url),
+        (2, cluster.url),
+    ]
     second = [e for e in events if e["attempt"] == 2]
     assert [e["stage"] for e in second if e["type"] == "stage.skipped"] == ["orders", "clean"]
     assert [e["stage"] for e in second if e["type"] == "stage.committed"] == ["daily", "publish"]
@@ -140,8 +182,19 @@ def test_a_driver_killed_on_a_standalone_cluster_resumes_to_the_same_output(tmp_
 
 def test_cluster_deploy_mode_for_a_python_app_is_refused_before_launch(tmp_path, cluster):
     before = len(cluster.state()["completedapps"])
-    result = run_cli("submit", "--root", str(tmp_path / "root"), "--", "--master", cluster.url,
-                     "--deploy-mode", "cluster", PIPELINE, str(tmp_path / "out"), env=cluster.env)
+    result = run_cli(
+        "submit",
+        "--root",
+        str(tmp_path / "root"),
+        "--",
+        "--master",
+        cluster.url,
+        "--deploy-mode",
+        "cluster",
+        PIPELINE,
+        str(tmp_path / "out"),
+        env=cluster.env,
+    )
     assert result.returncode == 2, result.stderr[-3000:]
     assert "Spark runs Python apps on standalone in client mode only" in result.stderr
     assert not (tmp_path / "root").exists() and not (tmp_path / "out").exists()

@@ -1,6 +1,7 @@
 """Tables end to end (issue 14 rows 4 and 6): an unmodified script that saves tables, changes them
 with SQL and drops them is SIGKILLed, resumed, and leaves what a plain run leaves; the next plain
 run of the script in the same folder works."""
+
 from __future__ import annotations
 
 import glob
@@ -31,8 +32,14 @@ def lines(folder: str) -> list[str]:
 
 
 def plain_run(folder) -> subprocess.CompletedProcess:
-    return subprocess.run([find_spark_submit(), *SPARK_OPTIONS, APP, str(folder / "out")], capture_output=True,
-                          text=True, timeout=600, env=PLAIN_ENV, cwd=folder)
+    return subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, APP, str(folder / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=PLAIN_ENV,
+        cwd=folder,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,10 +53,13 @@ def uninterrupted(tmp_path_factory):
     return lines(str(folder / "out" / "report")), lines(str(folder / "out" / "t3"))
 
 
-@pytest.mark.parametrize("after", [
-    pytest.param(("INSERT INTO t2", "append", "table t2"), id="row4-after-sql-insert-into-a-saved-table"),
-    pytest.param(('saveAsTable("t3")', "errorifexists", "table t3"), id="row6-after-a-saved-table-later-dropped"),
-])
+@pytest.mark.parametrize(
+    "after",
+    [
+        pytest.param(("INSERT INTO t2", "append", "table t2"), id="row4-after-sql-insert-into-a-saved-table"),
+        pytest.param(('saveAsTable("t3")', "errorifexists", "table t3"), id="row6-after-a-saved-table-later-dropped"),
+    ],
+)
 def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted, after):
     report, copy = uninterrupted
     assert [line.split(",")[1] for line in report] == ["13", "13", "14"]  # t2 after overwrite + insert

@@ -1,5 +1,6 @@
 """End to end on real Spark: a failing application looks the same under submit as under plain
 spark-submit: the same traceback frames (none of sparkrecover's, no runpy) and the same exit code."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,14 @@ FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def traceback_of(output: str) -> list[str]:
     """The Python traceback in spark-submit's output: its header, frames and exception line."""
     lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last):")
-                  or re.match(r'  File ".*", line \d+$', line)), None)
+    start = next(
+        (
+            i
+            for i, line in enumerate(lines)
+            if line.startswith("Traceback (most recent call last):") or re.match(r'  File ".*", line \d+$', line)
+        ),
+        None,
+    )
     assert start is not None, output[-3000:]
     kept = []
     for line in lines[start:]:
@@ -31,8 +38,13 @@ def traceback_of(output: str) -> list[str]:
 
 
 def plain(app: str, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([find_spark_submit(), *SPARK_OPTIONS, app, *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYSPARK_PYTHON": sys.executable})
+    return subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, app, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+    )
 
 
 # "raise" passes on code older than the fix too (leading bootstrap and runpy frames were already

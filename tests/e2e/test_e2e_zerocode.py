@@ -1,4 +1,5 @@
 """Zero-code mode end to end: unmodified scripts on real spark-submit, real SIGKILL, resume."""
+
 from __future__ import annotations
 
 import contextlib
@@ -62,8 +63,14 @@ def uninterrupted(tmp_path_factory):
     """The app under plain spark-submit: its report, and proof sparkrecover stays out of it."""
     folder = tmp_path_factory.mktemp("plain")
     out = prepare(folder)
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, APP, out], capture_output=True, text=True,
-                            timeout=600, env=PLAIN_ENV, cwd=folder)
+    result = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, APP, out],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=PLAIN_ENV,
+        cwd=folder,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert not (folder / ".sparkrecover").exists()
     assert event_ids(out) == [1, 2, *range(100, 140)]
@@ -72,7 +79,7 @@ def uninterrupted(tmp_path_factory):
 
 def test_killed_after_the_append_and_table_commit_resumes_without_duplicates(tmp_path, uninterrupted):
     out, root = prepare(tmp_path), str(tmp_path / "root")
-    base = stage_of(".parquet(f\"{out}/base\")", "overwrite", f"{out}/base")
+    base = stage_of('.parquet(f"{out}/base")', "overwrite", f"{out}/base")
     append = stage_of('mode("append")', "append", f"{out}/events")
     table = stage_of("saveAsTable", "errorifexists", "table events_copy")
     run_dir = submit_and_kill(root, "zc", [out], after_stage=table, cwd=str(tmp_path), app=APP)
@@ -84,9 +91,13 @@ def test_killed_after_the_append_and_table_commit_resumes_without_duplicates(tmp
     assert csv_lines(os.path.join(out, "report")) == uninterrupted
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"].startswith("stage.")]
     assert [(e["type"], e["stage"]) for e in second if e["type"] != "stage.started"][:3] == [
-        ("stage.skipped", base), ("stage.skipped", append), ("stage.skipped", table)]
+        ("stage.skipped", base),
+        ("stage.skipped", append),
+        ("stage.skipped", table),
+    ]
     assert [e["stage"].split(" ", 1)[1] for e in second if e["type"] == "stage.committed"] == [
-        f"overwrite {out}/report"]
+        f"overwrite {out}/report"
+    ]
 
 
 def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path, uninterrupted):
@@ -97,9 +108,24 @@ def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path,
     # half way leaves part files there, as well as its _temporary folder.
     options = [*SPARK_OPTIONS, "--conf", "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version=2"]
     process = subprocess.Popen(
-        sparkrecover_command("submit", "--root", root, "--run-id", "half", "--", *options, APP, out,
-                             "--slow-marker", str(tmp_path / "slowed")),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=str(tmp_path))
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "half",
+            "--",
+            *options,
+            APP,
+            out,
+            "--slow-marker",
+            str(tmp_path / "slowed"),
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        cwd=str(tmp_path),
+    )
     try:
         wait_for(run_dir, "stage.started", append, process=process)
         deadline = time.monotonic() + 120
@@ -119,8 +145,9 @@ def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path,
     assert not set(partial) & set(glob.glob(os.path.join(out, "events", "*")))
     assert not os.path.exists(os.path.join(out, "events", "_temporary"))
     assert csv_lines(os.path.join(out, "report")) == uninterrupted
-    restarted, = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started"
-                  and e["stage"] == append]
+    (restarted,) = [
+        e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started" and e["stage"] == append
+    ]
     assert set(partial) | {os.path.join(out, "events", "_temporary")} <= set(restarted["cleaned"])
 
 
@@ -130,17 +157,26 @@ def test_pyspark_examples_print_the_same_under_submit(tmp_path, example):
     words.write_text("3 1 2 10\n20 4 1\n")
     resources = tmp_path / "examples" / "src" / "main" / "resources"  # sql/basic.py reads from its cwd
     resources.mkdir(parents=True)
-    (resources / "people.json").write_text('{"name":"Michael"}\n{"name":"Andy", "age":30}\n'
-                                           '{"name":"Justin", "age":19}\n')
+    (resources / "people.json").write_text(
+        '{"name":"Michael"}\n{"name":"Andy", "age":30}\n{"name":"Justin", "age":19}\n'
+    )
     (resources / "people.txt").write_text("Michael, 29\nAndy, 30\nJustin, 19\n")
     script = os.path.normpath(os.path.join(EXAMPLES, example))
     args = [] if example.startswith("sql/") else [str(words)]
-    plain = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, script, *args], capture_output=True, text=True,
-                           timeout=600, env=PLAIN_ENV, cwd=tmp_path)
-    wrapped = run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, script, *args,
-                      cwd=str(tmp_path), timeout=600)
-    assert plain.stdout and (wrapped.returncode, wrapped.stdout) == (plain.returncode, plain.stdout), \
-        wrapped.stderr[-3000:]
+    plain = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, script, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=PLAIN_ENV,
+        cwd=tmp_path,
+    )
+    wrapped = run_cli(
+        "submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, script, *args, cwd=str(tmp_path), timeout=600
+    )
+    assert plain.stdout and (wrapped.returncode, wrapped.stdout) == (plain.returncode, plain.stdout), wrapped.stderr[
+        -3000:
+    ]
 
 
 RDD_APP = os.path.join(os.path.dirname(APP), "rdd_app.py")
@@ -149,8 +185,14 @@ RDD_APP = os.path.join(os.path.dirname(APP), "rdd_app.py")
 def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, RDD_APP, str(plain / "out")], capture_output=True,
-                            text=True, timeout=600, env=PLAIN_ENV, cwd=plain)
+    result = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, RDD_APP, str(plain / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=PLAIN_ENV,
+        cwd=plain,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     expected = csv_lines(str(plain / "out" / "report"))
     assert len(expected) == 5
@@ -166,8 +208,10 @@ def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
     assert csv_lines(os.path.join(out, "report")) == expected
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
     assert [(e["type"], e["stage"].split(" ", 1)[1]) for e in second] == [
-        ("stage.skipped", f"errorifexists {out}/text"), ("stage.skipped", f"errorifexists {out}/pickled"),
-        ("stage.committed", f"errorifexists {out}/report")]
+        ("stage.skipped", f"errorifexists {out}/text"),
+        ("stage.skipped", f"errorifexists {out}/pickled"),
+        ("stage.committed", f"errorifexists {out}/report"),
+    ]
 
 
 SQL_APP = os.path.join(os.path.dirname(APP), "sql_app.py")
@@ -176,8 +220,14 @@ SQL_APP = os.path.join(os.path.dirname(APP), "sql_app.py")
 def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
-    result = subprocess.run([find_spark_submit(), *SPARK_OPTIONS, SQL_APP, str(plain / "out")], capture_output=True,
-                            text=True, timeout=600, env=PLAIN_ENV, cwd=plain)
+    result = subprocess.run(
+        [find_spark_submit(), *SPARK_OPTIONS, SQL_APP, str(plain / "out")],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=PLAIN_ENV,
+        cwd=plain,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     expected = csv_lines(str(plain / "out" / "report"))
     assert [line.split(",")[0] for line in expected] == ["0", "1", "2"]
@@ -199,5 +249,8 @@ def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path):
     assert len(copied) == 40
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
     assert [(e["type"], e["stage"].split(" ", 1)[1]) for e in second] == [
-        ("stage.skipped", "errorifexists table events"), ("stage.skipped", "append table events"),
-        ("stage.committed", f"overwrite {out}/copy"), ("stage.committed", f"overwrite {out}/report")]
+        ("stage.skipped", "errorifexists table events"),
+        ("stage.skipped", "append table events"),
+        ("stage.committed", f"overwrite {out}/copy"),
+        ("stage.committed", f"overwrite {out}/report"),
+    ]

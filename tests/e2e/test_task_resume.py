@@ -1,5 +1,6 @@
 """Task-level resume end to end: one write killed half-way keeps its committed partitions, and the
 resume computes only the others (real spark-submit, real SIGKILL, the committer's real files)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -41,9 +42,27 @@ def task_commits(run_dir: str, attempt: int) -> int:
 def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite") -> int:
     """Submit the app and SIGKILL it once ``commits`` task commits are journaled; returns the time
     of the kill (ns)."""
-    return run_until(sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval",
-                                          "0.2", "--", *SPARK_OPTIONS, APP, out, markers, str(PARTS), variant),
-                     os.path.join(root, "night"), 1, commits)
+    return run_until(
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "night",
+            "--flush-interval",
+            "0.2",
+            "--",
+            *SPARK_OPTIONS,
+            APP,
+            out,
+            markers,
+            str(PARTS),
+            variant,
+        ),
+        os.path.join(root, "night"),
+        1,
+        commits,
+    )
 
 
 def run_until(command: list[str], run_dir: str, attempt: int, commits: int) -> int:
@@ -74,7 +93,7 @@ def test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_res
 
     dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
     assert dry.returncode == 0, dry.stderr
-    stage, = orjson.loads(dry.stdout)["stages"]
+    (stage,) = orjson.loads(dry.stdout)["stages"]
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
     assert 7 <= kept < PARTS and stage["partitions"]["total"] == PARTS
@@ -114,11 +133,10 @@ def test_a_resume_killed_during_its_write_resumes_again_exactly(spark, tmp_path)
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
 
 
-
 def dry_run(root: str) -> dict:
     result = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
     assert result.returncode == 0, result.stderr
-    stage, = orjson.loads(result.stdout)["stages"]
+    (stage,) = orjson.loads(result.stdout)["stages"]
     return stage
 
 
@@ -195,11 +213,12 @@ def test_a_write_whose_query_changed_keeps_nothing_and_says_why(spark, tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS
     events = [e for e in events_of(os.path.join(root, "night")) if e["attempt"] == 2]
-    invalidated, = [e for e in events if e["type"] == "stage.invalidated"]
+    (invalidated,) = [e for e in events if e["type"] == "stage.invalidated"]
     assert invalidated["reason"] == "plan changed"
     assert [e["kept"] for e in events if e["type"] == "write.started"] == [[]]
     assert sorted((r.id, r.tripled, r.note) for r in spark.read.parquet(out).collect()) == [
-        (i, i * 3, "v2") for i in range(PARTS * 100)]
+        (i, i * 3, "v2") for i in range(PARTS * 100)
+    ]
 
 
 def test_an_edited_script_keeps_nothing(spark, tmp_path):
@@ -208,9 +227,26 @@ def test_an_edited_script_keeps_nothing(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     app = tmp_path / "one_write.py"
     app.write_text(open(APP).read())
-    killed_at = run_until(sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval",
-                                               "0.2", "--", *SPARK_OPTIONS, str(app), out, markers, str(PARTS)),
-                          os.path.join(root, "night"), 1, 5)
+    killed_at = run_until(
+        sparkrecover_command(
+            "submit",
+            "--root",
+            root,
+            "--run-id",
+            "night",
+            "--flush-interval",
+            "0.2",
+            "--",
+            *SPARK_OPTIONS,
+            str(app),
+            out,
+            markers,
+            str(PARTS),
+        ),
+        os.path.join(root, "night"),
+        1,
+        5,
+    )
     assert dry_run(root)["decision"] == "continue"
     app.write_text(open(APP).read() + "\n# edited after the crash\n")
     resumed = run_cli("resume", "night", "--root", root)

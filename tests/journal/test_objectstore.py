@@ -3,6 +3,7 @@
 Rolling and compaction bound the object count; storage failures back off, cap memory, never
 raise, and a commit record that was lost makes its stage unfinished, never committed.
 """
+
 from __future__ import annotations
 
 import threading
@@ -76,6 +77,7 @@ def plan_of(run_dir: str) -> dict[str, tuple[str, str]]:
 
 # -- one code path for every root ----------------------------------------------------------------
 
+
 def test_every_root_writes_reads_and_plans_the_same(run_dir):
     cli = writer_at(run_dir, writer="cli")
     cli.emit(events.RUN_STARTED, app="etl.py")
@@ -90,8 +92,10 @@ def test_every_root_writes_reads_and_plans_the_same(run_dir):
     records = read_journal(run_dir)
     assert [r["seq"] for r in records if r["writer"] == "driver"] == list(range(23))
     assert [s.name for s in list_segments(run_dir)][-1] == "0001-driver-000000.jsonl" or storage.is_local(run_dir)
-    assert plan_of(run_dir) == {"orders": ("skip", "committed in attempt 1, output verified"),
-                                "clean": ("run", "started in attempt 1 but not committed")}
+    assert plan_of(run_dir) == {
+        "orders": ("skip", "committed in attempt 1, output verified"),
+        "clean": ("run", "started in attempt 1 but not committed"),
+    }
 
 
 def test_object_segments_roll_by_size_and_compact_into_one_at_close(run_dir):
@@ -152,6 +156,7 @@ def test_a_segment_that_vanishes_while_reading_is_read_again(memory_dir, monkeyp
 
 
 # -- storage failures ------------------------------------------------------------------------------
+
 
 def test_retries_back_off_instead_of_hitting_storage_on_every_flush(memory_dir):
     journal = writer_at(memory_dir, buffer_size=1, retry_initial=0.2, retry_max=0.4, close_timeout=2)
@@ -227,8 +232,10 @@ def test_a_commit_dropped_under_the_cap_leaves_its_stage_unfinished(memory_dir):
     assert "orders" not in [r.get("stage") for r in read if r["type"] != events.JOURNAL_DEGRADED]
     assert read[-1]["dropped_stages"][0] == "orders"
     plan = plan_of(memory_dir)
-    assert plan["orders"] == ("run", "its journal records of attempt 1 were lost while the journal's "
-                                     "storage was failing")
+    assert plan["orders"] == (
+        "run",
+        "its journal records of attempt 1 were lost while the journal's storage was failing",
+    )
 
 
 def test_a_lost_commit_overrides_an_earlier_commit_of_the_same_stage(memory_dir):
@@ -246,9 +253,16 @@ def test_a_lost_commit_overrides_an_earlier_commit_of_the_same_stage(memory_dir)
 
 
 def test_enforce_cap_keeps_whole_lines_and_counts_what_it_dropped():
-    lines = [orjson.dumps({"v": 1, "type": t, "stage": s}) + b"\n"
-             for t, s in [("stage.started", "a"), ("spark.job.started", "a"), ("stage.committed", "a"),
-                          ("spark.job.ended", "a"), ("stage.started", "b")]]
+    lines = [
+        orjson.dumps({"v": 1, "type": t, "stage": s}) + b"\n"
+        for t, s in [
+            ("stage.started", "a"),
+            ("spark.job.started", "a"),
+            ("stage.committed", "a"),
+            ("spark.job.ended", "a"),
+            ("stage.started", "b"),
+        ]
+    ]
     buffer, dropped = bytearray(b"".join(lines)), Dropped()
     enforce_cap(buffer, len(buffer) - 1, dropped)
     assert bytes(buffer) == lines[0] + lines[2] + lines[4]
@@ -260,9 +274,17 @@ def test_enforce_cap_keeps_whole_lines_and_counts_what_it_dropped():
 
 # -- reading -----------------------------------------------------------------------------------------
 
+
 def test_a_newer_schema_on_an_object_store_is_refused_naming_both_versions(memory_dir):
-    record = {"v": events.SCHEMA_VERSION + 1, "type": "stage.started", "run": "r1", "attempt": 1,
-              "writer": "driver", "seq": 0, "ts": "2026-01-01T00:00:00.000Z"}
+    record = {
+        "v": events.SCHEMA_VERSION + 1,
+        "type": "stage.started",
+        "run": "r1",
+        "attempt": 1,
+        "writer": "driver",
+        "seq": 0,
+        "ts": "2026-01-01T00:00:00.000Z",
+    }
     fsspec.filesystem("memory").pipe_file(segment_url(memory_dir, 1, "driver", 0), orjson.dumps(record) + b"\n")
     with pytest.raises(JournalError) as raised:
         read_journal(memory_dir)
@@ -331,8 +353,9 @@ def test_concurrent_emitters_keep_one_order_per_writer(memory_dir):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-PROPERTIES = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                           HealthCheck.function_scoped_fixture])
+PROPERTIES = settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 kinds = st.sampled_from([events.STAGE_STARTED, events.STAGE_COMMITTED, events.SPARK_JOB_STARTED, "custom.x"])
 items = st.lists(st.tuples(kinds, st.text(max_size=30)), min_size=1, max_size=30)
 
@@ -363,9 +386,9 @@ def test_truncating_the_last_object_never_loses_an_earlier_complete_record(entri
         fs.rm(run_dir.rsplit("/", 1)[0], recursive=True)
     # every record of earlier segments, every whole line of the cut one, at most one unterminated
     # but complete record more, in order
-    assert read[:earlier + whole_lines] == records[:earlier + whole_lines]
+    assert read[: earlier + whole_lines] == records[: earlier + whole_lines]
     assert len(read) - (earlier + whole_lines) in (0, 1)
-    assert read == records[:len(read)]
+    assert read == records[: len(read)]
 
 
 @PROPERTIES
@@ -379,7 +402,7 @@ def test_damaged_object_segments_raise_nothing_but_journal_error(entries, segmen
     content = bytearray(fs.cat_file(victim))
     start = data.draw(st.integers(0, len(content)), label="start")
     garbage = data.draw(st.binary(max_size=40), label="garbage")
-    content[start:start + len(garbage)] = garbage
+    content[start : start + len(garbage)] = garbage
     fs.pipe_file(victim, bytes(content))
     try:
         read_journal(run_dir, warn=lambda message: None)

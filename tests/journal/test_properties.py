@@ -3,6 +3,7 @@
 A writer killed mid-write leaves a prefix of its last segment on disk; the reader must return
 every record whose line made it whole, in order, and drop the torn rest (DESIGN §5).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,11 +19,12 @@ from sparkrecover.journal.segments import list_segments
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-event_types = st.sampled_from(["stage.started", "stage.committed", "spark.job.started",
-                               "spark.stage.completed", "custom.event", "driver.ended"])
+event_types = st.sampled_from(
+    ["stage.started", "stage.committed", "spark.job.started", "spark.stage.completed", "custom.event", "driver.ended"]
+)
 payloads = st.dictionaries(
     st.sampled_from(["stage", "name", "note", "count", "rows", "error"]),
-    st.one_of(st.text(max_size=40), st.integers(min_value=-(2 ** 63), max_value=2 ** 63 - 1)),
+    st.one_of(st.text(max_size=40), st.integers(min_value=-(2**63), max_value=2**63 - 1)),
     max_size=4,
 )
 
@@ -36,14 +38,17 @@ def _readable(item: tuple[str, dict]) -> tuple[str, dict]:
 
 
 journals = st.lists(st.tuples(event_types, payloads).map(_readable), min_size=1, max_size=40)
-layouts = st.tuples(st.integers(min_value=1, max_value=2000),    # buffer_size
-                    st.integers(min_value=80, max_value=3000))   # segment_bytes
+layouts = st.tuples(
+    st.integers(min_value=1, max_value=2000),  # buffer_size
+    st.integers(min_value=80, max_value=3000),
+)  # segment_bytes
 
 
 def write(run_dir: str, items, layout) -> list[dict]:
     buffer_size, segment_bytes = layout
-    journal = JournalWriter(run_dir, "r1", 1, "driver", buffer_size=buffer_size, flush_interval=0,
-                            segment_bytes=segment_bytes)
+    journal = JournalWriter(
+        run_dir, "r1", 1, "driver", buffer_size=buffer_size, flush_interval=0, segment_bytes=segment_bytes
+    )
     records = [journal.emit(kind, **payload) for kind, payload in items]
     journal.close()
     return records
@@ -74,12 +79,12 @@ def test_truncating_the_last_segment_keeps_every_complete_line(items, layout, da
         complete, _, rest = content[:cut].rpartition(b"\n")
         kept = records_of(complete)
         # a cut right before the newline leaves a whole record without its terminator: kept too
-        full_lines = content[len(complete) + 1 if complete else 0:].split(b"\n")
+        full_lines = content[len(complete) + 1 if complete else 0 :].split(b"\n")
         if rest and rest == full_lines[0]:
             kept.append(orjson.loads(rest))
         warnings: list[str] = []
         assert read_journal(run_dir, warnings.append) == records[:earlier] + kept
-        assert records[:earlier] + kept == records[:earlier + len(kept)]
+        assert records[:earlier] + kept == records[: earlier + len(kept)]
         torn = bool(rest) and rest != full_lines[0]
         assert len(warnings) == (1 if torn else 0)
 
@@ -119,7 +124,7 @@ def test_garbage_after_the_last_line_is_dropped(items, layout, tail):
 
 
 @SETTINGS
-@given(items=journals, layout=layouts, seq=st.integers(min_value=1, max_value=10 ** 6))
+@given(items=journals, layout=layouts, seq=st.integers(min_value=1, max_value=10**6))
 def test_a_whole_record_without_its_newline_is_kept(items, layout, seq):
     with tempfile.TemporaryDirectory() as run_dir:
         records = write(run_dir, items, layout)
@@ -129,17 +134,24 @@ def test_a_whole_record_without_its_newline_is_kept(items, layout, seq):
             handle.write(orjson.dumps(extra))
         warnings: list[str] = []
         read = read_journal(run_dir, warnings.append)
-        assert read[:len(records)] == records
-        assert read[len(records):] == [extra] and warnings == []
+        assert read[: len(records)] == records
+        assert read[len(records) :] == [extra] and warnings == []
 
 
 # -- append() and emit() write the same bytes --------------------------------------------------------
 
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2 ** 63), max_value=2 ** 64 - 1),
-              st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20)),
-    lambda inner: st.one_of(st.lists(inner, max_size=4),
-                            st.dictionaries(st.one_of(st.text(max_size=8), st.integers(0, 9)), inner, max_size=4)),
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**64 - 1),
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.text(max_size=20),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(st.one_of(st.text(max_size=8), st.integers(0, 9)), inner, max_size=4),
+    ),
     max_leaves=12,
 )
 # Any key but the envelope's, which payloads must not repeat.
@@ -155,10 +167,17 @@ class FixedClock(JournalWriter):
 
 
 @SETTINGS
-@given(items=st.lists(st.tuples(event_types | st.text(max_size=20),
-                                st.dictionaries(payload_keys, json_values, max_size=6)).map(_readable),
-                      min_size=1, max_size=20),
-       run_id=st.text(min_size=1, max_size=12), attempt=st.integers(1, 10 ** 6))
+@given(
+    items=st.lists(
+        st.tuples(event_types | st.text(max_size=20), st.dictionaries(payload_keys, json_values, max_size=6)).map(
+            _readable
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    run_id=st.text(min_size=1, max_size=12),
+    attempt=st.integers(1, 10**6),
+)
 def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):
     with tempfile.TemporaryDirectory() as emitted, tempfile.TemporaryDirectory() as appended:
         by_emit = FixedClock(emitted, run_id, attempt, "driver", flush_interval=0)

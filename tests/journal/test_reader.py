@@ -1,4 +1,5 @@
 """The journal reader: torn and malformed lines, versions, envelopes, merge order (DESIGN §5)."""
+
 from __future__ import annotations
 
 import orjson
@@ -65,18 +66,33 @@ def test_cli_and_driver_records_of_an_attempt_merge_in_timestamp_order(tmp_path)
     def at(ms):
         return f"2026-01-01T00:00:00.{ms:03d}Z"
 
-    cli = [envelope(0, "run.started", at(0), writer="cli"), envelope(1, "attempt.started", at(1), writer="cli"),
-           envelope(2, "attempt.ended", at(9), writer="cli")]
-    driver = [envelope(0, "driver.started", at(2)), envelope(1, "stage.started", at(3), stage="a"),
-              envelope(2, "stage.committed", at(5), stage="a"), envelope(3, "driver.ended", at(8))]
+    cli = [
+        envelope(0, "run.started", at(0), writer="cli"),
+        envelope(1, "attempt.started", at(1), writer="cli"),
+        envelope(2, "attempt.ended", at(9), writer="cli"),
+    ]
+    driver = [
+        envelope(0, "driver.started", at(2)),
+        envelope(1, "stage.started", at(3), stage="a"),
+        envelope(2, "stage.committed", at(5), stage="a"),
+        envelope(3, "driver.ended", at(8)),
+    ]
     second = [envelope(0, "attempt.started", at(0), attempt=2, writer="cli")]
     write_segment(tmp_path, [line_of(r) for r in cli], writer="cli")
     write_segment(tmp_path, [line_of(r) for r in driver[:2]], writer="driver", index=0)
     write_segment(tmp_path, [line_of(r) for r in driver[2:]], writer="driver", index=1)
     write_segment(tmp_path, [line_of(r) for r in second], attempt=2, writer="cli")
     order = [(r["attempt"], r["type"]) for r in read_journal(str(tmp_path))]
-    assert order == [(1, "run.started"), (1, "attempt.started"), (1, "driver.started"), (1, "stage.started"),
-                     (1, "stage.committed"), (1, "driver.ended"), (1, "attempt.ended"), (2, "attempt.started")]
+    assert order == [
+        (1, "run.started"),
+        (1, "attempt.started"),
+        (1, "driver.started"),
+        (1, "stage.started"),
+        (1, "stage.committed"),
+        (1, "driver.ended"),
+        (1, "attempt.ended"),
+        (2, "attempt.started"),
+    ]
 
 
 def test_files_with_other_names_are_ignored(tmp_path):

@@ -1,5 +1,6 @@
 """One check of every journal record, the same for every command (issue: a stage event without its
 stage was an internal error in one command and "OK" in another)."""
+
 from __future__ import annotations
 
 import os
@@ -20,9 +21,16 @@ def _drop_stage_from_first_commit(run) -> str:
     return f"{path}:{number + 1}"
 
 
-@pytest.mark.parametrize("command", [["inspect", "nightly"], ["resume", "nightly", "--dry-run"],
-                                     ["replay", "nightly"], ["replay", "nightly", "--verify"],
-                                     ["inspect"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["inspect", "nightly"],
+        ["resume", "nightly", "--dry-run"],
+        ["replay", "nightly"],
+        ["replay", "nightly", "--verify"],
+        ["inspect"],
+    ],
+)
 def test_a_stage_event_without_its_stage_is_corruption_everywhere(cli, tmp_path, command):
     run = journals.crashed_run(tmp_path / "root")
     where = _drop_stage_from_first_commit(run)
@@ -40,8 +48,17 @@ def test_a_stage_event_without_its_stage_is_corruption_everywhere(cli, tmp_path,
 def test_a_payload_field_of_the_wrong_type_is_named():
     from sparkrecover.journal.events import record_problem
 
-    record = {"v": 1, "type": "task.committed", "run": "r", "attempt": 1, "writer": "driver", "seq": 0,
-              "ts": "2026-11-22T03:00:00.000Z", "stage": "s", "partition": "3"}
+    record = {
+        "v": 1,
+        "type": "task.committed",
+        "run": "r",
+        "attempt": 1,
+        "writer": "driver",
+        "seq": 0,
+        "ts": "2026-11-22T03:00:00.000Z",
+        "stage": "s",
+        "partition": "3",
+    }
     assert record_problem(record, 1, "driver") == "task.committed event whose 'partition' is not a int: '3'"
     record["partition"] = 3
     assert record_problem(record, 1, "driver") is None

@@ -1,4 +1,5 @@
 """The journal tail under inspect --follow: reads only what grew, keeps torn lines, survives rewrites."""
+
 from __future__ import annotations
 
 import os
@@ -12,8 +13,9 @@ from sparkrecover.journal import tail as tails
 def test_tail_reads_only_what_grew(tmp_path, monkeypatch):
     reads = []
     original = tails.read_from
-    monkeypatch.setattr(tails, "read_from", lambda url, offset: reads.append((os.path.basename(url), offset))
-                        or original(url, offset))
+    monkeypatch.setattr(
+        tails, "read_from", lambda url, offset: reads.append((os.path.basename(url), offset)) or original(url, offset)
+    )
     run_dir = str(tmp_path / "r1")
     writer = JournalWriter(run_dir, "r1", 1, "driver", flush_interval=0)
     tail = tails.JournalTail(run_dir)
@@ -33,8 +35,20 @@ def test_tail_keeps_a_half_written_line_for_the_next_poll(tmp_path):
     run_dir = tmp_path / "r1"
     path = run_dir / "journal" / "0001-cli-000000.jsonl"
     path.parent.mkdir(parents=True)
-    line = orjson.dumps({"v": 1, "type": "x", "run": "r1", "attempt": 1, "writer": "cli", "seq": 0,
-                         "ts": "2026-01-01T00:00:00.000Z"}) + b"\n"
+    line = (
+        orjson.dumps(
+            {
+                "v": 1,
+                "type": "x",
+                "run": "r1",
+                "attempt": 1,
+                "writer": "cli",
+                "seq": 0,
+                "ts": "2026-01-01T00:00:00.000Z",
+            }
+        )
+        + b"\n"
+    )
     path.write_bytes(line[:20])
     tail = tails.JournalTail(str(run_dir))
     assert tail.poll() == []
@@ -47,9 +61,22 @@ def test_tail_rereads_a_rewritten_segment_without_repeating_events(tmp_path):
     run_dir = tmp_path / "r1"
     path = run_dir / "journal" / "0001-cli-000000.jsonl"
     path.parent.mkdir(parents=True)
-    lines = [orjson.dumps({"v": 1, "type": "x", "run": "r1", "attempt": 1, "writer": "cli", "seq": seq,
-                           "ts": f"2026-01-01T00:00:0{seq}.000Z", "payload": "." * (50 - 40 * seq)}) + b"\n"
-             for seq in range(3)]
+    lines = [
+        orjson.dumps(
+            {
+                "v": 1,
+                "type": "x",
+                "run": "r1",
+                "attempt": 1,
+                "writer": "cli",
+                "seq": seq,
+                "ts": f"2026-01-01T00:00:0{seq}.000Z",
+                "payload": "." * (50 - 40 * seq),
+            }
+        )
+        + b"\n"
+        for seq in range(3)
+    ]
     path.write_bytes(lines[0] + lines[1])
     tail = tails.JournalTail(str(run_dir))
     assert [r["seq"] for r in tail.poll()] == [0, 1]

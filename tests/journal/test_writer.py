@@ -1,5 +1,6 @@
 """JournalWriter: envelopes, buffering and flushes, segments, storage failures and backpressure
 (DESIGN §4 rules 1 and 7)."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,6 @@ def writer_at(run_dir, writer="driver", attempt=1, **options) -> JournalWriter:
     return JournalWriter(str(run_dir), "r1", attempt, writer, **options)
 
 
-
 def on_disk(path) -> bytes:
     if not os.path.exists(path):
         return b""
@@ -34,6 +34,7 @@ def on_disk(path) -> bytes:
 
 # -- writing --------------------------------------------------------------------------------------
 
+
 def test_envelope_fields_and_payload(tmp_path):
     journal = writer_at(tmp_path, "driver", attempt=3)
     before = datetime.now(timezone.utc).replace(microsecond=0)
@@ -42,7 +43,13 @@ def test_envelope_fields_and_payload(tmp_path):
     journal.close()
     assert list(first)[:7] == ["v", "type", "run", "attempt", "writer", "seq", "ts"]
     assert {k: first[k] for k in ("v", "type", "run", "attempt", "writer", "seq")} == {
-        "v": 1, "type": "stage.started", "run": "r1", "attempt": 3, "writer": "driver", "seq": 0}
+        "v": 1,
+        "type": "stage.started",
+        "run": "r1",
+        "attempt": 3,
+        "writer": "driver",
+        "seq": 0,
+    }
     assert (first["stage"], first["upstream"]) == ("clean", ["raw"])
     assert (second["seq"], second["job"]) == (1, 4)
     for record in (first, second):
@@ -72,8 +79,14 @@ def test_seq_counts_from_zero_per_writer_and_attempt(tmp_path):
     for journal in writers:
         journal.close()
     seqs = {(r["attempt"], r["writer"], r["type"]): r["seq"] for r in read_journal(str(tmp_path))}
-    assert seqs == {(1, "cli", "a"): 0, (1, "cli", "b"): 1, (1, "driver", "a"): 0,
-                    (1, "driver", "b"): 1, (2, "driver", "a"): 0, (2, "driver", "b"): 1}
+    assert seqs == {
+        (1, "cli", "a"): 0,
+        (1, "cli", "b"): 1,
+        (1, "driver", "a"): 0,
+        (1, "driver", "b"): 1,
+        (2, "driver", "a"): 0,
+        (2, "driver", "b"): 1,
+    }
 
 
 def test_segment_file_names(tmp_path):
@@ -82,7 +95,10 @@ def test_segment_file_names(tmp_path):
         journal.emit("x")
         journal.close()
     assert sorted(os.listdir(tmp_path / "journal")) == [
-        "0001-cli-000000.jsonl", "0001-driver-000000.jsonl", "0012-driver-000000.jsonl"]
+        "0001-cli-000000.jsonl",
+        "0001-driver-000000.jsonl",
+        "0012-driver-000000.jsonl",
+    ]
 
 
 def test_unknown_writer_is_refused(tmp_path):
@@ -183,13 +199,17 @@ def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):
 
 # -- storage failures (rule 7) ----------------------------------------------------------------------
 
+
 def test_failing_storage_never_raises_and_records_journal_degraded(tmp_path, capsys):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "journal").write_bytes(b"")  # a file where the journal folder must go: writes fail
     journal = writer_at(run_dir, buffer_size=1)
-    during = [journal.emit("stage.started", stage="a"), journal.emit("stage.committed", stage="a"),
-              journal.emit("driver.ended", exit_code=0)]
+    during = [
+        journal.emit("stage.started", stage="a"),
+        journal.emit("stage.committed", stage="a"),
+        journal.emit("driver.ended", exit_code=0),
+    ]
     assert journal.flush() is False
     assert journal.degraded
     assert len(journal.warnings) == 1 and "journal storage failed" in journal.warnings[0]
@@ -199,8 +219,13 @@ def test_failing_storage_never_raises_and_records_journal_degraded(tmp_path, cap
     journal.close()
     read = read_journal(str(run_dir))
     assert read[:4] == [*during, after]
-    assert [r["type"] for r in read] == ["stage.started", "stage.committed", "driver.ended",
-                                         "attempt.ended", "journal.degraded"]
+    assert [r["type"] for r in read] == [
+        "stage.started",
+        "stage.committed",
+        "driver.ended",
+        "attempt.ended",
+        "journal.degraded",
+    ]
     degraded = read[4]
     assert degraded["seq"] == 4 and degraded["dropped_bytes"] == 0
     assert TS.match(degraded["since"]) and TS.match(degraded["until"]) and degraded["since"] <= degraded["until"]
@@ -256,6 +281,7 @@ def test_a_write_that_fails_half_way_keeps_every_record_once(tmp_path, monkeypat
 
 
 # -- a full buffer goes to the flusher thread; backpressure -------------------------------------------
+
 
 class GatedSink:
     """Wraps a sink: each write waits for ``gate`` (a slow upload), noting which thread wrote."""
@@ -332,8 +358,15 @@ def test_no_backpressure_while_storage_is_failing(tmp_path):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "journal").write_bytes(b"")  # writes fail
-    journal = writer_at(run_dir, buffer_size=200, backlog_size=1000, flush_interval=0.05,
-                        retry_initial=60, retry_max=60, close_timeout=0.5)
+    journal = writer_at(
+        run_dir,
+        buffer_size=200,
+        backlog_size=1000,
+        flush_interval=0.05,
+        retry_initial=60,
+        retry_max=60,
+        close_timeout=0.5,
+    )
     journal.emit("stage.started", stage="a")
     journal.flush(durable=False)  # fails at once: degraded, next retry in a minute
     assert journal.degraded

@@ -1,4 +1,5 @@
 """Running attempts: merging recorded options, and exit-code plumbing with a fake spark-submit (DESIGN §7-8)."""
+
 from __future__ import annotations
 
 import os
@@ -15,17 +16,45 @@ from tests.helpers import fake_executable, sparkrecover_command
 
 
 def test_merge_options():
-    recorded = ["--master", "yarn", "--conf", "spark.a=1", "--conf", "spark.b=2", "--executor-memory", "4g",
-                "--verbose"]
+    recorded = [
+        "--master",
+        "yarn",
+        "--conf",
+        "spark.a=1",
+        "--conf",
+        "spark.b=2",
+        "--executor-memory",
+        "4g",
+        "--verbose",
+    ]
     assert attempts.merge_options(recorded, []) == recorded
     assert attempts.merge_options(recorded, ["--conf", "spark.a=9", "--executor-memory", "8g"]) == [
-        "--master", "yarn", "--conf", "spark.b=2", "--verbose", "--conf", "spark.a=9", "--executor-memory", "8g"]
+        "--master",
+        "yarn",
+        "--conf",
+        "spark.b=2",
+        "--verbose",
+        "--conf",
+        "spark.a=9",
+        "--executor-memory",
+        "8g",
+    ]
     assert attempts.merge_options(recorded, ["--executor-memory=16g", "--conf", "spark.c=3"]) == [
-        "--master", "yarn", "--conf", "spark.a=1", "--conf", "spark.b=2", "--verbose",
-        "--executor-memory=16g", "--conf", "spark.c=3"]
+        "--master",
+        "yarn",
+        "--conf",
+        "spark.a=1",
+        "--conf",
+        "spark.b=2",
+        "--verbose",
+        "--executor-memory=16g",
+        "--conf",
+        "spark.c=3",
+    ]
 
 
 # -- exit-code plumbing with a fake spark-submit ---------------------------------------------------
+
 
 @pytest.fixture
 def app(tmp_path):
@@ -39,8 +68,23 @@ def attempt_ended(run_dir):
 
 def test_application_exit_code_is_passed_through(cli, tmp_path, app):
     fake = fake_executable(tmp_path / "fake-submit", f'printf "%s\\n" "$@" > {tmp_path}/argv\nexit 7')
-    code, _out, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--",
-                         "--master", "local[2]", "--conf", "spark.db.password=hunter2", app, "--day", "1")
+    code, _out, err = cli(
+        "submit",
+        "--root",
+        "runs",
+        "--run-id",
+        "r1",
+        "--spark-submit",
+        fake,
+        "--",
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.db.password=hunter2",
+        app,
+        "--day",
+        "1",
+    )
     assert code == 7, err
     run_dir = str(tmp_path / "runs" / "r1")
     assert [(r["exit_code"], r["signal"]) for r in attempt_ended(run_dir)] == [(7, None)]
@@ -49,12 +93,15 @@ def test_application_exit_code_is_passed_through(cli, tmp_path, app):
     assert argv[:4] == ["--master", "local[2]", "--conf", "spark.db.password=hunter2"]
     # Between the user's options and the bootstrap: only the JVM listener's registration, if any.
     added = argv[4:at]
-    assert added == [] or (added[0] == "--jars" and added[2:] == [
-        "--conf", f"spark.extraListeners={launcher.LISTENER_CLASS}"]), added
+    assert added == [] or (
+        added[0] == "--jars" and added[2:] == ["--conf", f"spark.extraListeners={launcher.LISTENER_CLASS}"]
+    ), added
     assert argv[-4:] == ["--", str(tmp_path / "app.py"), "--day", "1"]
-    assert ["--run-dir", run_dir] == argv[at + 1:at + 3]
-    journal = b"".join((tmp_path / "runs" / "r1" / "journal" / name).read_bytes()
-                       for name in os.listdir(tmp_path / "runs" / "r1" / "journal"))
+    assert ["--run-dir", run_dir] == argv[at + 1 : at + 3]
+    journal = b"".join(
+        (tmp_path / "runs" / "r1" / "journal" / name).read_bytes()
+        for name in os.listdir(tmp_path / "runs" / "r1" / "journal")
+    )
     assert b"hunter2" not in journal  # rule 9
     assert not os.path.exists(os.path.join(run_dir, "lease.json"))
     assert "sparkrecover resume r1" in " ".join(err.split())
@@ -68,14 +115,21 @@ def test_death_by_signal_exits_128_plus_n(cli, tmp_path, app):
 
 
 def test_sigterm_is_forwarded_to_the_driver(tmp_path, app):
-    fake = fake_executable(tmp_path / "fake-submit", f"""
+    fake = fake_executable(
+        tmp_path / "fake-submit",
+        f"""
 trap 'echo term > {tmp_path}/term; exit 143' TERM
 sleep 0.5
 echo up > {tmp_path}/started
-while true; do sleep 0.05; done""")
-    process = subprocess.Popen(sparkrecover_command("submit", "--root", "runs", "--run-id", "r1",
-                                                    "--spark-submit", fake, "--", app),
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+while true; do sleep 0.05; done""",
+    )
+    process = subprocess.Popen(
+        sparkrecover_command("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--", app),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not (tmp_path / "started").exists():
@@ -129,15 +183,17 @@ def test_submit_of_a_finished_run_id_is_a_safe_no_op(cli, tmp_path, app):
 def test_max_attempts_counts_every_attempt_of_this_invocation(cli, tmp_path, app):
     # Counting only: the fake leaves no driver journal, so no attempt can be judged stuck.
     fake = fake_executable(tmp_path / "fake-submit", f"echo ran >> {tmp_path}/launches\nexit 1")
-    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "3", "--spark-submit", fake,
-                       "--", app)
+    code, _, err = cli(
+        "submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "3", "--spark-submit", fake, "--", app
+    )
     assert code == 1, err
     assert (tmp_path / "launches").read_text().count("ran") == 3
     code, _, err = cli("resume", "r1", "--root", "runs", "--max-attempts", "2")
     assert code == 1, err
     assert (tmp_path / "launches").read_text().count("ran") == 5
-    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "2", "--spark-submit", fake,
-                       "--", app)
+    code, _, err = cli(
+        "submit", "--root", "runs", "--run-id", "r1", "--max-attempts", "2", "--spark-submit", fake, "--", app
+    )
     assert code == 1, err
     assert (tmp_path / "launches").read_text().count("ran") == 7
     assert [r["exit_code"] for r in attempt_ended(str(tmp_path / "runs" / "r1"))] == [1] * 7

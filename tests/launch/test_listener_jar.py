@@ -1,4 +1,5 @@
 """The JVM listener's jar (compiled on first use, cached) and how submit registers it."""
+
 from __future__ import annotations
 
 import os
@@ -33,9 +34,11 @@ def test_the_jar_is_compiled_once_then_taken_from_the_cache(tmp_path, monkeypatc
 
 
 def test_the_cache_key_follows_the_source_and_the_spark_version():
-    keys = {listener_jar.cache_key(b"class A {}", "4.3.0-scala2.13"),
-            listener_jar.cache_key(b"class B {}", "4.3.0-scala2.13"),
-            listener_jar.cache_key(b"class A {}", "3.5.8-scala2.12")}
+    keys = {
+        listener_jar.cache_key(b"class A {}", "4.3.0-scala2.13"),
+        listener_jar.cache_key(b"class B {}", "4.3.0-scala2.13"),
+        listener_jar.cache_key(b"class A {}", "3.5.8-scala2.12"),
+    }
     assert len(keys) == 3
     assert listener_jar.cache_key(b"class A {}", "4.3.0-scala2.13") in keys
 
@@ -84,21 +87,44 @@ def test_a_compile_failure_is_remembered_not_retried(tmp_path, monkeypatch, spar
 
 # -- registering it: --jars and spark.extraListeners merged with the user's ----------------------
 
-@pytest.mark.parametrize("options, expected", [
-    ([], ["--jars", JAR, "--conf", f"spark.extraListeners={LISTENER_CLASS}"]),
-    (["--jars", "a.jar,b.jar"], ["--jars", f"a.jar,b.jar,{JAR}", "--conf", f"spark.extraListeners={LISTENER_CLASS}"]),
-    (["--jars=a.jar", "--master", "local"],
-     [f"--jars=a.jar,{JAR}", "--master", "local", "--conf", f"spark.extraListeners={LISTENER_CLASS}"]),
-    (["--conf", "spark.jars=hdfs:///x/date=1/a.jar"],
-     ["--conf", f"spark.jars=hdfs:///x/date=1/a.jar,{JAR}", "--conf", f"spark.extraListeners={LISTENER_CLASS}"]),
-    (["--conf", "spark.extraListeners=com.acme.Audit", "-c", "spark.extraListeners=com.acme.Audit2"],
-     ["--conf", "spark.extraListeners=com.acme.Audit", "-c", f"spark.extraListeners=com.acme.Audit2,{LISTENER_CLASS}",
-      "--jars", JAR]),
-    (["--conf=spark.extraListeners=com.acme.Audit"],
-     [f"--conf=spark.extraListeners=com.acme.Audit,{LISTENER_CLASS}", "--jars", JAR]),
-    (["--conf", f"spark.extraListeners={LISTENER_CLASS}", "--jars", JAR],
-     ["--conf", f"spark.extraListeners={LISTENER_CLASS}", "--jars", JAR]),
-])
+
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ([], ["--jars", JAR, "--conf", f"spark.extraListeners={LISTENER_CLASS}"]),
+        (
+            ["--jars", "a.jar,b.jar"],
+            ["--jars", f"a.jar,b.jar,{JAR}", "--conf", f"spark.extraListeners={LISTENER_CLASS}"],
+        ),
+        (
+            ["--jars=a.jar", "--master", "local"],
+            [f"--jars=a.jar,{JAR}", "--master", "local", "--conf", f"spark.extraListeners={LISTENER_CLASS}"],
+        ),
+        (
+            ["--conf", "spark.jars=hdfs:///x/date=1/a.jar"],
+            ["--conf", f"spark.jars=hdfs:///x/date=1/a.jar,{JAR}", "--conf", f"spark.extraListeners={LISTENER_CLASS}"],
+        ),
+        (
+            ["--conf", "spark.extraListeners=com.acme.Audit", "-c", "spark.extraListeners=com.acme.Audit2"],
+            [
+                "--conf",
+                "spark.extraListeners=com.acme.Audit",
+                "-c",
+                f"spark.extraListeners=com.acme.Audit2,{LISTENER_CLASS}",
+                "--jars",
+                JAR,
+            ],
+        ),
+        (
+            ["--conf=spark.extraListeners=com.acme.Audit"],
+            [f"--conf=spark.extraListeners=com.acme.Audit,{LISTENER_CLASS}", "--jars", JAR],
+        ),
+        (
+            ["--conf", f"spark.extraListeners={LISTENER_CLASS}", "--jars", JAR],
+            ["--conf", f"spark.extraListeners={LISTENER_CLASS}", "--jars", JAR],
+        ),
+    ],
+)
 def test_the_listener_is_added_to_what_the_user_gave(options, expected):
     assert with_listener(options, JAR, {}) == expected
 
@@ -107,18 +133,25 @@ def test_values_from_the_properties_file_are_kept(tmp_path, monkeypatch, spark_s
     conf_dir = tmp_path / "conf"
     conf_dir.mkdir()
     (conf_dir / "spark-defaults.conf").write_text(
-        "# cluster defaults\nspark.extraListeners   com.acme.Audit\nspark.jars=/opt/acme.jar\n")
+        "# cluster defaults\nspark.extraListeners   com.acme.Audit\nspark.jars=/opt/acme.jar\n"
+    )
     monkeypatch.setenv("SPARK_CONF_DIR", str(conf_dir))
     parsed = SubmitArgs(options=["--master", "local[2]"], app=str(tmp_path / "app.py"))
     command = bootstrap_command(spark_submit, parsed, ["--run-id", "r"], listener_jar=JAR)
-    assert command[1:7] == ["--master", "local[2]", "--jars", f"/opt/acme.jar,{JAR}",
-                            "--conf", f"spark.extraListeners=com.acme.Audit,{LISTENER_CLASS}"]
+    assert command[1:7] == [
+        "--master",
+        "local[2]",
+        "--jars",
+        f"/opt/acme.jar,{JAR}",
+        "--conf",
+        f"spark.extraListeners=com.acme.Audit,{LISTENER_CLASS}",
+    ]
     own = tmp_path / "job.properties"
     own.write_text("spark.extraListeners=com.acme.Other\n")
     parsed.options += ["--properties-file", str(own)]
     command = bootstrap_command(spark_submit, parsed, [], listener_jar=JAR)
     assert f"spark.extraListeners=com.acme.Other,{LISTENER_CLASS}" in command
-    assert ["--jars", JAR] == command[command.index("--jars"):command.index("--jars") + 2]
+    assert ["--jars", JAR] == command[command.index("--jars") : command.index("--jars") + 2]
 
 
 def test_without_a_jar_the_command_is_left_alone(tmp_path, spark_submit):

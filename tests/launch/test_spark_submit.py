@@ -2,6 +2,7 @@
 
 No Spark here: fake spark-submit shell scripts stand in for it.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,12 +16,39 @@ from tests.helpers import fake_executable
 
 # -- split_submit_args / check_application --------------------------------------------------------
 
+
 def test_split_options_app_and_app_args():
-    parsed = launcher.split_submit_args([
-        "--master", "local[2]", "--conf", "spark.x=1", "-c", "spark.y=2", "--verbose", "--supervise",
-        "--driver-memory=2g", "etl.py", "--day", "2026-01-01", "--conf", "not-for-spark", "--", "-v"])
-    assert parsed.options == ["--master", "local[2]", "--conf", "spark.x=1", "-c", "spark.y=2", "--verbose",
-                              "--supervise", "--driver-memory=2g"]
+    parsed = launcher.split_submit_args(
+        [
+            "--master",
+            "local[2]",
+            "--conf",
+            "spark.x=1",
+            "-c",
+            "spark.y=2",
+            "--verbose",
+            "--supervise",
+            "--driver-memory=2g",
+            "etl.py",
+            "--day",
+            "2026-01-01",
+            "--conf",
+            "not-for-spark",
+            "--",
+            "-v",
+        ]
+    )
+    assert parsed.options == [
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.x=1",
+        "-c",
+        "spark.y=2",
+        "--verbose",
+        "--supervise",
+        "--driver-memory=2g",
+    ]
     assert parsed.app == "etl.py"
     assert parsed.app_args == ["--day", "2026-01-01", "--conf", "not-for-spark", "--", "-v"]
 
@@ -31,9 +59,18 @@ def test_split_skips_a_leading_double_dash():
 
 
 def test_option_and_conf_accessors():
-    parsed = launcher.split_submit_args([
-        "--master", "local", "--master=yarn", "--conf", "spark.submit.deployMode=cluster",
-        "--conf", "spark.a= b=c", "app.py"])
+    parsed = launcher.split_submit_args(
+        [
+            "--master",
+            "local",
+            "--master=yarn",
+            "--conf",
+            "spark.submit.deployMode=cluster",
+            "--conf",
+            "spark.a= b=c",
+            "app.py",
+        ]
+    )
     assert parsed.option("--master") == "yarn"
     assert parsed.master == "yarn"
     assert parsed.conf("spark.a") == " b=c"
@@ -42,12 +79,15 @@ def test_option_and_conf_accessors():
     assert launcher.split_submit_args(["--deploy-mode", "cluster", "app.py"]).deploy_mode == "cluster"
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "no application given"),
-    (["--master", "local[2]", "--verbose"], "no application given"),
-    (["--master"], "--master needs a value"),
-    (["--", "--conf"], "--conf needs a value"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "no application given"),
+        (["--master", "local[2]", "--verbose"], "no application given"),
+        (["--master"], "--master needs a value"),
+        (["--", "--conf"], "--conf needs a value"),
+    ],
+)
 def test_missing_application_is_a_usage_error(args, message):
     with pytest.raises(UsageError, match=message) as caught:
         launcher.split_submit_args(args)
@@ -55,14 +95,31 @@ def test_missing_application_is_a_usage_error(args, message):
 
 
 def test_unknown_options_are_those_before_the_application_spark_submit_does_not_know():
-    assert launcher.unknown_options(["--master", "yarn", "--conf=a=b", "-c", "x=1", "-v", "--driver-memory=2g",
-                                     "--driver-java-options", "-Dx", "app.py", "--bogus"]) == []
+    assert (
+        launcher.unknown_options(
+            [
+                "--master",
+                "yarn",
+                "--conf=a=b",
+                "-c",
+                "x=1",
+                "-v",
+                "--driver-memory=2g",
+                "--driver-java-options",
+                "-Dx",
+                "app.py",
+                "--bogus",
+            ]
+        )
+        == []
+    )
     assert launcher.unknown_options(["--run-idd", "x", "app.py"]) == ["--run-idd"]
     assert launcher.unknown_options(["--", "--max-attempt=2", "-x", "app.py", "--y"]) == ["--max-attempt=2", "-x"]
 
 
-@pytest.mark.parametrize("args", [["app.jar"], ["--class", "com.example.Main", "app.py"],
-                                  ["--class=com.example.Main", "app.py"]])
+@pytest.mark.parametrize(
+    "args", [["app.jar"], ["--class", "com.example.Main", "app.py"], ["--class=com.example.Main", "app.py"]]
+)
 def test_jvm_applications_are_refused(tmp_path, args):
     (tmp_path / "app.py").write_text("")
     with pytest.raises(UsageError, match="JVM applications are not supported") as caught:
@@ -82,13 +139,16 @@ def test_check_application(tmp_path):
 
 # -- find_spark_submit ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def places(tmp_path, monkeypatch):
     """Fake spark-submits in a SPARK_HOME, on PATH and an explicit one; PATH holds nothing else."""
     home = tmp_path / "spark-home"
-    found = {"home": fake_executable(home / "bin" / "spark-submit"),
-             "path": fake_executable(tmp_path / "on-path" / "spark-submit"),
-             "explicit": fake_executable(tmp_path / "mine" / "my-submit")}
+    found = {
+        "home": fake_executable(home / "bin" / "spark-submit"),
+        "path": fake_executable(tmp_path / "on-path" / "spark-submit"),
+        "explicit": fake_executable(tmp_path / "mine" / "my-submit"),
+    }
     monkeypatch.setenv("SPARK_HOME", str(home))
     monkeypatch.setenv("PATH", str(tmp_path / "on-path"))
     return found
@@ -126,21 +186,45 @@ def test_no_spark_submit_anywhere_is_a_launch_error(monkeypatch, tmp_path):
 
 # -- the command line and environment of the driver -------------------------------------------------
 
+
 def test_bootstrap_command_client_mode(tmp_path):
     parsed = launcher.split_submit_args(["--master", "local[2]", "app.py", "--day", "1"])
     assert launcher.bootstrap_command("/x/spark-submit", parsed, ["--run-id", "r1"]) == [
-        "/x/spark-submit", "--master", "local[2]", launcher.BOOTSTRAP, "--run-id", "r1", "--",
-        str(tmp_path / "app.py"), "--day", "1"]
+        "/x/spark-submit",
+        "--master",
+        "local[2]",
+        launcher.BOOTSTRAP,
+        "--run-id",
+        "r1",
+        "--",
+        str(tmp_path / "app.py"),
+        "--day",
+        "1",
+    ]
     assert os.path.isfile(launcher.BOOTSTRAP)
 
 
 def test_bootstrap_command_cluster_mode_ships_the_script():
     parsed = launcher.split_submit_args(["--deploy-mode", "cluster", "--files", "a.txt", "jobs/app.py", "x"])
     assert launcher.bootstrap_command("ss", parsed, []) == [
-        "ss", "--deploy-mode", "cluster", "--files", "a.txt,jobs/app.py", launcher.BOOTSTRAP, "--", "app.py", "x"]
+        "ss",
+        "--deploy-mode",
+        "cluster",
+        "--files",
+        "a.txt,jobs/app.py",
+        launcher.BOOTSTRAP,
+        "--",
+        "app.py",
+        "x",
+    ]
     parsed = launcher.split_submit_args(["--deploy-mode", "cluster", "jobs/app.py"])
-    assert launcher.bootstrap_command("ss", parsed, [])[:5] == ["ss", "--deploy-mode", "cluster", "--files",
-                                                                "jobs/app.py"]
+    assert launcher.bootstrap_command("ss", parsed, [])[:5] == [
+        "ss",
+        "--deploy-mode",
+        "cluster",
+        "--files",
+        "jobs/app.py",
+    ]
 
 
 def test_child_environment(monkeypatch):
@@ -150,8 +234,9 @@ def test_child_environment(monkeypatch):
     assert (env["PYSPARK_DRIVER_PYTHON"], env["PYSPARK_PYTHON"]) == (sys.executable, sys.executable)
     env = launcher.child_environment(launcher.split_submit_args(["--master", "yarn", "app.py"]))
     assert env["PYSPARK_DRIVER_PYTHON"] == sys.executable and "PYSPARK_PYTHON" not in env
-    env = launcher.child_environment(launcher.split_submit_args(
-        ["--conf", "spark.pyspark.driver.python=/opt/py", "app.py"]))
+    env = launcher.child_environment(
+        launcher.split_submit_args(["--conf", "spark.pyspark.driver.python=/opt/py", "app.py"])
+    )
     assert "PYSPARK_DRIVER_PYTHON" not in env
     env = launcher.child_environment(launcher.split_submit_args(["--deploy-mode", "cluster", "app.py"]))
     assert "PYSPARK_DRIVER_PYTHON" not in env and "PYSPARK_PYTHON" not in env

@@ -1,4 +1,5 @@
 """Plans, lease.json and manifests carry a format version; an unknown one is refused (exit 3)."""
+
 from __future__ import annotations
 
 import os
@@ -18,10 +19,13 @@ def test_a_plan_is_written_with_its_version_and_read_back(tmp_path):
     assert plans.read_plan(url)["stages"] == []
 
 
-@pytest.mark.parametrize("version, message", [
-    (2, "plan written in format v2; this sparkrecover reads v1: upgrade sparkrecover to read it"),
-    ("one", "unknown plan format version 'one'"),
-])
+@pytest.mark.parametrize(
+    "version, message",
+    [
+        (2, "plan written in format v2; this sparkrecover reads v1: upgrade sparkrecover to read it"),
+        ("one", "unknown plan format version 'one'"),
+    ],
+)
 def test_a_plan_of_an_unknown_version_is_refused(tmp_path, version, message):
     path = tmp_path / "0002.json"
     path.write_bytes(orjson.dumps({"v": version, "stages": []}))
@@ -61,8 +65,14 @@ def test_inspect_refuses_a_run_whose_lease_is_of_a_newer_format(cli, tmp_path):
 
 def test_an_externalized_manifest_carries_its_version_and_an_unknown_one_is_refused(tmp_path):
     run_dir = str(tmp_path / "run")
-    many = [{"path": "/data/x", "files": [[f"part-{i}", 1] for i in range(manifests.INLINE_FILE_LIMIT + 1)],
-             "file_count": manifests.INLINE_FILE_LIMIT + 1, "bytes": manifests.INLINE_FILE_LIMIT + 1}]
+    many = [
+        {
+            "path": "/data/x",
+            "files": [[f"part-{i}", 1] for i in range(manifests.INLINE_FILE_LIMIT + 1)],
+            "file_count": manifests.INLINE_FILE_LIMIT + 1,
+            "bytes": manifests.INLINE_FILE_LIMIT + 1,
+        }
+    ]
     summary, ref, digest = manifests.externalize("s", many, run_dir)
     committed = {"manifest": summary, "manifest_ref": ref, "manifest_sha256": digest}
     assert manifests.load_manifest(committed, run_dir) == many

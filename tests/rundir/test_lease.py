@@ -1,4 +1,5 @@
 """The run's lease: acquired, released, taken over when stale, refused while live (DESIGN §8)."""
+
 from __future__ import annotations
 
 import os
@@ -15,11 +16,20 @@ from sparkrecover.rundir import storage
 
 # -- the lease ------------------------------------------------------------------------------------
 
+
 def write_lease(run_dir, **fields):
     os.makedirs(run_dir, exist_ok=True)
-    document = {"run": "r1", "host": socket.gethostname(), "pid": os.getpid(), "user": "someone",
-                "token": "theirs", "ttl_s": 30.0, "heartbeat": "2026-01-01T00:00:00.000Z",
-                "heartbeat_epoch": time.time(), **fields}
+    document = {
+        "run": "r1",
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "user": "someone",
+        "token": "theirs",
+        "ttl_s": 30.0,
+        "heartbeat": "2026-01-01T00:00:00.000Z",
+        "heartbeat_epoch": time.time(),
+        **fields,
+    }
     with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
         handle.write(orjson.dumps(document))
     return document
@@ -96,6 +106,7 @@ def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
 
 
 # -- an unreadable lease, atomic creation, conditional writes on S3 (issue 15, item 7) -------------
+
 
 @pytest.mark.parametrize("content", [b"", b'{"run": "r1", "host": "h'])
 def test_an_unreadable_lease_is_reported_not_a_recursion(tmp_path, content):
@@ -186,8 +197,19 @@ def test_s3_creates_the_lease_only_if_absent_and_beats_by_compare_and_swap(s3, m
     assert second._create() is False  # the store refused: the object exists
     assert leases.read_lease(run_dir)["token"] == first.token
     assert first._heartbeat() is True
-    storage.write_atomic(url, orjson.dumps({"run": "cas", "token": "intruder", "host": "elsewhere",
-                                            "pid": 1, "heartbeat_epoch": time.time(), "ttl_s": 30.0}))
+    storage.write_atomic(
+        url,
+        orjson.dumps(
+            {
+                "run": "cas",
+                "token": "intruder",
+                "host": "elsewhere",
+                "pid": 1,
+                "heartbeat_epoch": time.time(),
+                "ttl_s": 30.0,
+            }
+        ),
+    )
     assert first._heartbeat() is False  # the ETag changed: compare-and-swap fails, nothing written
     assert leases.read_lease(run_dir)["token"] == "intruder"
 
@@ -195,11 +217,33 @@ def test_s3_creates_the_lease_only_if_absent_and_beats_by_compare_and_swap(s3, m
 def test_s3_takeover_is_a_compare_and_swap_on_the_stale_lease(s3):
     run_dir = s3.prefix + "/stale"
     url = run_dir + "/lease.json"
-    storage.write_atomic(url, orjson.dumps({"run": "stale", "token": "old", "host": "elsewhere", "pid": 1,
-                                            "heartbeat_epoch": time.time() - 3600, "ttl_s": 30.0}))
+    storage.write_atomic(
+        url,
+        orjson.dumps(
+            {
+                "run": "stale",
+                "token": "old",
+                "host": "elsewhere",
+                "pid": 1,
+                "heartbeat_epoch": time.time() - 3600,
+                "ttl_s": 30.0,
+            }
+        ),
+    )
     found = leases.look(url)
-    storage.write_atomic(url, orjson.dumps({"run": "stale", "token": "quicker", "host": "elsewhere", "pid": 1,
-                                            "heartbeat_epoch": time.time(), "ttl_s": 30.0}))
+    storage.write_atomic(
+        url,
+        orjson.dumps(
+            {
+                "run": "stale",
+                "token": "quicker",
+                "host": "elsewhere",
+                "pid": 1,
+                "heartbeat_epoch": time.time(),
+                "ttl_s": 30.0,
+            }
+        ),
+    )
     loser = leases.Lease(run_dir, "stale")
     assert loser._replace(found) is False  # judged stale a moment ago, but replaced since
     assert leases.read_lease(run_dir)["token"] == "quicker"

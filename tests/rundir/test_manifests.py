@@ -1,4 +1,5 @@
 """Output manifests: large ones kept in a file, restoring an output, and the verification levels."""
+
 from __future__ import annotations
 
 import os
@@ -55,18 +56,20 @@ def test_restore_output_removes_what_appeared_after_before(tmp_path):
     assert manifests.restore_output(manifests.build_output(str(tmp_path / "absent"))) == []
 
 
-
 def _damage_keeping_size(path: str, data: bytes) -> None:
     with open(path, "r+b") as handle:
         handle.write(data)
 
 
-@pytest.mark.parametrize("level, damage, found", [
-    ("size", b"XXXX", None),
-    ("footer", b"XXXX", "has a damaged Parquet header or footer"),
-    ("footer", b"PAR1yy", None),
-    ("checksum", b"PAR1yy", "changed content (checksum differs)"),
-])
+@pytest.mark.parametrize(
+    "level, damage, found",
+    [
+        ("size", b"XXXX", None),
+        ("footer", b"XXXX", "has a damaged Parquet header or footer"),
+        ("footer", b"PAR1yy", None),
+        ("checksum", b"PAR1yy", "changed content (checksum differs)"),
+    ],
+)
 def test_verification_levels_see_what_they_promise(tmp_path, level, damage, found):
     output = make_output(tmp_path / "out")
     recorded = manifests.build_output(output, checksums=True)
@@ -85,4 +88,5 @@ def test_checksum_level_falls_back_to_footers_without_recorded_digests(tmp_path)
     assert manifests.verify_output(recorded, "checksum") == []
     _damage_keeping_size(os.path.join(output, "part-00000.parquet"), b"XXXX")
     assert manifests.verify_output(recorded, "checksum") == [
-        f"{output}/part-00000.parquet has a damaged Parquet header or footer"]
+        f"{output}/part-00000.parquet has a damaged Parquet header or footer"
+    ]
