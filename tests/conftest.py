@@ -40,11 +40,11 @@ def isolated(tmp_path, monkeypatch, listener_cache):
     from sparkrecover.cli import render
     from sparkrecover.driver import runtime
 
-    render._console = None
+    render.reset()
     runtime.install(None)
     yield tmp_path
     runtime.install(None)
-    render._console = None
+    render.reset()
 
 
 @pytest.fixture(scope="session")

@@ -64,9 +64,10 @@ def screen(text: str, tmp_path) -> str:
 
 
 def on_screen(cli, tmp_path, command: str, *args: str) -> tuple[int, str, str]:
-    """``command`` over the root ``<tmp_path>/root``: exit code, stdout, and stderr as ``screen`` shows it."""
+    """``command`` over the root ``<tmp_path>/root``: exit code, stdout and stderr as ``screen``
+    shows them (stdout as printed when it is a --json document)."""
     code, out, err = cli(command, *args, "--root", str(tmp_path / "root"))
-    return code, out, screen(err, tmp_path)
+    return code, out if "--json" in args else screen(out, tmp_path), screen(err, tmp_path)
 
 
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
@@ -74,7 +75,7 @@ def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     from sparkrecover.cli import app as cli
     from sparkrecover.cli import render
 
-    render._console = None
+    render.reset()
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -82,7 +83,7 @@ def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
             code = 0
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1
-    render._console = None
+    render.reset()
     return code, out.getvalue(), err.getvalue()
 
 

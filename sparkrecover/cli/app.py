@@ -330,6 +330,35 @@ def _click_errors() -> tuple[type[typer.Exit], type[typer.Abort], Any]:  # Any: 
     return typer.Exit, typer.Abort, click_exception
 
 
+# What people type to list runs, from other tools (git, docker, kubectl, pip).
+_LISTING = {"runs", "list", "ls", "ps", "status", "show", "get"}
+
+
+def _usage_message(problem: Any, argv: list[str]) -> str:
+    """A click/typer usage error in the project's one-line voice (``error: ...``), pointing to the
+    command's --help instead of typer's four-line box."""
+    message = problem.format_message()
+    given = next((arg for arg in argv if not arg.startswith("-")), "")
+    # click's context of an option error may be the group's: the command is the first word.
+    command = f"sparkrecover {given}" if given in _command_names() else "sparkrecover"
+    if message.startswith("No such command"):
+        if given in _LISTING:
+            return f"no such command {given!r}: runs are listed by 'sparkrecover inspect' (one run: inspect RUN)"
+        import difflib
+
+        guess = difflib.get_close_matches(given, list(_command_names()), n=1, cutoff=0.6)
+        hint = f": did you mean {guess[0]}?" if guess else f"; commands: {', '.join(_command_names())}"
+        return f"no such command {given!r}{hint}"
+    message = message[0].lower() + message[1:] if message[:1].isupper() and message[1:2].islower() else message
+    return f"{message.rstrip('.')} (see '{command} --help')"
+
+
+def _command_names() -> list[str]:
+    return [
+        command.name or (command.callback.__name__ if command.callback else "") for command in app.registered_commands
+    ]
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: the project's errors become one line and their exit code, never a traceback."""
     exit_error, abort_error, click_error = _click_errors()
@@ -342,7 +371,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except abort_error:
         code = EXIT_INTERRUPTED
     except click_error as problem:
-        problem.show()
+        print(f"error: {_usage_message(problem, list(sys.argv[1:] if argv is None else argv))}", file=sys.stderr)
         code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
     except SparkRecoverError as problem:
         from sparkrecover.cli import render

@@ -6,6 +6,7 @@ import difflib
 
 from sparkrecover.cli import render
 from sparkrecover.errors import UsageError
+from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import recovery
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import runs, storage
@@ -49,6 +50,8 @@ def run(
     checkpoint_root: str | None = None,
 ) -> int:
     root_url = storage.resolve_root(root)
+    # The attempts this command launches are those from here on (an existing run is resumed).
+    first = next_attempt(runs.run_dir_of(root_url, runs.check_run_id(run_id))) if run_id is not None else 1
     run_id, code = recovery.submit(
         root_url,
         run_id,
@@ -61,11 +64,12 @@ def run(
         checkpoint_root=checkpoint_root,
         notify=render.info,
         warn=render.warning,
-        show_plan=lambda plan: None if json_output else render.plan(plan.dry_run()),
+        show_plan=lambda plan: None if json_output else render.plan(plan.dry_run(), to=render.console()),
+        stdout_to_stderr=json_output,
     )
-    if json_output:
-        render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})
-    elif code != 0:
+    run_dir = runs.run_dir_of(root_url, run_id)
+    render.command_summary(run_dir, run_id, first, code, json_output)
+    if code != 0 and not json_output:
         render.warning(
             f"run {run_id} ended with exit code {code}; to continue where it stopped: "
             f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}")

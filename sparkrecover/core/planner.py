@@ -84,6 +84,27 @@ def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], No
     return verify
 
 
+def stage_named(given: str, names: list[str], run_id: str) -> str:
+    """The stage ``--rerun`` means: its whole name, the name's first word (an implicit write's
+    ``file:line#n``, what tables show first), or any prefix of one name only."""
+    from sparkrecover.errors import UsageError
+
+    if given in names:
+        return given
+    matches = [name for name in names if name.split(" ", 1)[0] == given] or [
+        name for name in names if name.startswith(given)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UsageError(
+            f"--rerun {given!r} names {len(matches)} stages of run {run_id}: {'; '.join(matches)}; "
+            "give more of the name"
+        )
+    valid = "; ".join(names) if names else "it recorded none"
+    raise UsageError(f"--rerun {given!r} names no stage of run {run_id}; its stages: {valid}")
+
+
 def make_plan(
     state: RunState,
     verify: Verifier,
@@ -91,16 +112,13 @@ def make_plan(
     rerun: Iterable[str] = (),
     from_scratch: bool = False,
     evidence: Evidence = committer_evidence,
+    verified: str = "output verified",
 ) -> list[Decision]:
-    requested = set(rerun)
-    unknown = requested - set(state.stages)
-    if unknown:
-        from sparkrecover.errors import UsageError
-
-        raise UsageError(f"--rerun names no stage of run {state.run_id}: {', '.join(sorted(unknown))}")
+    """``verified`` says how a skipped stage's output was checked, in its reason."""
+    requested = {stage_named(given, list(state.stages), state.run_id) for given in rerun}
     decisions: dict[str, Decision] = {}
     for name, stage in state.stages.items():
-        decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
+        decisions[name] = _first_decision(stage, verify, name in requested, from_scratch, verified)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
     if not from_scratch:
@@ -109,7 +127,9 @@ def make_plan(
     return [decisions[name] for name in state.stages]
 
 
-def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
+def _first_decision(
+    stage: StageState, verify: Verifier, requested: bool, from_scratch: bool, verified: str = "output verified"
+) -> Decision:
     def decide(decision: Verdict, reason: str) -> Decision:
         return Decision(
             stage.name,
@@ -149,7 +169,7 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
         return decide(RERUN, f"input changed: {changed[0]}{more}")
     if (stage.started or {}).get("verifiable") is False:
         return decide(SKIP, f"committed in attempt {stage.committed_attempt}")
-    return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
+    return decide(SKIP, f"committed in attempt {stage.committed_attempt}, {verified}")
 
 
 def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -> None:

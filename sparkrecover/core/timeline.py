@@ -199,6 +199,29 @@ def _task_committed(r: dict[str, Any]) -> str:
     return f"partition {r.get('partition')} (task attempt {r.get('task_attempt', 0)}){written}"
 
 
+def _read(r: dict[str, Any]) -> str:
+    paths = r.get("paths") or []
+    where = " ".join(paths[:2]) + (f" (+{len(paths) - 2} more)" if len(paths) > 2 else "")
+    return f"{r.get('format')} {where}".rstrip()
+
+
+def _schema_inferred(r: dict[str, Any]) -> str:
+    columns = len((r.get("schema") or {}).get("fields") or [])
+    count = int(r.get("input_count") or 0)
+    return (
+        f"{_read(r)}: {columns} column{'s' if columns != 1 else ''} inferred from {count:,} "
+        f"input file{'s' if count != 1 else ''} in {humanize.duration(r.get('duration_s'))}"
+    )
+
+
+def _schema_reused(r: dict[str, Any]) -> str:
+    count = int(r.get("input_count") or 0)
+    return (
+        f"{_read(r)}: schema inferred in attempt {r.get('inferred_in')} reused, {count:,} "
+        f"input file{'s' if count != 1 else ''} unchanged, {humanize.duration(r.get('duration_s'))}"
+    )
+
+
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
@@ -220,6 +243,8 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.JOURNAL_DEGRADED: _degraded,
     ev.DRIVER_ENDED: _exit,
     ev.ATTEMPT_ENDED: _exit,
+    ev.SCHEMA_INFERRED: _schema_inferred,
+    ev.SCHEMA_REUSED: _schema_reused,
 }
 
 

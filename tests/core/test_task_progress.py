@@ -181,12 +181,12 @@ def test_inspect_and_replay_show_progress_inside_a_write(run, cli, tmp_path):
     write_started(run, "w")
     committed_tasks(run, "w", 0, 1, 2).end(137, 9)
     root = os.path.dirname(run.dir)
-    code, out, err = cli("inspect", "r1", "--root", root)
+    code, out, _err = cli("inspect", "r1", "--root", root)
     assert code == 0
-    assert "w: 3/8 partitions committed before it stopped (resume keeps them)" in err
+    assert "w: 3/8 partitions committed before it stopped (resume keeps those whose files survive)" in out
     code, out, _ = cli("inspect", "r1", "--root", root, "--json")
     (stage,) = orjson.loads(out)["stages"]
-    assert stage["partitions"] == {"committed": 3, "total": 8}
-    code, _, err = cli("replay", "r1", "--root", root)
-    assert "write.started" in err and "8 partitions" in err
-    assert "partition 2 (task attempt 0), 100 rows" in err
+    assert stage["partitions"] == {"committed": 3, "total": 8, "by_attempt": {"1": 3}}
+    code, out, _ = cli("replay", "r1", "--root", root)
+    assert "write.started" in out and "8 partitions" in out
+    assert "partition 2 (task attempt 0), 100 rows" in out
