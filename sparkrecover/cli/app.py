@@ -35,6 +35,10 @@ MAX_ATTEMPTS_HELP = (
     "After a driver failure, resume automatically up to this many attempts in all; "
     "stops early when an attempt made no progress."
 )
+RUN_JSON_HELP = (
+    "Print one JSON document on stdout at the end (run, outcome, exit code, attempts, stages, kept "
+    "partitions, time saved); the application's own stdout goes to stderr."
+)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
@@ -160,7 +164,7 @@ def submit(
         help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
         "Default: the run directory. Recorded: resume uses it too.",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
@@ -205,7 +209,11 @@ def resume(
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
     rerun: List[str] = typer.Option(
-        [], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."
+        [],
+        "--rerun",
+        metavar="STAGE",
+        help="Run this stage again even if it is intact (repeatable). STAGE is its name, the "
+        "file:line#n an implicit write's name starts with, or any prefix of one name only.",
     ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
     verify: str = typer.Option(
@@ -220,7 +228,7 @@ def resume(
     spark_submit: Optional[str] = typer.Option(
         None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
