@@ -63,8 +63,7 @@ def run(
             "(use --rerun STAGE or --from-scratch to run stages again)"
         )
         return 0
-    shown: list[recovery.ResumePlan] = []
-    first = next_attempt(run_dir)
+    first = next_attempt(run_dir)  # the attempts this command launches are those from here on
     options = recovery.ResumeOptions(
         extra_options=tuple(extra),
         spark_submit=spark_submit,
@@ -79,7 +78,6 @@ def run(
 
         def show(plan: recovery.ResumePlan) -> None:
             bar.close()  # the progress bar goes before the plan, and before the driver's output
-            shown.append(plan)
             if not json_output:
                 render.plan(plan.dry_run(), to=render.console())
 

@@ -44,7 +44,7 @@ def test_a_resumed_run_reuses_the_inferred_schema_of_unchanged_input(tmp_path):
         "inputs unchanged",
     )
     shown = run_cli("resume", "etl", "--root", root, "--dry-run")
-    assert f"reuse the schema of json {raw} (inputs unchanged)" in shown.stderr
+    assert f"reuse the schema of json {raw} (inputs unchanged)" in shown.stdout
 
     result = run_cli("resume", "etl", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
