@@ -219,7 +219,6 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     from sparkrecover.driver.runtime import Runtime
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
-
     from sparkrecover.rundir import plans
 
     if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
