@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkrecover.driver import schemas, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
-    sqlwrites.install()  # and so do its SQL statements that write (zerocode.uninstall undoes both)
+    sqlwrites.install()  # and so do its SQL statements that write
     schemas.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
     try:
