@@ -124,7 +124,7 @@ class RunState:
     first_ts: str | None = None
     last_ts: str | None = None
     last_error: str | None = None
-    # The latest schema.inferred per read key (core/schemas.py decides which a resume may reuse).
+    # The latest schema.inferred per read key (core/schema_reuse.py decides which a resume may reuse).
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import planner, runstate, schemas
+from sparkrecover.core import planner, runstate, schema_reuse
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLostError, UsageError
 from sparkrecover.journal import events as ev
@@ -38,7 +38,7 @@ class ResumePlan:
     state: RunState
     attempt: int
     decisions: list[PlanEntry]
-    # Inferred schemas the next attempt may reuse (core/schemas.py), beside the stage decisions.
+    # Inferred schemas the next attempt may reuse (core/schema_reuse.py), beside the stage decisions.
     schemas: list[SchemaEntry] = field(default_factory=list)
 
     def document(self) -> Plan:
@@ -157,7 +157,7 @@ def plan_resume(
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     evidence = StorageEvidence(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch)
-    reusable = schemas.reusable(state, evidence.stat, from_scratch=from_scratch)
+    reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
     return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable)
 
 
