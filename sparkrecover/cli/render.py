@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkrecover.core import humanize, schemas
+from sparkrecover.core import humanize
 
 _console: Console | None = None  # stderr
 _report: Console | None = None  # stdout
@@ -192,7 +192,7 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
         table.add_row("-", "-", "no stage was recorded: everything runs")
     to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
-        info(schemas.describe(entry), to)
+        info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------
