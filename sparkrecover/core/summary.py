@@ -210,7 +210,8 @@ def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict
         stages.append(
             {
                 "stage": stage.name,
-                "decision": entry.get("decision", "run"),
+                # A first attempt has no plan: everything runs. No attempt launched: no decision.
+                "decision": entry.get("decision", "run") if ours else None,
                 "outcome": stage_status(stage, last_number),
                 "attempt": stage.committed_attempt or stage.attempt,
                 "partitions": entry.get("partitions"),
@@ -249,6 +250,8 @@ def command_lines(document: dict[str, Any]) -> list[str]:
         else "no attempt launched"
     )
     lines = [f"run {document['run']}: {document['outcome']} (exit {document['exit_code']}), {which}"]
+    if not attempts:
+        return lines
     counts: dict[str, int] = {}
     for row in document["stages"]:
         counts[row["decision"]] = counts.get(row["decision"], 0) + 1

@@ -136,3 +136,17 @@ def test_an_automatic_retry_shows_its_plan_and_the_summary_counts_every_attempt(
     assert "attempt 1 failed (exit 1); resuming automatically (2 of 2)" in lines
     assert "resume plan for run r1, attempt 2" in lines  # as a manual resume shows it
     assert lines[-2:] == ["run r1: succeeded (exit 0), attempts 1-2", "stages: none recorded"]
+
+
+def test_submit_of_a_finished_run_launches_nothing_and_says_so(cli, tmp_path, talkative):
+    journals.clean_run(tmp_path / "root")
+    args = ("submit", "--root", str(tmp_path / "root"), "--run-id", "nightly", "--spark-submit", talkative)
+    code, out, err = cli(*args, "--", "app.py")
+    assert (code, out) == (0, "")
+    assert err.splitlines()[-2:] == [
+        "run nightly already completed successfully; nothing to do",
+        "run nightly: succeeded (exit 0), no attempt launched",
+    ]
+    code, out, _ = cli(*args, "--json", "--", "app.py")
+    document = orjson.loads(out)
+    assert (document["attempts"], [s["decision"] for s in document["stages"]]) == ([], [None, None, None])
