@@ -204,7 +204,7 @@ def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict
             saved += _saved_by(decision, state.stages.get(decision.get("stage", "")))
         if attempt is ours[-1]:
             planned = {entry["stage"]: entry for entry in (attempt.plan or {}).get("stages") or []}
-    stages = []
+    stages: list[dict[str, Any]] = []
     for stage in state.stages.values():
         entry = planned.get(stage.name, {})
         stages.append(
