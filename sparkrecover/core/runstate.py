@@ -328,6 +328,12 @@ def _kept_write(stage: StageState, attempt: int) -> dict[str, Any] | None:
         "computed": total - len(kept),
         "total": total,
         "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0]))),
+        # Which partitions each earlier attempt computed (the rest the committing attempt did).
+        "kept_from": {
+            key: sorted(p for p in kept if str(stage.committed_tasks[p][0]) == key)
+            for key in sorted(by_attempt, key=int)
+            if key != str(attempt)
+        },
         "kept_rows": sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None,
     }
 

@@ -56,7 +56,7 @@ def _partitions(stage: StageState) -> dict[str, Any] | None:
             by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + 1
         return {**progress, "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0])))}
     if stage.kept_write is not None:
-        return {key: stage.kept_write[key] for key in ("kept", "computed", "total", "by_attempt")}
+        return {key: stage.kept_write[key] for key in ("kept", "computed", "total", "by_attempt", "kept_from")}
     return None
 
 

@@ -143,7 +143,7 @@ def test_a_write_that_kept_partitions_counts_the_whole_target_and_says_where_the
     assert (stage["status"], stage["rows"], stage["partitions"]) == (
         "committed",
         800,  # 500 computed in attempt 2 and 300 kept from attempt 1
-        {"kept": 3, "computed": 5, "total": 8, "by_attempt": {"1": 3, "2": 5}},
+        {"kept": 3, "computed": 5, "total": 8, "by_attempt": {"1": 3, "2": 5}, "kept_from": {"1": [0, 1, 2]}},
     )
     _code, out, _ = cli("inspect", "r1", "--root", str(tmp_path / "root"))
     assert (
