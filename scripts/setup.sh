@@ -26,5 +26,15 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # The s3a:// end-to-end test needs hadoop-aws, which pyspark does not bundle (see the script).
 case ",$extras," in
-  *,test,*) .venv/bin/python scripts/fetch_s3a_jars.py ;;
+  *,test,*)
+    .venv/bin/python scripts/fetch_s3a_jars.py
+    # The report's browser test renders the page in headless Chromium (Debian's package). Not
+    # fatal when it cannot be installed: that test then skips and says why.
+    if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      echo "setup: installing chromium (apt-get) for the report's browser test" >&2
+      { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null \
+          || { apt-get update >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium >/dev/null; }; } \
+        || echo "setup: note: chromium could not be installed: the report's browser test will skip" >&2
+    fi
+    ;;
 esac
