@@ -9,6 +9,7 @@ network: the page is one file to keep, mail or attach to a ticket.
 from __future__ import annotations
 
 import os
+import pathlib
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -100,7 +101,7 @@ def _open(path: str) -> None:
     except webbrowser.Error:
         render.info("no web browser found here: open the file yourself")
         return
-    if not browser.open("file://" + path):
+    if not browser.open(pathlib.Path(path).as_uri()):
         render.info("the web browser did not start: open the file yourself")
 
 
