@@ -12,16 +12,21 @@ import os
 import pathlib
 import sys
 from datetime import datetime, timezone
-from typing import Any
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, runstate
+from sparkrecover.core import humanize
 from sparkrecover.core import report as pages
 from sparkrecover.core import timeline as replay
 from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
-from sparkrecover.core.runstate import RunState
-from sparkrecover.errors import EXIT_JOURNAL, JournalDamagedError, SparkRecoverError, UsageError
-from sparkrecover.journal.reader import read_salvaged
+from sparkrecover.errors import (
+    EXIT_JOURNAL,
+    JournalDamagedError,
+    JournalError,
+    RunNotFoundError,
+    SparkRecoverError,
+    UsageError,
+)
+from sparkrecover.journal.reader import iter_journal, read_salvaged
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
 
@@ -41,8 +46,8 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     if output == STDOUT and open_browser:
         raise UsageError("--open needs a file: give -o FILE (or none), not -o -")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    records, damage = _read(run_dir, run_id)
-    state = RunState.from_events(run_id, records)
+    collected, damage = _collect(run_dir, run_id)
+    state = collected.state
     live = leases.is_live(leases.read_lease(run_dir))
     plan, problem = None, None
     if not damage and pages.wants_plan(state.status(lease_live=live)):
@@ -51,7 +56,7 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
                 plan = replay.plan_at(state, run_dir, progress)
         except SparkRecoverError as error:  # the page still shows what happened
             problem = f"resume could not plan: {error}"
-    page = pages.build(state, records, run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
+    page = collected.report(run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
     html = render_html(page, root)
     if output == STDOUT:
         sys.stdout.write(html)
@@ -68,16 +73,28 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     return 0
 
 
-def _read(run_dir: str, run_id: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """The journal's records, and the damage found in it (a damaged journal is read around)."""
-    try:
-        return runstate.load_records(run_dir, run_id, render.warning), []
-    except JournalDamagedError as problem:
-        records, damaged = read_salvaged(run_dir, render.warning)
-        named = [f"damaged segment {segment.url}: its readable lines are shown" for segment in damaged]
-        if not records:
-            raise
-        return records, [str(problem), *named]
+def _collect(run_dir: str, run_id: str) -> tuple[pages.Collector, list[str]]:
+    """The journal folded as it streams by, and the damage found in it (a damaged journal is
+    read around its damage)."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    for _ in range(3):
+        collected, damage = pages.Collector(run_id), []
+        try:
+            collected.feed(iter_journal(run_dir, render.warning))
+        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
+            continue
+        except JournalDamagedError as problem:
+            collected = pages.Collector(run_id)
+            records, damaged = read_salvaged(run_dir, render.warning)
+            collected.feed(records)
+            damage = [str(problem), *(f"damaged segment {s.url}: its readable lines are shown" for s in damaged)]
+        break
+    else:
+        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+    if not collected.state.event_count:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return collected, damage
 
 
 def _write(path: str, html: str) -> None:

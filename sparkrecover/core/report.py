@@ -1,23 +1,24 @@
 """What ``sparkrecover report`` shows, as plain data: the lanes of the timeline and their bars,
 the partition grids, the time recovery saved, the next resume's plan, the environment.
 
-Built from the journal's records and the same ``RunState`` fold and ``run_summary`` view that
-``inspect`` and ``replay`` show, so the page never disagrees with them; ``cli/report.py`` only lays
-it out. No I/O here: the caller reads the journal, the lease and the plan.
+Built in one pass over the journal (``Collector``) into the same ``RunState`` fold and
+``run_summary`` view that ``inspect`` and ``replay`` show, so the page never disagrees with them;
+the timeline's bars come from ``core/lanes.py``, the partition grids from ``core/grids.py``, and
+``cli/report.py`` only lays it out. No I/O here: the caller reads the journal, the lease and the
+plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from sparkrecover.core import humanize
 from sparkrecover.core.grids import GridFold
+from sparkrecover.core.lanes import Bar, LaneFold, Mark, Saving
 from sparkrecover.core.runstate import RunState
 from sparkrecover.core.summary import plan_counts, run_summary
-from sparkrecover.journal import events as ev
 
 # Each outcome with the words the page's legend says it in.
 OUTCOMES = {
@@ -31,34 +32,6 @@ OUTCOMES = {
     "running": "still running",
 }
 FAILURE_LINES = 12
-
-
-@dataclass
-class Bar:
-    """One stage in one attempt: seconds from the attempt's start."""
-
-    stage: str
-    outcome: str
-    start_s: float
-    end_s: float
-    kind: str = "stage"
-    target: str = ""
-    reason: str = ""
-    kept: int | None = None
-    partitions: int | None = None
-
-    @property
-    def duration_s(self) -> float:
-        return round(self.end_s - self.start_s, 3)
-
-
-@dataclass(frozen=True)
-class Mark:
-    """Something that happened to the attempt itself, at a moment of its lane."""
-
-    kind: str  # "died", "exit", "lease", "journal", "executor"
-    at_s: float
-    label: str
 
 
 @dataclass
@@ -103,14 +76,6 @@ class Lane:
         return f"Attempt {self.attempt} {did}, {ending}."
 
 
-@dataclass(frozen=True)
-class Saving:
-    attempt: int
-    stage: str
-    seconds: float
-    how: str  # "skipped" or "kept N partitions"
-
-
 @dataclass
 class Report:
     run_id: str
@@ -151,114 +116,6 @@ class Report:
         return round(self.lanes[-1].duration_s + self.lanes[-1].saved_s, 3)
 
 
-def _seconds(ts: str) -> float:
-    return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
-
-
-def _target(record: dict[str, Any]) -> str:
-    target = record.get("target") or ", ".join(str(o) for o in record.get("outputs") or [])
-    return str(target)
-
-
-class _Timing:
-    """The bars and marks of each attempt, and what each resume saved, from the records in order."""
-
-    def __init__(self) -> None:
-        self.origin: dict[int, float] = {}  # attempt -> its first event (seconds)
-        self.last: dict[int, float] = {}
-        self.bars: dict[int, list[Bar]] = {}
-        self.open: dict[tuple[int, str], Bar] = {}
-        self.marks: dict[int, list[Mark]] = {}
-        self.startup: dict[int, float] = {}
-        self.durations: dict[str, float] = {}  # stage -> duration recorded at its latest commit
-        self.savings: list[Saving] = []
-        self.write_start: dict[tuple[int, str], float] = {}
-        self.task_done: dict[tuple[int, str], dict[int, float]] = {}  # partition -> when it committed
-
-    def apply(self, record: dict[str, Any]) -> None:
-        attempt, at = record["attempt"], _seconds(record["ts"])
-        origin = self.origin.setdefault(attempt, at)
-        self.last[attempt] = max(self.last.get(attempt, at), at)
-        offset = round(max(at - origin, 0.0), 3)
-        kind, name = record["type"], str(record.get("stage"))
-        if kind == ev.STAGE_STARTED:
-            bar = Bar(name, "running", offset, offset, str(record.get("kind") or "stage"), _target(record))
-            self.bars.setdefault(attempt, []).append(bar)
-            self.open[(attempt, name)] = bar
-        elif kind in (ev.STAGE_COMMITTED, ev.STAGE_FAILED):
-            key = (attempt, name)
-            bar = self.open.pop(key) if key in self.open else self._instant(attempt, record, offset)
-            bar.end_s = offset
-            if kind == ev.STAGE_FAILED:
-                bar.outcome, bar.reason = "failed", humanize.first_line(record.get("error"))
-            else:
-                bar.outcome = "continued" if bar.kept else "committed"
-                if isinstance(record.get("duration_s"), (int, float)):
-                    self.durations[name] = float(record["duration_s"])
-        elif kind in (ev.STAGE_SKIPPED, ev.STAGE_INVALIDATED):
-            self._skipped_or_stale(attempt, record, offset)
-        elif kind == ev.WRITE_STARTED:
-            self._write_started(attempt, record, at)
-        elif kind == ev.TASK_COMMITTED and isinstance(record.get("partition"), int):
-            self.task_done.setdefault((attempt, name), {})[record["partition"]] = at
-        elif kind == ev.DRIVER_STARTED:
-            self.startup.setdefault(attempt, offset)
-        elif kind == ev.LEASE_LOST:
-            self._mark(attempt, "lease", offset, "lease lost: another process took the run over")
-        elif kind == ev.JOURNAL_DEGRADED:
-            self._mark(
-                attempt, "journal", offset, "journal storage failing: " + humanize.first_line(record.get("error"))
-            )
-        elif kind == ev.SPARK_EXECUTOR_REMOVED:
-            self._mark(attempt, "executor", offset, f"executor {record.get('executor')} removed")
-
-    def _instant(self, attempt: int, record: dict[str, Any], offset: float) -> Bar:
-        bar = Bar(record["stage"], "committed", offset, offset, str(record.get("kind") or "stage"), _target(record))
-        self.bars.setdefault(attempt, []).append(bar)
-        return bar
-
-    def _skipped_or_stale(self, attempt: int, record: dict[str, Any], offset: float) -> None:
-        reason = humanize.first_line(record.get("reason"))
-        bar = self._instant(attempt, record, offset)
-        if record["type"] == ev.STAGE_INVALIDATED:
-            bar.outcome, bar.reason = "invalidated", reason
-            return
-        lost = reason.startswith("output lost")
-        bar.outcome, bar.reason = ("lost" if lost else "skipped"), reason
-        recorded = self.durations.get(record["stage"])
-        if not lost and recorded is not None:
-            self.savings.append(Saving(attempt, record["stage"], round(recorded, 3), "skipped"))
-
-    def _write_started(self, attempt: int, record: dict[str, Any], at: float) -> None:
-        name = record["stage"]
-        self.write_start[(attempt, name)] = at
-        kept = {p for p in record.get("kept") or [] if isinstance(p, int)}
-        bar = self.open.get((attempt, name))
-        if bar is not None and kept:
-            bar.kept, bar.partitions = len(kept), int(record.get("partitions") or 0)
-            bar.reason = f"{len(kept)}/{bar.partitions} partitions kept from earlier attempts"
-        # What keeping them saved: the time each earlier attempt's write took to commit them.
-        for earlier in range(1, attempt):
-            done = self.task_done.get((earlier, name), {})
-            began = self.write_start.get((earlier, name))
-            reused = [when for partition, when in done.items() if partition in kept]
-            if began is not None and reused:
-                how = f"kept {len(reused)} partitions"
-                self.savings.append(Saving(attempt, name, round(max(reused) - began, 3), how))
-
-    def _mark(self, attempt: int, kind: str, offset: float, label: str) -> None:
-        self.marks.setdefault(attempt, []).append(Mark(kind, offset, label))
-
-    def close(self, attempt: int, running: bool) -> None:
-        """Bars still open when the attempt's events stop were cut off by its end (or still run)."""
-        end = round(self.last.get(attempt, 0.0) - self.origin.get(attempt, 0.0), 3)
-        for (number, name), bar in list(self.open.items()):
-            if number == attempt:
-                bar.end_s = end
-                bar.outcome = "running" if running else "interrupted"
-                del self.open[(number, name)]
-
-
 def _exit_text(row: dict[str, Any]) -> str:
     if row["outcome"] == "running":
         return "running"
@@ -268,26 +125,54 @@ def _exit_text(row: dict[str, Any]) -> str:
     return text + (f", killed by {row['signal_name']}" if row.get("signal_name") else "")
 
 
-def build(
-    state: RunState,
-    records: Sequence[dict[str, Any]],
+class Collector:
+    """Folds the journal once, as it streams by, into the run's state (the ``RunState`` that
+    ``inspect``, ``replay`` and ``resume`` read) and the page's lanes and grids: a journal of a
+    million events in bounded memory. ``state`` is ready for planning once ``feed`` returns."""
+
+    def __init__(self, run_id: str) -> None:
+        self.state = RunState(run_id)
+        self.lanes = LaneFold()
+        self.grids = GridFold()
+
+    def feed(self, records: Iterable[dict[str, Any]]) -> None:
+        self.state.apply_all(self._tee(records))
+
+    def _tee(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        lanes, grids = self.lanes.apply, self.grids.apply
+        for record in records:
+            lanes(record)
+            grids(record)
+            yield record
+
+    def report(
+        self,
+        run_dir: str,
+        *,
+        lease_live: bool = False,
+        plan: dict[str, Any] | None = None,
+        plan_problem: str | None = None,
+        damage: Sequence[str] = (),
+    ) -> Report:
+        """The page's data: whether the lease says the run runs now, and the plan ``resume
+        --dry-run`` would print (None when there is none to show; ``plan_problem`` says why
+        planning failed)."""
+        return _build(self, run_dir, lease_live, plan, plan_problem, damage)
+
+
+def _build(
+    collected: Collector,
     run_dir: str,
-    *,
-    lease_live: bool = False,
-    plan: dict[str, Any] | None = None,
-    plan_problem: str | None = None,
-    damage: Sequence[str] = (),
+    lease_live: bool,
+    plan: dict[str, Any] | None,
+    plan_problem: str | None,
+    damage: Sequence[str],
 ) -> Report:
-    """The report of a run: ``state`` folded from ``records`` (the journal in the reader's order),
-    whether the lease says it runs now, and the plan ``resume --dry-run`` would print (None when
-    there is none to show; ``plan_problem`` says why planning failed)."""
+    state, timing = collected.state, collected.lanes
     run_id = state.run_id
     details = run_summary(state, run_dir, lease_live=lease_live)
-    timing, grids = _Timing(), GridFold()
-    for record in records:
-        timing.apply(record)
-        grids.apply(record)
-    lanes, previous_end = [], None
+    lanes: list[Lane] = []
+    previous_end = None
     for row in details["attempts"]:
         number = row["attempt"]
         timing.close(number, running=row["outcome"] == "running")
@@ -296,7 +181,7 @@ def build(
             number,
             row["outcome"],
             row["started"] or (state.first_ts if number == min(state.attempts) else None),
-            round(timing.last.get(number, 0.0) - (origin or 0.0), 3),
+            timing.duration(number),
             None if previous_end is None or origin is None else round(max(origin - previous_end, 0.0), 3),
             _exit_text(row),
             row["app_id"],
@@ -311,7 +196,7 @@ def build(
         elif row["outcome"] in ("failed", "interrupted"):
             lane.marks.append(Mark("exit", lane.duration_s, f"attempt ended: {lane.exit}"))
         lanes.append(lane)
-        previous_end = timing.last.get(number)
+        previous_end = timing.last(number)
     return Report(
         run_id=run_id,
         run_dir=run_dir,
@@ -324,7 +209,7 @@ def build(
         lanes=lanes,
         scale_s=max([lane.duration_s for lane in lanes] + [0.001]),
         savings=timing.savings,
-        grids=grids.grids(),
+        grids=collected.grids.grids(),
         stages=details["stages"],
         plan=None if plan is None else list(plan.get("stages") or []),
         plan_note=plan_problem or _plan_note(details["status"], plan),

@@ -184,14 +184,14 @@ def test_the_journal_can_be_written_while_the_page_is_made(tmp_path):
     tail is dropped with a warning, as inspect does)."""
     from sparkrecover.cli import report as command
     from sparkrecover.core import report as pages
-    from sparkrecover.core.runstate import RunState
     from sparkrecover.journal import read_journal
 
     run = SyntheticRun(tmp_path / "root").attempt().done("orders")
     run.driver.flush()
     with open(segment_path(run.dir, attempt=1, writer="driver"), "ab") as handle:
         handle.write(b'{"v":1,"type":"stage.sta')  # a write caught half-way
-    records = read_journal(run.dir)
-    html = command.render_html(pages.build(RunState.from_events("nightly", records), records, run.dir))
+    collected = pages.Collector("nightly")
+    collected.feed(read_journal(run.dir))
+    html = command.render_html(collected.report(run.dir))
     assert 'data-stage="orders" data-outcome="committed"' in html
     run.crash()

@@ -7,14 +7,14 @@ import os
 
 from sparkrecover.core import report
 from sparkrecover.core.grids import fold_grids
-from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
 from tests.journals import SyntheticRun, crashed_run, invalidated_run, resumed_run
 
 
 def page_of(run: SyntheticRun, **options) -> report.Report:
-    records = read_journal(run.dir)
-    return report.build(RunState.from_events(run.run_id, records), records, run.dir, **options)
+    collected = report.Collector(run.run_id)
+    collected.feed(read_journal(run.dir))
+    return collected.report(run.dir, **options)
 
 
 def bars(lane: report.Lane) -> list[tuple[str, str]]:
