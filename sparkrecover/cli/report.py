@@ -161,6 +161,7 @@ def render_html(page: pages.Report, root: str | None = None) -> str:
         size=humanize.size,
         count=humanize.count,
         when=_when,
+        line=humanize.first_line,
         pct=lambda seconds: _percent(seconds, page.scale_s),
     )
     template = environment.get_template("report.html.j2")

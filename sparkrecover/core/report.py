@@ -57,16 +57,16 @@ class Lane:
             text = bar.stage + (f" ({bar.kept}/{bar.partitions} partitions kept)" if bar.kept else "")
             said.setdefault(bar.outcome, []).append(text)
         verbs = {
-            "skipped": "skipped",
-            "lost": "found the output gone of",
-            "invalidated": "found stale",
-            "continued": "continued",
-            "committed": "committed",
-            "failed": "failed in",
-            "interrupted": "was cut off in",
-            "running": "is running",
+            "skipped": "skipped {}",
+            "lost": "found the output of {} gone",
+            "invalidated": "found {} stale",
+            "continued": "continued {}",
+            "committed": "committed {}",
+            "failed": "failed in {}",
+            "interrupted": "was cut off in {}",
+            "running": "is running {}",
         }
-        parts = [f"{verbs[outcome]} {', '.join(said[outcome])}" for outcome in verbs if outcome in said]
+        parts = [verbs[outcome].format(", ".join(said[outcome])) for outcome in verbs if outcome in said]
         ending = {
             "succeeded": "and succeeded",
             "running": "and is still running",
@@ -111,7 +111,7 @@ class Report:
     def from_zero_s(self) -> float | None:
         """The last attempt's own time plus what it did not have to do again: about what a run
         from zero would have taken."""
-        if not self.lanes or len(self.lanes) < 2:
+        if len(self.lanes) < 2 or not self.lanes[-1].saved_s:
             return None
         return round(self.lanes[-1].duration_s + self.lanes[-1].saved_s, 3)
 

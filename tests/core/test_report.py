@@ -91,6 +91,8 @@ def test_a_lost_output_is_shown_lost_and_saves_nothing(tmp_path):
     run.attempt().skipped("orders", "output lost: part-00000.parquet is missing").end(0)
     page = page_of(run)
     assert bars(page.lanes[1]) == [("orders", "lost")] and page.savings == []
+    assert page.lanes[1].story == "Attempt 2 found the output of orders gone, and succeeded."
+    assert page.from_zero_s is None  # a resume that saved nothing says nothing of a run from zero
 
 
 def test_a_stage_failure_without_a_driver_error_is_the_last_failure(tmp_path):
