@@ -27,6 +27,7 @@ from sparkrecover.errors import (
     UsageError,
 )
 from sparkrecover.journal.reader import iter_journal, read_salvaged
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
 
@@ -53,7 +54,7 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     if not damage and pages.wants_plan(state.status(lease_live=live)):
         try:
             with render.file_progress(enabled=output != STDOUT) as progress:
-                plan = replay.plan_at(state, run_dir, progress)
+                plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
         except SparkRecoverError as error:  # the page still shows what happened
             problem = f"resume could not plan: {error}"
     page = collected.report(run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
