@@ -96,7 +96,7 @@ class LaneFold:
             return
         at = _seconds(ts)
         offset = round(max(at - self.origin[attempt], 0.0), 3)
-        kind, name = record["type"], str(record.get("stage"))
+        name = str(record.get("stage"))
         if kind == ev.STAGE_STARTED:
             bar = Bar(name, "running", offset, offset, str(record.get("kind") or "stage"), _target(record))
             self.bars.setdefault(attempt, []).append(bar)
