@@ -195,3 +195,14 @@ def test_the_journal_can_be_written_while_the_page_is_made(tmp_path):
     html = command.render_html(collected.report(run.dir))
     assert 'data-stage="orders" data-outcome="committed"' in html
     run.crash()
+
+
+def test_a_journal_of_a_newer_format_is_exit_3_and_no_page(cli, tmp_path):
+    from tests.journals import envelope, line_of, write_segment
+
+    run_dir = tmp_path / "root" / "r1"
+    write_segment(run_dir, [line_of(envelope(0, "attempt.started", writer="cli"))], writer="cli")
+    write_segment(run_dir, [line_of({**envelope(0), "v": 2})])
+    code, out, err = cli("report", "r1", "--root", str(tmp_path / "root"))
+    assert (code, out) == (3, "") and err.startswith("error: ") and err.count("\n") == 1
+    assert not os.path.exists(tmp_path / "r1-report.html")
