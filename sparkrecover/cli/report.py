@@ -1,8 +1,8 @@
 """``sparkrecover report``: one self-contained HTML page of a run (docs/report.md).
 
-The data comes from ``core/report.py`` (the same fold as ``inspect`` and ``replay``); this module
-reads the journal, the lease and the plan, and lays the page out with the Jinja2 templates in
-``cli/templates/`` (autoescaped: a stage name is text, never markup). No CDN, no script, no
+The data comes from ``core/report.py`` (the same fold as ``inspect`` and ``replay``), fed by
+``launch/reading.py: load_report``; this module adds the lease and the plan, and lays the page out
+with the Jinja2 templates in ``cli/templates/`` (autoescaped: a stage name is text, never markup). No CDN, no script, no
 network: the page is one file to keep, mail or attach to a ticket.
 """
 
@@ -18,15 +18,8 @@ from sparkrecover.core import humanize
 from sparkrecover.core import report as pages
 from sparkrecover.core import timeline as replay
 from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
-from sparkrecover.errors import (
-    EXIT_JOURNAL,
-    JournalDamagedError,
-    JournalError,
-    RunNotFoundError,
-    SparkRecoverError,
-    UsageError,
-)
-from sparkrecover.journal.reader import iter_journal, read_salvaged
+from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
+from sparkrecover.launch import reading
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
@@ -47,7 +40,7 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     if output == STDOUT and open_browser:
         raise UsageError("--open needs a file: give -o FILE (or none), not -o -")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    collected, damage = _collect(run_dir, run_id)
+    collected, damage = reading.load_report(run_dir, run_id, render.warning)
     state = collected.state
     live = leases.is_live(leases.read_lease(run_dir))
     plan, problem = None, None
@@ -72,30 +65,6 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
         render.warning(f"the journal of run {run_id} is damaged; the report shows what could be read: {damage[0]}")
         return EXIT_JOURNAL
     return 0
-
-
-def _collect(run_dir: str, run_id: str) -> tuple[pages.Collector, list[str]]:
-    """The journal folded as it streams by, and the damage found in it (a damaged journal is
-    read around its damage)."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    for _ in range(3):
-        collected, damage = pages.Collector(run_id), []
-        try:
-            collected.feed(iter_journal(run_dir, render.warning))
-        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
-            continue
-        except JournalDamagedError as problem:
-            collected = pages.Collector(run_id)
-            records, damaged = read_salvaged(run_dir, render.warning)
-            collected.feed(records)
-            damage = [str(problem), *(f"damaged segment {s.url}: its readable lines are shown" for s in damaged)]
-        break
-    else:
-        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
-    if not collected.state.event_count:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return collected, damage
 
 
 def _write(path: str, html: str) -> None:
