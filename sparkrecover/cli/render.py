@@ -129,11 +129,12 @@ def stage_name(name: str, to: Console | None = None) -> str:
 def command_summary(run_dir: str, run_id: str, first_attempt: int, exit_code: int, json_output: bool) -> None:
     """How ``submit`` and ``resume`` end: the --json document on stdout, or a few lines on stderr
     after the application's output (docs/cli-output.md)."""
-    from sparkrecover.core import runstate, summary
+    from sparkrecover.core import summary
     from sparkrecover.errors import SparkRecoverError
+    from sparkrecover.launch import reading
 
     try:
-        state = runstate.load_state(run_dir, run_id)
+        state = reading.load_state(run_dir, run_id)
     except SparkRecoverError as problem:  # the run happened; only its summary cannot be read back
         warning(f"no summary: the journal of run {run_id} cannot be read back: {problem}")
         if json_output:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate
+from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
 from sparkrecover.journal.segments import next_attempt
-from sparkrecover.launch import recovery
+from sparkrecover.launch import reading, recovery
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
@@ -54,7 +54,7 @@ def run(
                 )
         return 0
     if not from_scratch:  # a damaged journal can be resumed --from-scratch only (recovery.plan_resume)
-        state = runstate.load_state(run_dir, run_id, render.warning)
+        state = reading.load_state(run_dir, run_id, render.warning)
     if not from_scratch and state.succeeded and not rerun:
         if json_output:
             render.emit_json({"run": run_id, "complete": True, "exit_code": 0})
@@ -85,4 +85,6 @@ def run(
             run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
         )
     render.command_summary(run_dir, run_id, first, code, json_output)
+    if not json_output:
+        render.info(f"to see the run as a page: {command_for(run_id, root)}")
     return code

@@ -18,7 +18,7 @@ from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLost
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts
+from sparkrecover.launch import attempts, reading
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
@@ -96,7 +96,7 @@ def submit(
     run_id = runs.check_run_id(run_id) if run_id is not None else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)
     if runs.has_journal(run_dir):
-        state = runstate.load_state(run_dir, run_id, notify)
+        state = reading.load_state(run_dir, run_id, notify)
         if state.succeeded:
             notify(f"run {run_id} already completed successfully; nothing to do")
             return run_id, 0
@@ -164,7 +164,7 @@ def plan_resume(
     the attempt is launched, not on a dry run) and every stage runs."""
     attempt = next_attempt(run_dir)
     try:
-        state = runstate.load_state(run_dir, run_id, warn)
+        state = reading.load_state(run_dir, run_id, warn)
     except JournalDamagedError:
         if not from_scratch:
             raise
@@ -306,7 +306,7 @@ def _retry(
     run_dir, run_id = lease.run_dir, lease.run_id
     _still_held(lease, code)
     while code != 0 and code not in _STOPPED and made < options.max_attempts:
-        state = runstate.load_state(run_dir, run_id)
+        state = reading.load_state(run_dir, run_id)
         stuck = no_progress(state)
         if stuck:
             notify(f"not retrying: {stuck}")

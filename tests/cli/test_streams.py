@@ -114,10 +114,11 @@ def test_resume_ends_with_a_summary_on_stderr(tmp_path, talkative):
     result = run_cli("resume", "r1", "--root", "runs", "--spark-submit", talkative, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout == "hello from the app\n"
-    assert result.stderr.splitlines()[-3:] == [
+    assert result.stderr.splitlines()[-4:] == [
         "run r1: succeeded (exit 0), attempt 2",
         "stages: 1 skipped, 1 run (of 2)",
         "recovery saved about 1.0s of work done by earlier attempts",
+        "to see the run as a page: sparkrecover report r1 --root runs",
     ]
 
 
@@ -135,7 +136,8 @@ def test_an_automatic_retry_shows_its_plan_and_the_summary_counts_every_attempt(
     lines = result.stderr.splitlines()
     assert "attempt 1 failed (exit 1); resuming automatically (2 of 2)" in lines
     assert "resume plan for run r1, attempt 2" in lines  # as a manual resume shows it
-    assert lines[-2:] == ["run r1: succeeded (exit 0), attempts 1-2", "stages: none recorded"]
+    assert lines[-3:-1] == ["run r1: succeeded (exit 0), attempts 1-2", "stages: none recorded"]
+    assert lines[-1].startswith("to see the run as a page: sparkrecover report r1")
 
 
 def test_submit_of_a_finished_run_launches_nothing_and_says_so(cli, tmp_path, talkative):
