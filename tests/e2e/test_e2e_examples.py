@@ -4,9 +4,11 @@ resumed: Hive's ``LOAD DATA`` (``sql/hive.py``) and MLlib's model save
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import sys
 
@@ -15,7 +17,15 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.helpers import (
+    SPARK_OPTIONS,
+    events_of,
+    implicit_stage,
+    run_cli,
+    sparkrecover_command,
+    submit_and_kill,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 PYSPARK = os.path.dirname(os.path.abspath(pyspark.__file__))
@@ -85,7 +95,7 @@ def model_files(folder) -> dict[str, object]:
     return {"metadata": metadata, "data": sorted(rows, key=repr)}
 
 
-def test_isotonic_example_killed_after_its_model_save_resumes_and_resumes_again(tmp_path):
+def test_isotonic_example_killed_after_its_model_save_and_again_in_its_resume_finishes(tmp_path):
     expected_dir, work = tmp_path / "plain", tmp_path / "work"
     for folder in (expected_dir, work):
         (folder / "data" / "mllib").mkdir(parents=True)
@@ -106,14 +116,23 @@ def test_isotonic_example_killed_after_its_model_save_resumes_and_resumes_again(
     assert uninterrupted.returncode == 0, (expected_dir / "spark-submit.log").read_text()[-3000:]
     assert "Mean Squared Error" in expected
 
-    # Before: PATH_ALREADY_EXISTS …/metadata, exit 1, and every later resume the same.
+    # Before: PATH_ALREADY_EXISTS …/metadata, exit 1, and every later resume the same. The first
+    # resume is killed too, once it has skipped the save; the second finishes.
+    resumed = subprocess.Popen(
+        sparkrecover_command("resume", "iso", "--root", root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(run_dir, "stage.skipped", save, process=resumed, attempt=2)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(resumed.pid, signal.SIGKILL)
+        resumed.wait(timeout=60)
     result = run_cli("resume", "iso", "--root", root, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == expected
     assert model_files(work) == model_files(expected_dir)
-    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"].startswith("stage.")]
-    assert [(e["type"], e["stage"]) for e in second] == [("stage.skipped", save)]
-
-    again = run_cli("resume", "iso", "--root", root, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert model_files(work) == model_files(expected_dir)
+    third = [e for e in events_of(run_dir) if e["attempt"] == 3 and e["type"].startswith("stage.")]
+    assert [(e["type"], e["stage"]) for e in third] == [("stage.skipped", save)]
