@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkrecover.driver import runtime, writes, zerocode
+from sparkrecover.driver import hooks, runtime, stages, writes, zerocode
 from sparkrecover.rundir import storage
 
 _ML_UTIL = "pyspark.ml.util"
@@ -36,8 +36,8 @@ _CREATE, _OVERWRITE = "errorifexists", "overwrite"
 
 def install() -> None:
     """Hook the saves of pyspark.ml and pyspark.mllib: now for modules already imported, and for
-    the others when they are (``zerocode.uninstall`` restores the methods, ``uninstall`` stops
-    watching imports)."""
+    the others when they are (through the patch table of ``driver/hooks.py``, whose ``uninstall``
+    restores the methods; ``uninstall`` here stops watching imports)."""
     if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
     for name, module in list(sys.modules.items()):
@@ -81,8 +81,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 
 def _patch_module(module: Any) -> None:
     for cls in _save_classes(module):
-        if (cls, "save") not in zerocode._originals:
-            zerocode._patch(cls, "save", _recorded_save)
+        hooks.patch(cls, "save", _recorded_save)
 
 
 def _save_classes(module: Any) -> list[type]:
@@ -133,8 +132,8 @@ def describe(saver: Any, bound: dict[str, Any]) -> writes.Write:
     source = ModelSource(saver, bound.get("sc"))
     overwrite = _overwrites(saver)
     mode = _OVERWRITE if overwrite else _CREATE
-    url, spark_path = zerocode.qualify(source, path)
-    name, site, ordinal = zerocode.identify(zerocode._runtime(), mode, url)
+    url, spark_path = stages.qualify(source, path)
+    name, site, ordinal = zerocode.identify(zerocode.current_runtime(), mode, url)
     return writes.Write(
         name,
         site,
