@@ -13,6 +13,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import mlsaves
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
+from sparkrecover.launch.evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, zero_code_hooks
 
 pytest.importorskip("numpy")  # pyspark.ml and pyspark.mllib need it
@@ -32,9 +33,9 @@ def patched():
 def resume(tmp_path, rt):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
-    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
 
 
 def isotonic(spark):
@@ -122,9 +123,9 @@ def test_an_interrupted_model_save_is_removed_and_runs_again(spark, tmp_path):
     for name in expected:
         if name.startswith("data/"):
             os.remove(out / name)  # half a folder, as a killed save leaves it
-    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    rt = install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    rt = install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     save_mllib(spark, model, out)  # the half folder would fail PATH_ALREADY_EXISTS
     second = saves(rt)
     assert [r["type"] for r in second] == [ev.STAGE_STARTED, ev.STAGE_COMMITTED]
