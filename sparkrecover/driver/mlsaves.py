@@ -21,8 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkrecover.driver import hooks, runtime, stages, writes, zerocode
-from sparkrecover.rundir import storage
+from sparkrecover.driver import hooks, runtime, writes, zerocode
 
 _ML_UTIL = "pyspark.ml.util"
 _MLLIB = "pyspark.mllib"
@@ -132,21 +131,7 @@ def describe(saver: Any, bound: dict[str, Any]) -> writes.Write:
     source = ModelSource(saver, bound.get("sc"))
     overwrite = _overwrites(saver)
     mode = _OVERWRITE if overwrite else _CREATE
-    url, spark_path = stages.qualify(source, path)
-    name, site, ordinal = zerocode.identify(zerocode.current_runtime(), mode, url)
-    return writes.Write(
-        name,
-        site,
-        ordinal,
-        mode,
-        writes.OVERWRITE if overwrite else writes.CREATE,
-        url,
-        source,
-        source,
-        url=url,
-        spark_path=spark_path,
-        existed=storage.exists(url),
-    )
+    return zerocode.folder_write(source, path, mode, writes.OVERWRITE if overwrite else writes.CREATE)
 
 
 def _overwrites(saver: Any) -> bool:
