@@ -22,12 +22,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import RunNotFoundError
-from sparkrecover.journal.tail import JournalTail
-from sparkrecover.rundir import lease as leases
 
 POLL_INTERVAL = 0.5  # seconds; on an object store each poll is one LIST plus a GET per grown segment
 START_GRACE = 5.0  # seconds a follower waits for a resume of a run that is not running when it starts
@@ -42,8 +40,23 @@ class Update:
     warnings: list[str] = field(default_factory=list)
 
 
+class Watched(Protocol):
+    """The run being followed, as storage shows it (``launch/reading.WatchedRun``)."""
+
+    run_dir: str
+
+    def lease_live(self) -> bool: ...
+
+    @property
+    def found_journal(self) -> bool: ...
+
+    def poll(self) -> list[dict[str, Any]]: ...
+
+    def drain(self) -> tuple[list[dict[str, Any]], list[str]]: ...
+
+
 def follow(
-    run_dir: str,
+    run: Watched,
     run_id: str,
     *,
     interval: float | None = None,
@@ -53,14 +66,14 @@ def follow(
     """One ``Update`` per poll; the last one has ``ended`` set."""
     interval = POLL_INTERVAL if interval is None else interval
     grace = START_GRACE if grace is None else grace
-    tail = JournalTail(run_dir)
+    tail = run
     state = RunState(run_id)
     waited, seen_live = 0.0, False
     while True:
-        live = leases.is_live(leases.read_lease(run_dir))
+        live = run.lease_live()
         new = tail.poll()
         if not tail.found_journal and not live:
-            raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+            raise RunNotFoundError(f"no run {run_id!r} at {run.run_dir}")
         for record in new:
             state.apply(record)
         seen_live = seen_live or live

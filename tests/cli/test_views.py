@@ -15,6 +15,7 @@ from sparkrecover.cli import render
 from sparkrecover.core import watch
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
+from sparkrecover.launch import reading
 from sparkrecover.rundir import lease
 from tests import journals
 
@@ -214,7 +215,7 @@ def test_a_follower_started_just_before_a_resume_follows_the_attempt_that_starts
             run.done("daily", ("clean",)).end(0)
             held[0].release()
 
-    updates = list(watch.follow(run.dir, run.run_id, sleep=resume_starts_meanwhile, interval=0.01))
+    updates = list(watch.follow(reading.WatchedRun(run.dir), run.run_id, sleep=resume_starts_meanwhile, interval=0.01))
     assert updates[-1].ended == "attempt 2 ended: succeeded (exit 0)"
     assert updates[-1].state.status() == "succeeded"
 
@@ -222,5 +223,5 @@ def test_a_follower_started_just_before_a_resume_follows_the_attempt_that_starts
 def test_a_follower_of_a_dead_run_gives_up_after_its_grace(tmp_path):
     run = journals.crashed_run(tmp_path / "root")
     slept: list[float] = []
-    updates = list(watch.follow(run.dir, run.run_id, sleep=slept.append, interval=0.5, grace=2.0))
+    updates = list(watch.follow(reading.WatchedRun(run.dir), run.run_id, sleep=slept.append, interval=0.5, grace=2.0))
     assert updates[-1].ended.startswith("attempt 1 crashed") and sum(slept) == 2.0
