@@ -14,17 +14,17 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, schemas
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from tests.helpers import install_runtime, journal, zero_code_hooks
+from tests.helpers import install_runtime, journal
 
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):  # as the bootstrap does: call sites relative to the script's folder
-        schemas.install()
-        yield
-        schemas.uninstall()
+def schema_hooks(hooked):
+    """Reads that infer a schema hooked too, as the bootstrap hooks them."""
+    schemas.install()
+    yield
+    schemas.uninstall()
 
 
 def write_lines(path, rows) -> None:
