@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sparkrecover.core import staleness
+from sparkrecover.core import shuffles, staleness
 from sparkrecover.core.kinds import Verdict
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.rundir import manifests, taskfiles
@@ -45,11 +45,16 @@ class Decision:
     # partitions, the write's shape and the attempts that committed them.
     partitions: dict[str, int] | None = None
     tasks: dict[str, Any] | None = None
+    # For a stage that runs: {"kept": K, "total": N} over the map tasks of the shuffles it ran,
+    # K of whose outputs are kept and offered to the next attempt (plan_shuffles).
+    shuffle_maps: dict[str, int] | None = None
 
     def summary(self) -> dict[str, Any]:
         shown: dict[str, Any] = {"stage": self.stage, "decision": self.decision, "reason": self.reason}
         if self.partitions is not None:
             shown["partitions"] = self.partitions
+        if self.shuffle_maps is not None:
+            shown["shuffle_maps"] = self.shuffle_maps
         return shown
 
 
@@ -178,6 +183,26 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
         "shape": write.get("shape"),
         "empty": [p for p in kept if stage.committed_tasks[p][1] == 0],
     }
+
+
+def plan_shuffles(
+    state: RunState, decisions: list[Decision], size_of: shuffles.SizeOf | None, *, from_scratch: bool = False
+) -> list[dict[str, Any]]:
+    """The kept map outputs the next attempt may reuse (``size_of`` reads the keep folder; None
+    when there is none), and on each stage that runs how many of its map outputs are kept."""
+    if from_scratch:
+        return []
+    offered = shuffles.reusable(state.shuffles, size_of)
+    running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
+    offered = [entry for entry in offered if entry["stage"] is None or entry["stage"] in running]
+    for decision in decisions:
+        if decision.stage not in running:
+            continue
+        kept, total = shuffles.progress_of_stage(state.shuffles, decision.stage, offered)
+        if total:
+            decision.shuffle_maps = {"kept": kept, "total": total}
+            decision.reason += f", {kept}/{total} shuffle map outputs kept"
+    return offered
 
 
 def _caveat(stage: StageState, decision: Verdict) -> str:

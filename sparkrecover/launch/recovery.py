@@ -18,7 +18,7 @@ from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLost
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts
+from sparkrecover.launch import attempts, shuffles
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
@@ -38,14 +38,24 @@ class ResumePlan:
     decisions: list[planner.Decision]
     # Inferred schemas the next attempt may reuse (core/schemas.py), beside the stage decisions.
     schemas: list[dict[str, Any]] = field(default_factory=list)
+    # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
+    shuffles: list[dict[str, Any]] = field(default_factory=list)
 
     def document(self) -> dict[str, Any]:
-        return {**planner.plan_document(self.run_id, self.attempt, self.decisions), "schemas": self.schemas}
+        return {
+            **planner.plan_document(self.run_id, self.attempt, self.decisions),
+            "schemas": self.schemas,
+            "shuffles": self.shuffles,
+        }
 
     def dry_run(self) -> dict[str, Any]:
         return {
             **planner.dry_run_document(self.run_id, self.attempt, self.decisions),
             "schemas": [schemas.summary(entry) for entry in self.schemas],
+            "shuffles": [
+                {"shuffle": entry["shuffle"], "stage": entry["stage"], "kept": len(entry["maps"])}
+                for entry in self.shuffles
+            ],
         }
 
 
@@ -71,6 +81,7 @@ def submit(
     checksums: bool = False,
     max_attempts: int = 1,
     checkpoint_root: str | None = None,
+    keep_shuffles: str = shuffles.DEFAULT_MODE,
     notify: Notify,
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
@@ -113,6 +124,7 @@ def submit(
         buffer_size=buffer_size,
         checksums=checksums,
         checkpoint_root=checkpoint_root,
+        keep_shuffles=keep_shuffles,
     )
     notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
     with _lease(run_dir, run_id, notify) as lease:
@@ -158,7 +170,13 @@ def plan_resume(
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     verify = planner.verifier_for(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions, schemas.reusable(state, from_scratch=from_scratch))
+    folder = shuffles.keep_folder(run_dir)
+    kept = planner.plan_shuffles(
+        state, decisions, shuffles.size_of(folder) if folder else None, from_scratch=from_scratch
+    )
+    return ResumePlan(
+        run_dir, run_id, state, attempt, decisions, schemas.reusable(state, from_scratch=from_scratch), kept
+    )
 
 
 DAMAGED_DIR = "journal.damaged"
@@ -231,6 +249,8 @@ def resume(
             set_aside=True,
         )
         show_plan(plan)
+        if options.from_scratch and shuffles.remove(run_dir):
+            notify("removed the kept shuffle map outputs (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, code, 1, options, notify, show_plan, warn)
 
