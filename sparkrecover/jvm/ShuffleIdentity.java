@@ -67,7 +67,8 @@ final class ShuffleIdentity {
                          Map<Integer, String> upstream) throws Refused {
         String execution = context.getLocalProperty(EXECUTION_ID);
         if (execution == null) {
-            throw new Refused("a shuffle outside a SQL query (the RDD API): its code cannot be identified");
+            throw new Refused("a shuffle planned outside a SQL execution (the RDD API, or a plan run directly): "
+                              + "its query cannot be identified");
         }
         Object queryExecution = call(staticMethod("org.apache.spark.sql.execution.SQLExecution",
                                                   "getQueryExecution", long.class),
