@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from sparkrecover.cli import render
 from sparkrecover.core import runstate, summary
 from sparkrecover.errors import SparkRecoverError
+from sparkrecover.launch import shuffles
 from sparkrecover.rundir import runs, storage
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         details = following.watch(run_dir, run_id, quiet=json_output)
     else:
         details = summary.run_summary(runstate.load_state(run_dir, run_id, render.warning), run_dir)
+    details["shuffle_bytes"] = shuffles.disk_usage(run_dir)  # what kept map outputs hold on disk now
     if json_output:
         render.emit_json(details)
     else:

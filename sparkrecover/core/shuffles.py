@@ -111,3 +111,28 @@ def describe(state: ShuffleState) -> str:
     if reused:
         text += f", {reused} reused by attempt {max(state.reused)}"
     return text
+
+
+def rows(shuffles: dict[str, ShuffleState]) -> list[dict[str, Any]]:
+    """Map progress per shuffle, as ``inspect --json`` shows it."""
+    return [
+        {
+            "shuffle": state.identity,
+            "stage": state.stage,
+            "maps": state.maps,
+            "kept": state.kept_count,
+            "kept_bytes": sum(int(entry["data_bytes"]) + int(entry["index_bytes"]) for entry in state.kept.values()),
+            "reused": {str(attempt): count for attempt, count in sorted(state.reused.items())},
+        }
+        for state in shuffles.values()
+    ]
+
+
+def stage_progress(shuffles: dict[str, ShuffleState], stage: str) -> tuple[int, int]:
+    """(map outputs kept, map tasks) over the shuffles a pipeline stage ran, as the journal says."""
+    kept = total = 0
+    for state in shuffles.values():
+        if state.stage == stage and state.maps:
+            total += state.maps
+            kept += min(state.kept_count, state.maps)
+    return kept, total
