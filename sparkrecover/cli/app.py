@@ -163,8 +163,8 @@ def submit(
     keep_shuffles: str = typer.Option(
         "auto",
         "--keep-shuffles",
-        metavar="auto|link|copy|off",
-        help="Keep each finished shuffle map task's output under the run, so a resume runs only "
+        metavar="MODE",
+        help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
         "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",

@@ -25,6 +25,7 @@ def test_resume_dry_run_json_shape(run, cli, tmp_path):
             {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"},
         ],
         "schemas": [],
+        "shuffles": [],
     }
     # a dry run launches nothing: no new attempt, no plan, no lease
     assert journal_files(run.dir) == files
