@@ -179,7 +179,10 @@ def _batch_map(batches: dict[str, dict[str, Any]], record: dict[str, Any]) -> No
             "maps": [],
         }
     batch["maps"].append(
-        {key: record.get(key) for key in ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes")}
+        {
+            key: record.get(key)
+            for key in ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes", "keep_us")
+        }
     )
 
 

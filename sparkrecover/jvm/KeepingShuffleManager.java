@@ -148,6 +148,8 @@ public class KeepingShuffleManager extends SortShuffleManager {
             unsupported(shuffleId, stage, refused.getMessage());
         } catch (RuntimeException | LinkageError error) {
             unsupported(shuffleId, stage, "Spark internals differ on this version: " + error);
+        } catch (StackOverflowError error) {
+            unsupported(shuffleId, stage, "its lineage is too deep to identify");
         }
         return handle;
     }
@@ -421,7 +423,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
         appendStage(line, manager.stageNames.get(shuffleId));
         line.append(",\"map\":").append(mapIndex);
         SparkRecoverListener.string(line.append(",\"path\":"), identity + "/map-" + mapIndex);
-        for (String key : new String[] {"data_bytes", "index_bytes", "records", "row_bytes"}) {
+        for (String key : new String[] {"data_bytes", "index_bytes", "records", "row_bytes", "keep_us"}) {
             Long value = meta.get(key);
             line.append(",\"").append(key).append("\":").append(value == null ? -1 : value);
         }

@@ -68,6 +68,7 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     }
 
     private void keep() throws IOException {
+        long started = System.nanoTime();
         IndexShuffleBlockResolver resolver = manager.shuffleBlockResolver();
         File data = resolver.getDataFile(shuffleId, mapId);
         File index = resolver.getIndexFile(shuffleId, mapId, scala.Option.<String[]>apply(null));
@@ -86,7 +87,7 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             long records = context.taskMetrics().shuffleWriteMetrics().recordsWritten();
             long rowBytes = KeepingShuffleManager.metricValue(rowBytesMetric);
             String meta = "records=" + records + "\nrow_bytes=" + rowBytes + "\ndata_bytes=" + dataBytes
-                + "\nindex_bytes=" + indexBytes + "\n";
+                + "\nindex_bytes=" + indexBytes + "\nkeep_us=" + (System.nanoTime() - started) / 1000 + "\n";
             Files.write(scratch.resolve("meta"), meta.getBytes(StandardCharsets.UTF_8));
             try {
                 Files.move(scratch, target, StandardCopyOption.ATOMIC_MOVE);

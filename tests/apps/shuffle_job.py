@@ -28,6 +28,8 @@ sink = sys.argv[5] if len(sys.argv) > 5 else "collect"
 ROWS = 1000
 MAP_SLEEP = float(os.environ.get("SHUFFLE_JOB_MAP_SLEEP", "0.5"))
 RESULT_SLEEP = float(os.environ.get("SHUFFLE_JOB_RESULT_SLEEP", "0.3"))
+KEYS = int(os.environ.get("SHUFFLE_JOB_KEYS", "16"))  # result rows (a divisor of 64)
+REDUCES = os.environ.get("SHUFFLE_JOB_REDUCES", "8")  # spark.sql.shuffle.partitions
 
 
 def mark_map(value):
@@ -51,23 +53,28 @@ spark = (
     .config("spark.sql.adaptive.enabled", "true")
     # Many small result partitions (adaptive execution would coalesce them into one).
     .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
-    .config("spark.sql.shuffle.partitions", "8")
+    .config("spark.sql.shuffle.partitions", REDUCES)
     .config("spark.sql.autoBroadcastJoinThreshold", "-1")  # a sort-merge join
     .getOrCreate()
 )
 os.makedirs(markers, exist_ok=True)
 left = spark.read.parquet(os.path.join(source, "left")).withColumn("id", F.udf(mark_map, LongType())("id"))
 if variant == "agg":
-    result = left.groupBy((F.col("id") % 16).alias("k")).agg(F.count("*").alias("n"), F.sum("id").alias("total"))
+    result = left.groupBy((F.col("id") % KEYS).alias("k")).agg(F.count("*").alias("n"), F.sum("id").alias("total"))
 elif variant == "join":
     right = spark.read.parquet(os.path.join(source, "right"))
     joined = left.join(right, (left["id"] % 97) == right["rid"])
-    result = joined.groupBy((F.col("id") % 16).alias("k")).agg(F.count("*").alias("n"), F.sum("weight").alias("total"))
+    result = joined.groupBy((F.col("id") % KEYS).alias("k")).agg(
+        F.count("*").alias("n"), F.sum("weight").alias("total")
+    )
 elif variant == "two":
     first = left.groupBy((F.col("id") % 64).alias("g")).agg(F.count("*").alias("c"), F.sum("id").alias("s"))
-    result = first.groupBy((F.col("g") % 16).alias("k")).agg(F.sum("c").alias("n"), F.sum("s").alias("total"))
+    result = first.groupBy((F.col("g") % KEYS).alias("k")).agg(F.sum("c").alias("n"), F.sum("s").alias("total"))
 elif variant == "indeterminate":
-    grouped = left.groupBy((F.col("id") % 16).alias("k")).agg(F.count("*").alias("n"), F.sum("id").alias("total"))
+    # Without the local sort Spark does first by default, a round-robin repartition of UNORDERED
+    # rows is order-sensitive: Spark marks its map stage INDETERMINATE.
+    spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
+    grouped = left.groupBy((F.col("id") % KEYS).alias("k")).agg(F.count("*").alias("n"), F.sum("id").alias("total"))
     result = grouped.repartition(4)
 else:
     raise SystemExit(f"unknown variant {variant}")
