@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.rundir.plans import KeptMap, KeptShuffle
+
 # path relative to the keep folder -> its size in bytes, or None when it does not exist.
 SizeOf = Callable[[str], "int | None"]
 _MAP_FIELDS = ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes")
@@ -68,17 +70,28 @@ def on_committed(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> N
         state.kept[int(entry["map"])] = {key: entry[key] for key in _MAP_FIELDS}
 
 
-def reusable(shuffles: dict[str, ShuffleState], size_of: SizeOf | None) -> list[dict[str, Any]]:
-    """The kept map outputs whose files are there with their recorded sizes, per shuffle:
-    ``[{"shuffle": identity, "stage": ..., "maps": [record, ...]}]`` (the plan's ``shuffles``)."""
+def reusable(shuffles: dict[str, ShuffleState], size_of: SizeOf | None) -> list[KeptShuffle]:
+    """The kept map outputs whose files are there with their recorded sizes, per shuffle (the
+    plan's ``shuffles``)."""
     if size_of is None:
         return []
     plan = []
     for state in shuffles.values():
-        good = [entry for _, entry in sorted(state.kept.items()) if intact(entry, size_of)]
+        good = [_kept_map(entry) for _, entry in sorted(state.kept.items()) if intact(entry, size_of)]
         if good:
-            plan.append({"shuffle": state.identity, "stage": state.stage, "maps": good})
+            plan.append(KeptShuffle(state.identity, state.stage, good))
     return plan
+
+
+def _kept_map(entry: dict[str, Any]) -> KeptMap:
+    return KeptMap(
+        map=int(entry["map"]),
+        path=str(entry["path"]),
+        data_bytes=int(entry["data_bytes"]),
+        index_bytes=int(entry["index_bytes"]),
+        records=int(entry["records"]),
+        row_bytes=int(entry["row_bytes"]),
+    )
 
 
 def intact(entry: dict[str, Any], size_of: SizeOf) -> bool:
@@ -93,9 +106,9 @@ def intact(entry: dict[str, Any], size_of: SizeOf) -> bool:
     return size_of(f"{folder}/index") == int(entry["index_bytes"]) and size_of(f"{folder}/meta") is not None
 
 
-def progress_of_stage(shuffles: dict[str, ShuffleState], stage: str, offered: list[dict[str, Any]]) -> tuple[int, int]:
+def progress_of_stage(shuffles: dict[str, ShuffleState], stage: str, offered: list[KeptShuffle]) -> tuple[int, int]:
     """(map outputs the plan offers, map tasks) over the shuffles a pipeline stage ran."""
-    offered_by = {entry["shuffle"]: len(entry["maps"]) for entry in offered}
+    offered_by = {entry.shuffle: len(entry.maps) for entry in offered}
     kept = total = 0
     for state in shuffles.values():
         if state.stage == stage and state.maps:

@@ -22,7 +22,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import redact, shuffles
 from sparkrecover.launch import spark_submit as launcher
-from sparkrecover.rundir import plans, runs
+from sparkrecover.rundir import plans, runs, storage
 
 
 @dataclass
@@ -145,7 +145,7 @@ def run_attempt(
     attempt: int,
     spec: LaunchSpec,
     *,
-    plan: dict[str, Any] | None = None,
+    plan: plans.Plan | None = None,
     first: bool = False,
     lease_token: str | None = None,
     notify: Callable[[str], None] = lambda message: None,
@@ -179,11 +179,13 @@ def run_attempt(
     if plan is not None:
         # Written before the launch: the driver reads it as it starts. A launch that fails leaves
         # it for the next attempt of the same number to overwrite.
-        bootstrap_args += ["--plan", plans.write_plan(run_dir, attempt, plan)]
+        plan_url = runs.plan_url(run_dir, attempt)
+        storage.write_atomic(plan_url, plans.encode(plan))
+        bootstrap_args += ["--plan", plan_url]
     jar = _listener_jar(spec.spark_submit, notify)
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
-        spec.submit_args, run_dir, spec.keep_shuffles, jar=jar, reuse=(plan or {}).get("shuffles"), attempt=attempt
+        spec.submit_args, run_dir, spec.keep_shuffles, jar=jar, reuse=plan.shuffles if plan else None, attempt=attempt
     )
     submit_args = launcher.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
@@ -205,7 +207,7 @@ def run_attempt(
             writer.emit(
                 ev.PLAN_CREATED,
                 plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
-                stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]],
+                stages=[{"stage": s.stage, "decision": str(s.decision), "reason": s.reason} for s in plan.stages],
             )
         writer.flush()
 

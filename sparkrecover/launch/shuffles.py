@@ -26,6 +26,7 @@ from typing import Any
 from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import KeptShuffle
 
 MODES = ("auto", "link", "copy", "off")
 DEFAULT_MODE = "auto"
@@ -58,7 +59,7 @@ def setup(
     mode: str,
     *,
     jar: str | None,
-    reuse: list[dict[str, Any]] | None = None,
+    reuse: list[KeptShuffle] | None = None,
     attempt: int = 1,
 ) -> Setup:
     """The options that keep this attempt's map outputs (and reuse the plan's kept ones)."""
@@ -149,20 +150,20 @@ def script_digest(script: str) -> str:
     return digest.hexdigest()
 
 
-def write_reuse_file(folder: str, attempt: int, reuse: list[dict[str, Any]]) -> str:
+def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:
     """The plan's validated kept map outputs, one tab-separated line each, for the JVM."""
     path = os.path.join(folder, f"reuse-{attempt:04d}.tsv")
     lines = []
     for shuffle in reuse:
-        for output in shuffle["maps"]:
+        for output in shuffle.maps:
             fields = (
-                shuffle["shuffle"],
-                output["map"],
-                output["path"],
-                output["data_bytes"],
-                output["index_bytes"],
-                output["records"],
-                output["row_bytes"],
+                shuffle.shuffle,
+                output.map,
+                output.path,
+                output.data_bytes,
+                output.index_bytes,
+                output.records,
+                output.row_bytes,
             )
             lines.append("\t".join(str(item) for item in fields))
     scratch = path + ".tmp"

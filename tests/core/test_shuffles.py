@@ -7,6 +7,7 @@ import itertools
 from sparkrecover.core import planner, shuffles
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import events as ev
+from sparkrecover.rundir.plans import PartitionCount
 
 _seq = itertools.count()
 
@@ -92,7 +93,7 @@ def test_only_map_outputs_whose_files_match_the_record_are_offered():
     del files["abc/map-2/meta"]  # never renamed into place whole
     del files["abc/map-3/data"]  # an empty map output writes no data file: still intact
     (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
-    assert [entry["map"] for entry in offer["maps"]] == [3]
+    assert [entry.map for entry in offer.maps] == [3]
 
 
 def test_a_map_output_whose_record_names_a_path_outside_the_keep_folder_is_never_offered():
@@ -101,13 +102,26 @@ def test_a_map_output_whose_record_names_a_path_outside_the_keep_folder_is_never
     files = on_disk(kept(1))
     files["../../etc/data"], files["../../etc/index"], files["../../etc/meta"] = 100, 24, 1
     (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
-    assert [entry["map"] for entry in offer["maps"]] == [1]
+    assert [entry.map for entry in offer.maps] == [1]
 
 
 def test_a_record_missing_a_field_keeps_nothing_of_that_map_output():
     partial = {k: v for k, v in kept(0).items() if k != "data_bytes"}
     state = RunState.from_events("r", [registered(), committed(partial, kept(1))])
     assert sorted(state.shuffles["abc"].kept) == [1]
+
+
+class NothingOnStorage:
+    """Evidence of a run whose outputs are all intact and whose writes kept no partition."""
+
+    def verify(self, stage):
+        return []
+
+    def committed_partitions(self, stage):
+        return set(), None
+
+    def stat(self, url):
+        raise OSError(url)
 
 
 def stage_started(name: str = "w") -> dict:
@@ -117,24 +131,24 @@ def stage_started(name: str = "w") -> dict:
 def test_the_plan_says_how_many_map_outputs_of_an_unfinished_stage_are_kept():
     maps = [kept(i) for i in range(3)]
     state = RunState.from_events("r", [stage_started(), registered(), committed(*maps)])
-    decisions = planner.make_plan(state, lambda stage: [])
+    decisions = planner.make_plan(state, NothingOnStorage())
     offered = planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)))
     (decision,) = decisions
-    assert decision.decision == "run" and decision.shuffle_maps == {"kept": 3, "total": 4}
+    assert decision.decision == "run" and decision.shuffle_maps == PartitionCount(kept=3, total=4)
     assert decision.reason == "started in attempt 1 but not committed, 3/4 shuffle map outputs kept"
     assert decision.summary()["shuffle_maps"] == {"kept": 3, "total": 4}
-    assert [len(entry["maps"]) for entry in offered] == [3]
+    assert [len(entry.maps) for entry in offered] == [3]
 
 
 def test_from_scratch_and_skipped_stages_offer_nothing():
     maps = [kept(i) for i in range(4)]
     events = [stage_started(), registered(), committed(*maps)]
     state = RunState.from_events("r", events)
-    decisions = planner.make_plan(state, lambda stage: [], from_scratch=True)
+    decisions = planner.make_plan(state, NothingOnStorage(), from_scratch=True)
     assert planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)), from_scratch=True) == []
     done = record(ev.STAGE_COMMITTED, stage="w", manifest=[], duration_s=1.0)
     state = RunState.from_events("r", [*events, done])
-    decisions = planner.make_plan(state, lambda stage: [])
+    decisions = planner.make_plan(state, NothingOnStorage())
     assert decisions[0].decision == "skip"
     assert planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps))) == []
     assert decisions[0].shuffle_maps is None

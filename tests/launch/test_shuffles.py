@@ -9,6 +9,7 @@ import pytest
 from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import shuffles
 from sparkrecover.launch.spark_submit import split_submit_args
+from sparkrecover.rundir.plans import KeptMap, KeptShuffle
 
 
 def confs(setup: shuffles.Setup) -> dict[str, str]:
@@ -70,8 +71,8 @@ def test_no_jar_or_a_remote_run_directory_keeps_nothing(tmp_path, app):
 
 def test_the_plans_kept_outputs_reach_the_jvm_as_one_line_each(tmp_path, app):
     parsed = split_submit_args(["--master", "local[2]", app])
-    entry = {"map": 3, "path": "abc/map-3", "data_bytes": 100, "index_bytes": 24, "records": 10, "row_bytes": 400}
-    reuse = [{"shuffle": "abc", "stage": None, "maps": [entry, {**entry, "map": 4, "path": "abc/map-4"}]}]
+    entry = KeptMap(map=3, path="abc/map-3", data_bytes=100, index_bytes=24, records=10, row_bytes=400)
+    reuse = [KeptShuffle("abc", None, [entry, KeptMap(4, "abc/map-4", 100, 24, 10, 400)])]
     setup = shuffles.setup(parsed, str(tmp_path / "run"), "link", jar="/x.jar", reuse=reuse, attempt=2)
     path = confs(setup)["spark.sparkrecover.shuffle.reuse"]
     assert path.endswith("reuse-0002.tsv")
