@@ -240,9 +240,11 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     for row in summary.get("shuffles") or []:
         reused = ", ".join(f"{n} reused by attempt {a}" for a, n in (row.get("reused") or {}).items() if n)
         out.print(
-            f"shuffle {row['shuffle'][:12]}  {row['kept']}/{row['maps'] or '?'} map outputs kept"
-            + (f" ({reused})" if reused else "")
-            + (f"  [{row['stage']}]" if row.get("stage") else "")
+            Text(
+                f"shuffle {row['shuffle'][:12]}  {row['kept']}/{row['maps'] or '?'} map outputs kept"
+                + (f" ({reused})" if reused else "")
+                + (f"  in {row['stage']}" if row.get("stage") else "")
+            )
         )
     if summary.get("shuffle_bytes") is not None:
         out.print(
