@@ -92,3 +92,27 @@ def test_disk_usage_counts_each_linked_file_once_and_removal_takes_the_folder(tm
     assert shuffles.disk_usage(run_dir) == 1000
     assert shuffles.remove(run_dir) and shuffles.disk_usage(run_dir) is None
     assert not shuffles.remove(run_dir)
+
+
+def test_kept_map_outputs_go_with_from_scratch_and_with_a_run_that_succeeds(cli, tmp_path, app):
+    from tests.helpers import fake_executable
+
+    failing = fake_executable(tmp_path / "failing" / "spark-submit", "exit 1")
+    succeeding = fake_executable(tmp_path / "succeeding" / "spark-submit", "exit 0")
+    keep = tmp_path / "runs" / "r1" / "shuffles"
+
+    def kept_file():
+        (keep / "abc" / "map-0").mkdir(parents=True, exist_ok=True)
+        (keep / "abc" / "map-0" / "data").write_bytes(b"x")
+
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", failing, "--", app)
+    assert code == 1, err
+    kept_file()
+    code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", failing)
+    assert code == 1 and keep.is_dir(), err  # a failed attempt keeps them for the next
+    code, _, err = cli("resume", "r1", "--root", "runs", "--from-scratch", "--spark-submit", failing)
+    # The attempt it launched made the folder again, for its own map outputs.
+    assert code == 1 and not (keep / "abc").exists(), err
+    kept_file()
+    code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", succeeding)
+    assert code == 0 and not keep.exists(), err
