@@ -40,6 +40,9 @@ class TaskPlan:
         return self.reason is None
 
 
+# The partition specs a write.started lists in full up to this many characters (a digest always).
+SPECS_JOURNALED = 20_000
+
 # Formats Spark writes through FileFormatWriter and a commit protocol: the ones whose committed
 # task folders can be kept. Others (delta, iceberg, jdbc, noop, ...) run their writes whole.
 FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
@@ -117,11 +120,9 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
     tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
-        if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
-            plan.reason = (
-                "its partitions changed since the attempt that committed them (input slices, count "
-                "or the script's code)"
-            )
+        changed = _changed(tasks, shape)
+        if changed is not None:
+            plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
             plan.kept = sorted(
@@ -133,6 +134,22 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     return plan
+
+
+def _changed(tasks: dict[str, Any], shape: partitions.WriteShape) -> str | None:
+    """Why partition i of this attempt is not partition i of the attempt that committed the kept
+    tasks, or None. Adaptive execution chooses post-shuffle partitions from map-output sizes, and a
+    range partitioning's bounds come from a seeded sample, neither of which need repeat: they are
+    compared first, to say so."""
+    if tasks.get("shape") == shape.digest and tasks.get("partitions") == shape.partitions:
+        return None
+    if "specs" in tasks and tasks.get("specs") != shape.specs_digest:
+        return (
+            "the post-shuffle partitions differ from the attempt that committed them (adaptive "
+            "execution coalesces and splits them from map-output sizes; a range partitioning samples "
+            f"its bounds): {tasks.get('partitions')} partitions then, {shape.partitions} now"
+        )
+    return "its partitions changed since the attempt that committed them (input slices, count or the script's code)"
 
 
 def _unsupported(target: Target) -> str | None:
@@ -190,17 +207,23 @@ def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
         partitions=plan.shape.partitions,
         staging=staging,
         shape=plan.shape.digest,
-        reusable=plan.reusable,
+        # Whether this attempt's partitions can be kept by a later one; ``reason`` says why this
+        # one keeps none (its shape, or a fallback from an earlier attempt's).
+        reusable=plan.shape.reusable,
         reason=plan.reason,
         kept=plan.kept,
+        specs=plan.shape.specs_digest,
+        partition_specs=plan.shape.specs if sum(map(len, plan.shape.specs)) <= SPECS_JOURNALED else None,
     )
 
 
 def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]) -> Any:
     """The write through the partition wrapper (every attempt, so partition *i* means the same
     rows), under the resuming commit protocol when partitions are kept. ``writer`` is the
-    DataFrameWriter ``do_write`` saves through."""
-    if not plan.reusable:
+    DataFrameWriter ``do_write`` saves through. A write whose query the probe ran (its shuffles'
+    map stages computed) goes through the wrapper too, kept or not, reusable or not: the user's
+    writer would plan the query again and run those stages a second time."""
+    if not plan.reusable and not plan.shape.executed:
         return do_write()
     frame = partitions.without_partitions(target.frame, plan.kept)
     _point_writer_at(writer, frame)
