@@ -85,7 +85,7 @@ def shape_of(frame: Any) -> WriteShape:
     try:
         reason = _plan_reason(qe)
         jvm = frame.sparkSession._jvm
-        rdd = _jvm_class(jvm, PROBE_CLASS).execute(qe)
+        rdd = _query_rdd(jvm, qe)
         shape.executed = True
         count = int(rdd.getNumPartitions())
         if reason is None:
@@ -106,6 +106,12 @@ def shape_of(frame: Any) -> WriteShape:
     shape.digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     shape.partitions, shape.reusable, shape.reason, shape.slices = count, reason is None, reason, slices
     return shape
+
+
+def _query_rdd(jvm: Any, qe: Any) -> Any:
+    """``qe.toRdd()`` inside a SQL execution of its own, as a write's would run: the map stages it
+    runs belong to the query (Spark's UI, and whatever reads ``spark.sql.execution.id``)."""
+    return _jvm_class(jvm, PROBE_CLASS).execute(qe)
 
 
 def _plan_reason(qe: Any) -> str | None:
