@@ -147,14 +147,14 @@ def wait_for(
 def zero_code_hooks(script: str):
     """pyspark's writers, RDD saves and ``SparkSession.sql`` hooked as the bootstrap hooks them for
     ``script`` (call sites relative to its folder), and put back afterwards."""
-    from sparkrecover.driver import sqlwrites, zerocode
+    from sparkrecover.driver import hooks, sqlwrites, zerocode
 
     zerocode.install(script)
     sqlwrites.install()
     try:
         yield
     finally:
-        zerocode.uninstall()
+        hooks.uninstall()
 
 
 def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:
@@ -219,7 +219,10 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     from sparkrecover.driver.runtime import Runtime
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
+    from sparkrecover.rundir import plans
 
+    if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
+        plan = plans.parse_plan({"run": "run1", "attempt": attempt, **plan})
     run_dir = str(tmp_path / "root" / "run1")
     writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
     rt = Runtime(writer, run_dir, plan)

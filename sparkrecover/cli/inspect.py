@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate, summary
+from sparkrecover.core import summary
 from sparkrecover.errors import SparkRecoverError
+from sparkrecover.launch import reading
 from sparkrecover.rundir import runs, storage
 
 if TYPE_CHECKING:
@@ -20,12 +21,13 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
             from sparkrecover.errors import UsageError
 
             raise UsageError("--follow needs a RUN to follow")
-        items: list[tuple[str, str, RunState | None, str | None]] = []
+        items: list[tuple[str, str, RunState | None, str | None, bool]] = []
         for run_id, run_dir in runs.list_runs(root_url):
             try:
-                items.append((run_id, run_dir, runstate.load_state(run_dir, run_id), None))
+                state = reading.load_state(run_dir, run_id)
+                items.append((run_id, run_dir, state, None, reading.live_lease(run_dir) is not None))
             except SparkRecoverError as problem:
-                items.append((run_id, run_dir, None, str(problem)))
+                items.append((run_id, run_dir, None, str(problem), False))
         rows = summary.runs_overview(items)
         if json_output:
             render.emit_json({"root": root_url, "runs": rows})
@@ -38,7 +40,9 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
 
         details = following.watch(run_dir, run_id, quiet=json_output)
     else:
-        details = summary.run_summary(runstate.load_state(run_dir, run_id, render.warning), run_dir)
+        state = reading.load_state(run_dir, run_id, render.warning)
+        lease = reading.live_lease(run_dir)
+        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
     if json_output:
         render.emit_json(details)
     else:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate, summary
+from sparkrecover.core import summary
 from sparkrecover.core import timeline as replay
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
+from sparkrecover.launch import reading
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
 MAX_STAGE_WIDTH = 24
@@ -22,7 +24,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     if verify:
         return _verify(run_dir, run_id, json_output)
-    records = runstate.load_records(run_dir, run_id, render.warning)
+    records = reading.load_records(run_dir, run_id, render.warning)
     kept = replay.cut(records, target) if target else len(records)
     shown = records[:kept]
     state = RunState.from_events(run_id, shown)
@@ -30,9 +32,10 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     if target:
         details = summary.run_summary(state, run_dir, lease_live=replay.ongoing_at(records, kept))
         with render.file_progress(enabled=not json_output) as progress:
-            plan = replay.plan_at(state, run_dir, progress)
+            plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
     else:
-        details = summary.run_summary(state, run_dir)
+        lease = reading.live_lease(run_dir)
+        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
     if json_output:
         document: dict[str, Any] = {
             "run": run_id,

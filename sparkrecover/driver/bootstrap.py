@@ -159,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
-    from sparkrecover.rundir import plans
+    from sparkrecover.rundir import plans, storage
 
     try:
-        plan = plans.read_plan(options.plan) if options.plan else None
+        plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
     except SparkRecoverError as problem:  # a plan this sparkrecover cannot read: run nothing
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code
@@ -181,11 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
-    from sparkrecover.driver import schemas, sqlwrites, zerocode
+    from sparkrecover.driver import mlsaves, schema_reads, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
-    sqlwrites.install()  # and so do its SQL statements that write (zerocode.uninstall undoes both)
-    schemas.install()  # reads that infer a schema record it, and reuse it when resumed
+    sqlwrites.install()  # and so do its SQL statements that write
+    mlsaves.install()  # and its model and pipeline saves (MLlib, ML)
+    schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
     try:
         exit_code = _run_script(script_argv[0], script_argv[1:])

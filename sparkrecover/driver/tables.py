@@ -1,7 +1,7 @@
 """Tables come back as they were (issue 14 item 3).
 
 A table write records its table at commit (``describe``: type, provider, schema, partition
-columns, properties, options, location). Spark's in-memory catalog dies with the driver, so a
+columns, bucket spec, properties, options, location). Spark's in-memory catalog dies with the driver, so a
 skipped or lost table write of a resumed attempt registers the table again from that record
 (``register``): a ``CREATE TABLE … LOCATION`` (EXTERNAL, the only kind Spark creates over
 existing files), its partitions recovered, then its type set back to what was recorded through
@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import Committed
 
 _SEP = "\u0001"
 # Keys CREATE TABLE refuses in TBLPROPERTIES (the catalog sets them), and Hive's bookkeeping.
@@ -83,6 +84,7 @@ def describe(spark: Any, name: str) -> dict[str, Any] | None:
         if key.lower() != "path" and not _SECRET.search(key)
     }
     identifier = meta.identifier()
+    buckets = _buckets(meta)
     return {
         "name": str(identifier.table()),
         "database": str(identifier.database().get()),
@@ -93,6 +95,25 @@ def describe(spark: Any, name: str) -> dict[str, Any] | None:
         "properties": properties,
         "options": options,
         "location": str(meta.location()),
+        **({"buckets": buckets} if buckets is not None else {}),
+    }
+
+
+def _buckets(meta: Any) -> dict[str, Any] | None:
+    """A bucketed table's spec (``bucketBy``, ``CLUSTERED BY``): count, columns, sort columns."""
+    spec = meta.bucketSpec()
+    if not spec.isDefined():
+        return None
+    spec = spec.get()
+
+    def names(seq: Any) -> list[str]:
+        text = str(seq.mkString(_SEP))
+        return text.split(_SEP) if text else []
+
+    return {
+        "count": int(spec.numBuckets()),
+        "columns": names(spec.bucketColumnNames()),
+        "sort_columns": names(spec.sortColumnNames()),
     }
 
 
@@ -106,12 +127,12 @@ def catalog_problem(spark: Any, name: str, location: str | None) -> str | None:
     return None
 
 
-def register(spark: Any, name: str, committed: dict[str, Any]) -> None:
+def register(spark: Any, name: str, committed: Committed) -> None:
     """Register the table a skipped or lost write left, as recorded at its commit. Nothing with
     Hive support (the catalog survived) or when the table is there."""
     if hive(spark) or spark.catalog.tableExists(name):
         return
-    recorded = committed.get("table")
+    recorded = committed.table
     if not recorded:
         _register_as_before(spark, name, committed)
         return
@@ -124,6 +145,12 @@ def register(spark: Any, name: str, committed: dict[str, Any]) -> None:
         statement += f" OPTIONS ({_pairs(recorded['options'])})"
     if recorded.get("partition_columns"):
         statement += f" PARTITIONED BY ({', '.join(_quote(c) for c in recorded['partition_columns'])})"
+    buckets = recorded.get("buckets")
+    if buckets:
+        statement += f" CLUSTERED BY ({', '.join(_quote(c) for c in buckets['columns'])})"
+        if buckets.get("sort_columns"):
+            statement += f" SORTED BY ({', '.join(_quote(c) for c in buckets['sort_columns'])})"
+        statement += f" INTO {int(buckets['count'])} BUCKETS"
     if recorded.get("properties"):
         statement += f" TBLPROPERTIES ({_pairs(recorded['properties'])})"
     statement += f" LOCATION {_literal(recorded['location'])}"
@@ -164,12 +191,12 @@ def set_type(spark: Any, name: str, table_type: str) -> None:
     spark._jsparkSession.sessionState().catalog().alterTable(meta.copy(*arguments))
 
 
-def _register_as_before(spark: Any, name: str, committed: dict[str, Any]) -> None:
+def _register_as_before(spark: Any, name: str, committed: Committed) -> None:
     """A record written before tables were recorded: an external table over the committed files."""
-    paths, schema = committed.get("paths") or [], committed.get("schema")
+    paths, schema = committed.paths, committed.schema
     if not paths:
         return
-    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.get("format") or "parquet"}
+    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.format or "parquet"}
     if schema:
         from pyspark.sql.types import StructType
 

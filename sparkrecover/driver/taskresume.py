@@ -23,9 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.driver import partitions
+from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
+from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
+from sparkrecover.rundir.plans import KeptTasks, PlanEntry
 
 
 @dataclass
@@ -42,10 +44,6 @@ class TaskPlan:
 
 # The partition specs a write.started lists in full up to this many characters (a digest always).
 SPECS_JOURNALED = 20_000
-
-# Formats Spark writes through FileFormatWriter and a commit protocol: the ones whose committed
-# task folders can be kept. Others (delta, iceberg, jdbc, noop, ...) run their writes whole.
-FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
 
 
 @dataclass
@@ -65,7 +63,7 @@ class ExpectedWrite:
     """The write a declared stage with one output is expected to make to it."""
 
     stage: str
-    entry: dict[str, Any]  # the stage's plan entry
+    entry: PlanEntry  # the stage's plan entry
     url: str
     spark_path: str
 
@@ -75,33 +73,22 @@ def target_of(write: Any) -> Target | None:
     table or a sink: no output folder of ours to keep tasks in)."""
     if write.writer is None or not write.url or not write.spark_path or write.table is not None:
         return None
-    fmt = getattr(write.writer, "_sr_format", None)
-    return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
+    return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, write.format)
 
 
-def unless_stale(scope: Any, entry: dict[str, Any], stale: str | None) -> dict[str, Any]:
-    """A ``continue`` entry whose stage changed since its tasks committed (code, plan, inputs,
-    version: rule 5) keeps nothing: partition *i* would not hold the same rows. Journaled as
-    ``stage.invalidated`` with the reason; the write runs whole."""
-    if entry.get("decision") != "continue" or stale is None:
-        return entry
-    scope.invalidate(stale)
-    return {**entry, "decision": "run", "tasks": None}
-
-
-def set_aside(url: str, entry: dict[str, Any]) -> None:
+def set_aside(url: str, entry: PlanEntry) -> None:
     """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
     the target, before anything cleans it. The write checks them against its shape later."""
-    tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
+    tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
     if tasks and kept_dir:
         try:
-            _set_aside(url, kept_dir, set(tasks.get("kept") or []), set(tasks.get("empty") or []))
+            _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
         except OSError as error:  # what was not moved is computed again: slower, never wrong
             print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
-def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
     kept at all; None where task-level resume does not apply (no local output folder)."""
     if target is None or not storage.is_local(target.url):
@@ -117,7 +104,7 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
         # the plan): an edited script keeps no partition of an earlier attempt (rule 5).
         shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
-    tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
+    tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
         changed = _changed(tasks, shape)
@@ -126,9 +113,7 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
         else:
             folders = taskfiles.task_folders(target.url)
             plan.kept = sorted(
-                p
-                for p in set(tasks.get("kept") or [])
-                if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
+                p for p in set(tasks.kept) if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
             )
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
@@ -136,18 +121,18 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
     return plan
 
 
-def _changed(tasks: dict[str, Any], shape: partitions.WriteShape) -> str | None:
+def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:
     """Why partition i of this attempt is not partition i of the attempt that committed the kept
     tasks, or None. Adaptive execution chooses post-shuffle partitions from map-output sizes, and a
     range partitioning's bounds come from a seeded sample, neither of which need repeat: they are
     compared first, to say so."""
-    if tasks.get("shape") == shape.digest and tasks.get("partitions") == shape.partitions:
+    if tasks.shape == shape.digest and tasks.partitions == shape.partitions:
         return None
-    if "specs" in tasks and tasks.get("specs") != shape.specs_digest:
+    if tasks.specs != shape.specs_digest:
         return (
             "the post-shuffle partitions differ from the attempt that committed them (adaptive "
             "execution coalesces and splits them from map-output sizes; a range partitioning samples "
-            f"its bounds): {tasks.get('partitions')} partitions then, {shape.partitions} now"
+            f"its bounds): {tasks.partitions} partitions then, {shape.partitions} now"
         )
     return "its partitions changed since the attempt that committed them (input slices, count or the script's code)"
 
@@ -155,7 +140,7 @@ def _changed(tasks: dict[str, Any], shape: partitions.WriteShape) -> str | None:
 def _unsupported(target: Target) -> str | None:
     spark = target.spark
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
-    if fmt not in FILE_FORMATS:
+    if fmt not in hooks.FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
 
@@ -169,7 +154,7 @@ def script_digest() -> str:
         return "unknown"
 
 
-def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
     if target is not None and storage.is_local(target.url):
         set_aside(target.url, entry)

@@ -138,11 +138,6 @@ def _attempt_streams(segments: Iterable[Segment], warn: Warn | None) -> Iterator
         yield _stream(streams[0], warn, small[0] if small else [])
 
 
-def read_segments(segments: Iterable[Segment], warn: Warn | None = None) -> list[dict[str, Any]]:
-    """Merge segments into one list ordered by attempt, then time, each writer in its own order."""
-    return list(iter_segments(segments, warn))
-
-
 def iter_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = None) -> Iterator[dict[str, Any]]:
     """The run's records as a stream. A segment compacted away while this reads raises
     FileNotFoundError: callers that fold the stream start again (``runstate.load_state``)."""
@@ -181,6 +176,19 @@ def salvage_records(segment: Segment) -> Iterator[dict[str, Any]]:
             continue
         if events.record_problem(record, segment.attempt, segment.writer) is None:
             yield record
+
+
+def read_salvaged(run_dir: str, warn: Warn | None = None) -> tuple[list[dict[str, Any]], list[Segment]]:
+    """What a damaged journal still says: the sound segments merged as usual, with the sound
+    records of the damaged ones put in by attempt and time; and the damaged segments."""
+    damaged = damaged_segments(run_dir)
+    names = {segment.url for segment in damaged}
+    records = list(iter_segments([s for s in list_segments(run_dir) if s.url not in names], warn))
+    rescued = [record for segment in damaged for record in salvage_records(segment)]
+    if rescued:
+        # sorted() is stable: each stream keeps its own order among equal timestamps.
+        records = sorted(records + rescued, key=lambda r: (r["attempt"], r["ts"]))
+    return records, damaged
 
 
 _DEGRADED_PREFIX = b'{"v":1,"type":"journal.degraded"'

@@ -7,7 +7,9 @@ import os
 import uuid
 
 from sparkrecover.core import planner
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles
+from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 
 UUID = str(uuid.UUID(int=7))
 
@@ -62,7 +64,7 @@ def committed_tasks(run, stage, *partitions, records=100):
 
 
 def decision_of(run, stage="w"):
-    decisions = planner.make_plan(run.state(), planner.verifier_for(run.dir))
+    decisions = planner.make_plan(run.state(), StorageEvidence(run.dir))
     return next(d for d in decisions if d.stage == stage)
 
 
@@ -74,8 +76,8 @@ def test_a_write_killed_with_committed_tasks_continues_keeping_them(run):
         task_folder(run.outputs["w"], partition)
     decision = decision_of(run)
     assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (committed in attempt 1)")
-    assert decision.partitions == {"kept": 4, "total": 8}
-    assert decision.tasks == {"kept": [0, 1, 2, 5], "partitions": 8, "shape": "s1", "specs": None, "empty": []}
+    assert decision.partitions == PartitionCount(kept=4, total=8)
+    assert decision.tasks == KeptTasks(kept=[0, 1, 2, 5], partitions=8, shape="s1", empty=[])
     assert decision.summary()["partitions"] == {"kept": 4, "total": 8}
     assert decision.fingerprint == {"version": None}  # the driver compares it, as for a skip
 
@@ -88,7 +90,7 @@ def test_journal_and_committer_must_agree(run):
     committed_tasks(run, "w", 0, 1).end(137, 9)
     task_folder(run.outputs["w"], 1)
     task_folder(run.outputs["w"], 3)  # committed after the last journal flush
-    assert decision_of(run).tasks["kept"] == [1]
+    assert decision_of(run).tasks.kept == [1]
 
 
 def test_no_evidence_left_means_run(run):
@@ -201,7 +203,7 @@ def test_a_post_shuffle_write_hands_its_partition_specs_to_the_driver(run):
     for partition in (0, 3):
         task_folder(run.outputs["w"], partition)
     decision = decision_of(run)
-    assert decision.decision == "continue" and decision.tasks["specs"] == "aqe1"
+    assert decision.decision == "continue" and decision.tasks.specs == "aqe1"
 
 
 def test_an_attempt_that_fell_back_keeps_its_own_tasks_for_the_next_resume(run):
@@ -217,4 +219,4 @@ def test_an_attempt_that_fell_back_keeps_its_own_tasks_for_the_next_resume(run):
     task_folder(run.outputs["w"], 2, job="202611230302")
     decision = decision_of(run)
     assert decision.decision == "continue", decision.reason
-    assert decision.tasks["kept"] == [2] and decision.tasks["specs"] == "aqe2"
+    assert decision.tasks.kept == [2] and decision.tasks.specs == "aqe2"

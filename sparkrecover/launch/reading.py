@@ -1,0 +1,92 @@
+"""A run read from storage for the core to fold: the core decides and shows, this module reads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from sparkrecover.core.report import Collector
+from sparkrecover.core.runstate import RunState
+from sparkrecover.errors import JournalDamagedError, JournalError, RunNotFoundError
+from sparkrecover.journal.reader import iter_journal, read_journal, read_salvaged
+from sparkrecover.journal.tail import JournalTail
+from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir import runs
+
+
+def load_state(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> RunState:
+    """The run folded as the journal streams by: a million events in bounded memory."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    for _ in range(3):
+        try:
+            state = RunState.from_events(run_id, iter_journal(run_dir, warn))
+            break
+        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
+            continue
+    else:
+        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+    if not state.event_count:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return state
+
+
+def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
+    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    records = read_journal(run_dir, warn)
+    if not records:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return records
+
+
+def load_report(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> tuple[Collector, list[str]]:
+    """The run folded for ``report`` as the journal streams by, and the damage found in it: a
+    damaged journal is read around its damage (``read_salvaged``) rather than refused."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    for _ in range(3):
+        collected, damage = Collector(run_id), []
+        try:
+            collected.feed(iter_journal(run_dir, warn))
+        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
+            continue
+        except JournalDamagedError as problem:
+            collected = Collector(run_id)
+            records, damaged = read_salvaged(run_dir, warn)
+            collected.feed(records)
+            damage = [str(problem), *(f"damaged segment {s.url}: its readable lines are shown" for s in damaged)]
+        break
+    else:
+        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+    if not collected.state.event_count:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return collected, damage
+
+
+def live_lease(run_dir: str) -> dict[str, Any] | None:
+    """The run's lease record while someone holds it; None when nobody does (released or stale)."""
+    lease = leases.read_lease(run_dir)
+    return lease if leases.is_live(lease) else None
+
+
+class WatchedRun:
+    """A run as ``core/watch.follow`` polls it: who holds its lease now, and what its journal gained."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self.tail = JournalTail(run_dir)
+
+    def lease_live(self) -> bool:
+        return live_lease(self.run_dir) is not None
+
+    @property
+    def found_journal(self) -> bool:
+        return self.tail.found_journal
+
+    def poll(self) -> list[dict[str, Any]]:
+        return self.tail.poll()
+
+    def drain(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return self.tail.drain()
