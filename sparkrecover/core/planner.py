@@ -121,6 +121,9 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
         kept=kept,
         partitions=total,
         shape=write.get("shape"),
+        # The partition specs adaptive execution chose for the write: the driver keeps nothing if
+        # the resumed attempt's differ, and says so.
+        specs=write.get("specs"),
         empty=[p for p in kept if stage.committed_tasks[p][1] == 0],
     )
 

@@ -192,6 +192,8 @@ def _write_started(r: dict[str, Any]) -> str:
     text = f"{r.get('partitions')} partitions" + (f", {kept} kept from earlier attempts" if kept else "")
     if not r.get("reusable"):
         text += f"; partitions not reusable: {humanize.first_line(r.get('reason'))}"
+    elif r.get("reason"):  # reusable later, but nothing of an earlier attempt kept now
+        text += f"; nothing kept: {humanize.first_line(r.get('reason'))}"
     return text
 
 
