@@ -9,6 +9,7 @@ from sparkrecover.errors import SparkRecoverError, UsageError
 from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import recovery
 from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch.shuffles import MODES
 from sparkrecover.rundir import runs, storage
 
 
@@ -48,7 +49,10 @@ def run(
     json_output: bool,
     args: list[str],
     checkpoint_root: str | None = None,
+    keep_shuffles: str = "auto",
 ) -> int:
+    if keep_shuffles not in MODES:
+        raise UsageError(f"--keep-shuffles {keep_shuffles}: expected one of {', '.join(MODES)}")
     root_url = storage.resolve_root(root)
     # The attempts this command launches are those from here on (an existing run is resumed).
     first = next_attempt(runs.run_dir_of(root_url, runs.check_run_id(run_id))) if run_id is not None else 1
@@ -62,6 +66,7 @@ def run(
         checksums=checksums,
         max_attempts=max_attempts,
         checkpoint_root=checkpoint_root,
+        keep_shuffles=keep_shuffles,
         notify=render.info,
         warn=render.warning,
         show_plan=lambda plan: None if json_output else render.plan(plan.dry_run(), to=render.console()),

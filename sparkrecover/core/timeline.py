@@ -192,6 +192,8 @@ def _write_started(r: dict[str, Any]) -> str:
     text = f"{r.get('partitions')} partitions" + (f", {kept} kept from earlier attempts" if kept else "")
     if not r.get("reusable"):
         text += f"; partitions not reusable: {humanize.first_line(r.get('reason'))}"
+    elif r.get("reason"):  # reusable later, but nothing of an earlier attempt kept now
+        text += f"; nothing kept: {humanize.first_line(r.get('reason'))}"
     return text
 
 
@@ -223,6 +225,21 @@ def _schema_reused(r: dict[str, Any]) -> str:
     )
 
 
+def _shuffle_registered(r: dict[str, Any]) -> str:
+    text = (
+        f"shuffle {str(r.get('shuffle'))[:12]}: {r.get('maps')} map tasks, {r.get('reused') or 0} kept outputs reused"
+    )
+    if r.get("reuse_refused"):
+        text += f" (not reused: {r['reuse_refused']})"
+    return text
+
+
+def _shuffle_committed(r: dict[str, Any]) -> str:
+    maps = [m.get("map") for m in r.get("maps") or [] if isinstance(m, dict)]
+    size = sum(int(m.get("data_bytes") or 0) for m in r.get("maps") or [] if isinstance(m, dict))
+    return f"shuffle {str(r.get('shuffle'))[:12]}: map outputs {', '.join(map(str, maps))} kept ({humanize.size(size)})"
+
+
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
@@ -237,6 +254,9 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.STAGE_FAILED: _stage_failed,
     ev.WRITE_STARTED: _write_started,
     ev.TASK_COMMITTED: _task_committed,
+    ev.SHUFFLE_REGISTERED: _shuffle_registered,
+    ev.SHUFFLE_COMMITTED: _shuffle_committed,
+    ev.SHUFFLE_UNSUPPORTED: lambda r: f"map outputs not kept: {r.get('reason')}",
     ev.SPARK_JOB_STARTED: lambda r: f"Spark job {r.get('job')}",
     ev.SPARK_JOB_ENDED: _job_ended,
     ev.SPARK_STAGE_COMPLETED: _spark_stage,

@@ -12,7 +12,7 @@ import pytest
 
 import sparkrecover
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, run_cli
+from tests.helpers import SPARK_OPTIONS, run_cli, side_by_side
 
 pytestmark = pytest.mark.e2e
 FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "failing.py")
@@ -79,8 +79,10 @@ def test_a_failing_application_fails_as_under_plain_spark_submit(tmp_path, mode)
         app = str(tmp_path / "broken.py")
         with open(app, "w") as handle:
             handle.write("import sys\n\nif True\n    sys.exit(0)\n")
-    bare = plain(app, mode, str(out))
-    ours = run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, app, mode, str(out))
+    bare, ours = side_by_side(
+        lambda: plain(app, mode, str(out)),
+        lambda: run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, app, mode, str(out)),
+    )
     assert bare.returncode != 0 and ours.returncode == bare.returncode, ours.stderr[-3000:]
     expected = traceback_of(bare.stdout + bare.stderr)
     assert traceback_of(ours.stdout + ours.stderr) == expected
