@@ -9,15 +9,11 @@
 # (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
-<<<<<<< HEAD
-# CatalogTable.copy, alterTable); shuffle map outputs kept across a kill (KeepingShuffleManager: the
-# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage). Extra arguments go to pytest.
-=======
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
-# writer's shouldOverwrite). Extra arguments go to pytest.
->>>>>>> main
+# writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
+# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
+# of a fully reused map stage). Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
