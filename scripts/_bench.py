@@ -30,7 +30,7 @@ SPARK_OPTIONS = [
 
 
 def spark_submit() -> str:
-    from sparkrecover.launch.spark_submit import find_spark_submit
+    from sparkrecover.launch.launcher import find_spark_submit
 
     return find_spark_submit()
 

@@ -56,7 +56,7 @@ def main() -> int:
     parser.add_argument("--max-resumes", type=int, default=5)
     options = parser.parse_args()
     rng = random.Random(options.seed)
-    from sparkrecover.launch.spark_submit import find_spark_submit
+    from sparkrecover.launch.launcher import find_spark_submit
 
     work = tempfile.mkdtemp(prefix="sparkrecover-chaos-")
     log = open(os.path.join(work, "chaos.log"), "ab")

@@ -143,7 +143,7 @@ def spark():
 def jar(listener_cache):
     """The package's jar, built for the Spark of this test run."""
     from sparkrecover.launch import listener_jar
-    from sparkrecover.launch.spark_submit import find_spark_submit
+    from sparkrecover.launch.launcher import find_spark_submit
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(listener_jar.CACHE_ENV, listener_cache)

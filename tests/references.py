@@ -26,7 +26,7 @@ def plain_env() -> dict[str, str]:
 
 
 def plain_command(app: str, *args: str) -> list[str]:
-    from sparkrecover.launch.spark_submit import find_spark_submit
+    from sparkrecover.launch.launcher import find_spark_submit
 
     return [find_spark_submit(), *SPARK_OPTIONS, app, *args]
 

@@ -16,9 +16,7 @@ from rich.table import Column
 from rich.text import Text
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, shuffles, summary
-from sparkrecover.core import timeline as replay
-from sparkrecover.core import watch as follow
+from sparkrecover.core import humanize, shuffles, summary, timeline, watch
 from sparkrecover.core.runstate import STARTED, RunState, StageState
 from sparkrecover.journal import events as ev
 from sparkrecover.launch import reading
@@ -39,9 +37,9 @@ ICONS = {
 }
 
 
-def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
+def until_ended(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
     """Follow the run until it ends; returns what ``inspect`` shows of it then."""
-    updates = follow.follow(reading.WatchedRun(run_dir), run_id)
+    updates = watch.follow(reading.WatchedRun(run_dir), run_id)
     if quiet:
         last = _drain(updates)
     elif render.report().is_terminal:
@@ -55,7 +53,7 @@ def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
     return summary.run_summary(last.state, run_dir, lease_live=False)
 
 
-def _drain(updates: Iterator[follow.Update]) -> follow.Update:
+def _drain(updates: Iterator[watch.Update]) -> watch.Update:
     for update in updates:
         if update.ended:
             return update
@@ -74,14 +72,14 @@ def _worth_a_line(record: dict[str, Any]) -> bool:
     )
 
 
-def _lines(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
+def _lines(updates: Iterator[watch.Update], run_id: str) -> watch.Update:
     day = None
     for number, update in enumerate(updates):
         if number == 0:  # not before: the first poll is what tells an unknown run
             render.info(f"following run {run_id}; this ends with the run (Ctrl-C stops following, not the run)")
         day = render.timeline(
             [r for r in update.new if _worth_a_line(r)],
-            replay.fact,
+            timeline.fact,
             stage_width=STAGE_WIDTH,
             numbered=False,
             header=False,
@@ -177,7 +175,7 @@ def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else name[: width - 1] + "…"
 
 
-def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
+def _live(updates: Iterator[watch.Update], run_id: str) -> watch.Update:
     # Fixed-width columns first, so a narrow terminal shortens the details, never the bars.
     progress = Progress(
         _Icon(),

@@ -42,9 +42,9 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         return 0
     run_dir, run_id = runs.resolve_run(run, root_url)
     if follow:
-        from sparkrecover.cli import follow as following
+        from sparkrecover.cli.follow import until_ended
 
-        details = following.watch(run_dir, run_id, quiet=json_output)
+        details = until_ended(run_dir, run_id, quiet=json_output)
     else:
         state = reading.load_state(run_dir, run_id, render.warning)
         lease = reading.live_lease(run_dir)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrecover.cli import render
-from sparkrecover.core import summary
-from sparkrecover.core import timeline as replay
+from sparkrecover.core import summary, timeline
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
 from sparkrecover.launch import reading
@@ -16,21 +15,21 @@ from sparkrecover.rundir import runs, storage
 
 def run(*, run: str, root: str | None, until: str | None, verify: bool, json_output: bool) -> int:
     # Bad input fails before any storage is touched.
-    target = replay.parse_until(until) if until is not None else None
+    target = timeline.parse_until(until) if until is not None else None
     if verify and target is not None:
         raise UsageError("--verify checks the whole journal: it takes no --until")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     if verify:
         return _verify(run_dir, run_id, json_output)
     records = reading.load_records(run_dir, run_id, render.warning)
-    kept = replay.cut(records, target) if target else len(records)
+    kept = timeline.cut(records, target) if target else len(records)
     shown = records[:kept]
     state = RunState.from_events(run_id, shown)
     plan = None
     if target:
-        details = summary.run_summary(state, run_dir, lease_live=replay.ongoing_at(records, kept))
+        details = summary.run_summary(state, run_dir, lease_live=timeline.ongoing_at(records, kept))
         with render.file_progress(enabled=not json_output) as progress:
-            plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
+            plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
     else:
         lease = reading.live_lease(run_dir)
         details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
@@ -39,7 +38,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
             "run": run_id,
             "run_dir": run_dir,
             "until": _stop(target, shown),
-            "events": list(replay.normalized(shown)),
+            "events": list(timeline.normalized(shown)),
             "state": details,
         }
         if plan is not None:
@@ -49,7 +48,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     render.info(f"journal of run {run_id} at {run_dir}: {len(records):,} events", render.report())
     # As wide as the longest name (as shown: shortened on a terminal), so every fact lines up.
     width = max([5, *(len(render.stage_name(r.get("stage") or "")) for r in shown)])
-    render.timeline(shown, replay.fact, stage_width=width)
+    render.timeline(shown, timeline.fact, stage_width=width)
     if plan is None:
         committed = sum(1 for row in details["stages"] if row["status"] in ("committed", "skipped"))
         render.info(
@@ -60,7 +59,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
         return 0
     stop = shown[-1]
     render.info(
-        f"\nstopped after event {kept} ({replay.address(stop)} at {stop['ts']}); the run as it stood then:",
+        f"\nstopped after event {kept} ({timeline.address(stop)} at {stop['ts']}); the run as it stood then:",
         render.report(),
     )
     render.run_details(details)
@@ -72,10 +71,10 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     return 0
 
 
-def _stop(target: replay.Until | None, shown: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _stop(target: timeline.Until | None, shown: list[dict[str, Any]]) -> dict[str, Any] | None:
     if target is None:
         return None
-    return {"given": target.text, "index": len(shown), "event": replay.address(shown[-1]), "ts": shown[-1]["ts"]}
+    return {"given": target.text, "index": len(shown), "event": timeline.address(shown[-1]), "ts": shown[-1]["ts"]}
 
 
 def _verify(run_dir: str, run_id: str, json_output: bool) -> int:

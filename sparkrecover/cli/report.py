@@ -14,9 +14,7 @@ import sys
 from datetime import datetime, timezone
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize
-from sparkrecover.core import report as pages
-from sparkrecover.core import timeline as replay
+from sparkrecover.core import humanize, report, timeline
 from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.launch import reading
@@ -43,10 +41,10 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     state = collected.state
     live = reading.live_lease(run_dir) is not None
     plan, problem = None, None
-    if not damage and pages.wants_plan(state.status(lease_live=live)):
+    if not damage and report.wants_plan(state.status(lease_live=live)):
         try:
             with render.file_progress(enabled=output != STDOUT) as progress:
-                plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
+                plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
         except SparkRecoverError as error:  # the page still shows what happened
             problem = f"resume could not plan: {error}"
     page = collected.report(run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
@@ -111,7 +109,7 @@ def _when(ts: str | None) -> str:
     return f"{humanize.timestamp(ts)} UTC" if ts else "-"
 
 
-def render_html(page: pages.Report, root: str | None = None) -> str:
+def render_html(page: report.Report, root: str | None = None) -> str:
     from importlib import resources
 
     import jinja2
@@ -136,7 +134,7 @@ def render_html(page: pages.Report, root: str | None = None) -> str:
     template = environment.get_template("report.html.j2")
     return template.render(
         page=page,
-        outcomes=pages.OUTCOMES,
+        outcomes=report.OUTCOMES,
         ticks=_ticks(page.scale_s),
         letter=GRID_LETTER,
         commands=_commands(page, root),
@@ -144,7 +142,7 @@ def render_html(page: pages.Report, root: str | None = None) -> str:
     )
 
 
-def _commands(page: pages.Report, root: str | None) -> list[str]:
+def _commands(page: report.Report, root: str | None) -> list[str]:
     where = "" if root is None else f" --root {root}"
     run = page.run_id
     if page.status in ("succeeded", "running"):

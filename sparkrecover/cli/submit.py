@@ -7,8 +7,7 @@ import difflib
 from sparkrecover.cli import render
 from sparkrecover.errors import SparkRecoverError, UsageError
 from sparkrecover.journal.segments import next_attempt
-from sparkrecover.launch import recovery
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import launcher, recovery
 from sparkrecover.launch.shuffles import MODES
 from sparkrecover.rundir import runs, storage
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import shuffles as shuffles_
+from sparkrecover.core.shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
 
@@ -136,8 +136,8 @@ class RunState:
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Shuffles by identity, with their kept map outputs (core/shuffles.py), and why map outputs
     # could not be kept.
-    shuffles: dict[str, shuffles_.ShuffleState] = field(default_factory=dict)
-    shuffles_unsupported: list[shuffles_.Unsupported] = field(default_factory=list)
+    shuffles: dict[str, ShuffleState] = field(default_factory=dict)
+    shuffles_unsupported: list[Unsupported] = field(default_factory=list)
 
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> RunState:
@@ -423,16 +423,16 @@ def _schema_inferred(state: RunState, record: dict, attempt: AttemptState) -> No
 
 
 def _shuffle_registered(state: RunState, record: dict, attempt: AttemptState) -> None:
-    shuffles_.on_registered(state.shuffles, record)
+    on_registered(state.shuffles, record)
 
 
 def _shuffle_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    shuffles_.on_committed(state.shuffles, record)
+    on_committed(state.shuffles, record)
 
 
 def _shuffle_unsupported(state: RunState, record: dict, attempt: AttemptState) -> None:
     state.shuffles_unsupported.append(
-        shuffles_.Unsupported(record["attempt"], record["reason"], record.get("stage"), record.get("spark_shuffle"))
+        Unsupported(record["attempt"], record["reason"], record.get("stage"), record.get("spark_shuffle"))
     )
 
 

@@ -20,8 +20,7 @@ from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter, reader
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import redact, shuffles
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import launcher, redact, shuffles
 from sparkrecover.rundir import plans, runs, storage
 
 

@@ -18,8 +18,7 @@ from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLost
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts, reading, shuffles
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import attempts, launcher, reading, shuffles
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import launcher
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import KeptShuffle
 

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from sparkrecover.cli import render
-from sparkrecover.core import watch as follow
+from sparkrecover.core import watch
 from sparkrecover.errors import RunNotFoundError
 from sparkrecover.launch import reading
 from sparkrecover.rundir import lease
@@ -24,7 +24,7 @@ from tests.helpers import screen
 
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch):
-    monkeypatch.setattr(follow, "POLL_INTERVAL", 0.02)
+    monkeypatch.setattr(watch, "POLL_INTERVAL", 0.02)
 
 
 def in_background(steps, pause=0.15):
@@ -142,7 +142,7 @@ def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
 def test_follow_waits_for_a_journal_while_the_lease_is_held(tmp_path):
     run_dir = str(tmp_path / "root" / "r1")
     held = lease.Lease(run_dir, "r1").acquire()  # submit takes the lease before it writes anything
-    updates = follow.follow(reading.WatchedRun(run_dir), "r1", sleep=lambda _: None)
+    updates = watch.follow(reading.WatchedRun(run_dir), "r1", sleep=lambda _: None)
     assert next(updates).ended is None and next(updates).ended is None
     held.release()  # and nothing was ever written: there is no run after all
     with pytest.raises(RunNotFoundError):
@@ -170,7 +170,7 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
     from sparkrecover.cli import follow as command
 
     thread = in_background([end], pause=0.3)
-    details = command.watch(run.dir, run.run_id, quiet=False)
+    details = command.until_ended(run.dir, run.run_id, quiet=False)
     thread.join()
     assert details["status"] == "succeeded"
     drawn = screen_file.getvalue()

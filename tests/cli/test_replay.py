@@ -8,7 +8,7 @@ import shutil
 import orjson
 import pytest
 
-from sparkrecover.core import timeline as replay
+from sparkrecover.core import timeline
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
 from tests import journals
@@ -210,11 +210,11 @@ def test_bad_until_is_a_usage_error(cli, tmp_path, until, message):
 
 
 def test_parse_until():
-    assert replay.parse_until("12") == replay.Until("12", index=12)
-    assert replay.parse_until("3:cli:0").address == (3, "cli", 0)
-    assert replay.parse_until("2026-11-22T05:15:00.123456+02:00").time == "2026-11-22T03:15:00.123Z"
+    assert timeline.parse_until("12") == timeline.Until("12", index=12)
+    assert timeline.parse_until("3:cli:0").address == (3, "cli", 0)
+    assert timeline.parse_until("2026-11-22T05:15:00.123456+02:00").time == "2026-11-22T03:15:00.123Z"
     with pytest.raises(UsageError):
-        replay.parse_until("2:driver")
+        timeline.parse_until("2:driver")
 
 
 def test_unknown_run_and_corrupt_journal(cli, tmp_path):

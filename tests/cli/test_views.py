@@ -182,7 +182,7 @@ def test_the_live_view_shows_whole_names_on_a_wide_terminal(tmp_path, terminal, 
     monkeypatch.setattr(watch, "POLL_INTERVAL", 0.01)
     name = "enrich_customer_orders_with_the_loyalty_programme_tiers"
     journals.SyntheticRun(tmp_path / "root").attempt().done("orders").done(name, ("orders",)).end(0)
-    following.watch(str(tmp_path / "root" / "nightly"), "nightly", quiet=False)
+    following.until_ended(str(tmp_path / "root" / "nightly"), "nightly", quiet=False)
     assert f"  {name}" in terminal.getvalue()
 
 

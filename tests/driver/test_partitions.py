@@ -16,7 +16,7 @@ import pytest
 
 from sparkrecover.driver import partitions
 from sparkrecover.launch import listener_jar
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -9,8 +9,7 @@ from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.driver.telemetry import JVM, JVM_CLASS, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
-from sparkrecover.launch import listener_jar
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import launcher, listener_jar
 from tests.helpers import summary_counts
 
 # -- in process: the listener added to the shared session through its own class loader -----------

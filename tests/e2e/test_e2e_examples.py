@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pyspark
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import (
     SPARK_OPTIONS,
     events_of,

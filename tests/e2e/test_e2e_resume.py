@@ -12,7 +12,7 @@ import sys
 import orjson
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import (
     PIPELINE,
     SPARK_OPTIONS,

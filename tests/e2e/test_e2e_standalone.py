@@ -18,7 +18,7 @@ import urllib.request
 import pyspark
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
 from tests.references import FOLDER, plain_env
 

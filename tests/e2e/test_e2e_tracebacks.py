@@ -11,7 +11,7 @@ import sys
 import pytest
 
 import sparkrecover
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import SPARK_OPTIONS, run_cli, side_by_side
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,7 @@ import time
 import pyspark
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.helpers import (
     SPARK_OPTIONS,
     events_of,

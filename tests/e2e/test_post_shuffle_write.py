@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from sparkrecover.launch.spark_submit import find_spark_submit
+from sparkrecover.launch.launcher import find_spark_submit
 from tests.e2e.test_task_resume import planned, run_until
 from tests.helpers import events_of, run_cli, sparkrecover_command
 

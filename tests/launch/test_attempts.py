@@ -10,8 +10,7 @@ import time
 import pytest
 
 from sparkrecover.journal import read_journal
-from sparkrecover.launch import attempts
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import attempts, launcher
 from tests.helpers import fake_executable, sparkrecover_command
 
 

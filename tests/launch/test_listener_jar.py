@@ -7,9 +7,8 @@ import zipfile
 
 import pytest
 
-from sparkrecover.launch import listener_jar
-from sparkrecover.launch import spark_submit as launcher
-from sparkrecover.launch.spark_submit import LISTENER_CLASS, SubmitArgs, bootstrap_command, with_listener
+from sparkrecover.launch import launcher, listener_jar
+from sparkrecover.launch.launcher import LISTENER_CLASS, SubmitArgs, bootstrap_command, with_listener
 
 JAR = "/cache/listener.jar"
 

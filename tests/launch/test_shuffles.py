@@ -8,7 +8,7 @@ import pytest
 
 from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import shuffles
-from sparkrecover.launch.spark_submit import split_submit_args
+from sparkrecover.launch.launcher import split_submit_args
 from sparkrecover.rundir.plans import KeptMap, KeptShuffle
 
 

@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch import launcher
 from tests.helpers import fake_executable
 
 # -- split_submit_args / check_application --------------------------------------------------------
