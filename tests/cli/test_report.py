@@ -206,3 +206,14 @@ def test_a_journal_of_a_newer_format_is_exit_3_and_no_page(cli, tmp_path):
     code, out, err = cli("report", "r1", "--root", str(tmp_path / "root"))
     assert (code, out) == (3, "") and err.startswith("error: ") and err.count("\n") == 1
     assert not os.path.exists(tmp_path / "r1-report.html")
+
+
+def test_a_write_that_kept_partitions_is_a_row_of_the_stages_table(cli, tmp_path):
+    """A resumed write that committed: its row says what it kept and computed (the stage row's
+    partitions then hold kept/computed/total, not the committed count of an unfinished write)."""
+    from tests.core.test_report import task_level_run
+
+    task_level_run(tmp_path / "root")
+    code, out, err = cli("report", "nightly", "--root", str(tmp_path / "root"), "-o", "-")
+    assert code == 0, err
+    assert "2 kept, 2 computed of 4 partitions" in out
