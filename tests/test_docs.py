@@ -173,6 +173,12 @@ def test_the_readme_shows_some_commands():
     assert {"submit", "resume", "inspect", "replay"} <= names
 
 
+def test_the_docs_index_lists_every_page():
+    listed = set(LINK.findall(read("docs/README.md")))
+    pages = {os.path.relpath(page, "docs") for page in markdown_files() if page.startswith("docs/")}
+    assert sorted(pages - listed - {"README.md"}) == [], "docs/README.md does not list these pages"
+
+
 def test_the_two_set_up_commands_open_the_readme_and_exist():
     first_block = FENCE.search(read("README.md")).group(1)
     lines = [line.split("#")[0].strip() for line in first_block.splitlines()]
