@@ -219,7 +219,10 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     from sparkrecover.driver.runtime import Runtime
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
+    from sparkrecover.rundir import plans
 
+    if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
+        plan = plans.parse_plan({"run": "run1", "attempt": attempt, **plan})
     run_dir = str(tmp_path / "root" / "run1")
     writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
     rt = Runtime(writer, run_dir, plan)

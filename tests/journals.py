@@ -14,6 +14,7 @@ import orjson
 from sparkrecover.core import planner
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import manifests
 
 
@@ -285,7 +286,7 @@ class Run:
         return RunState.from_events(self.run_id, read_journal(self.dir))
 
     def plan(self, **options) -> dict[str, tuple[str, str]]:
-        decisions = planner.make_plan(self.state(), planner.verifier_for(self.dir), **options)
+        decisions = planner.make_plan(self.state(), StorageEvidence(self.dir), **options)
         return {d.stage: (d.decision, d.reason) for d in decisions}
 
 

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sparkrecover.core import humanize, schemas
+from sparkrecover.core import humanize
 
 _console: Console | None = None
 
@@ -122,7 +122,7 @@ def plan(document: dict[str, Any], title: str | None = None) -> None:
         table.add_row("-", "-", "no stage was recorded: everything runs")
     console().print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
-        info(schemas.describe(entry))
+        info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})")
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------

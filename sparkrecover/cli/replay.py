@@ -9,6 +9,7 @@ from sparkrecover.core import runstate, summary
 from sparkrecover.core import timeline as replay
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
 MAX_STAGE_WIDTH = 24
@@ -30,7 +31,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     if target:
         details = summary.run_summary(state, run_dir, lease_live=replay.ongoing_at(records, kept))
         with render.file_progress(enabled=not json_output) as progress:
-            plan = replay.plan_at(state, run_dir, progress)
+            plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
     else:
         details = summary.run_summary(state, run_dir)
     if json_output:

@@ -14,93 +14,30 @@ name.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from sparkrecover.core import staleness
-from sparkrecover.core.kinds import Verdict
+from sparkrecover.core.evidence import Evidence
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
-from sparkrecover.rundir import manifests, taskfiles
+from sparkrecover.kinds import Verdict
+from sparkrecover.rundir.plans import Committed, KeptTasks, PartitionCount, Plan, PlanEntry, SchemaEntry
 
 SKIP, RUN, RERUN, LOST, CONTINUE = Verdict.SKIP, Verdict.RUN, Verdict.RERUN, Verdict.LOST, Verdict.CONTINUE
 
 
-@dataclass
-class Decision:
-    stage: str
-    decision: Verdict
-    reason: str
-    kind: str = "stage"
-    upstream: list[str] = field(default_factory=list)
-    # For skip and lost: how the driver reads a checkpoint back (path, format, schema).
-    committed: dict[str, Any] | None = None
-    # For run and rerun: what each output held before the previous write, so the driver can
-    # remove what an unfinished or superseded write left behind (rule 2).
-    restore: list[dict[str, Any]] = field(default_factory=list)
-    # For skip: the fingerprint recorded when the stage committed, which the driver compares
-    # with the stage as it finds it (rule 5).
-    fingerprint: dict[str, Any] | None = None
-    # For continue: {"kept": K, "total": N}, and what the driver needs to keep them: the kept
-    # partitions, the write's shape and the attempts that committed them.
-    partitions: dict[str, int] | None = None
-    tasks: dict[str, Any] | None = None
-
-    def summary(self) -> dict[str, Any]:
-        shown: dict[str, Any] = {"stage": self.stage, "decision": self.decision, "reason": self.reason}
-        if self.partitions is not None:
-            shown["partitions"] = self.partitions
-        return shown
-
-
-Verifier = Callable[[StageState], list[str]]
-Evidence = Callable[[StageState], "tuple[set[int], str | None]"]
-
-
-def committer_evidence(stage: StageState) -> tuple[set[int], str | None]:
-    """Partitions of an unfinished write whose committed task folder survives, one each; or why
-    none can be kept."""
-    if not stage.outputs:
-        return set(), "it has no output folder to keep tasks in"
-    empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
-    folders = taskfiles.task_folders(stage.outputs[0])
-    if taskfiles.job_commit_began(stage.outputs[0], folders):
-        return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
-    return set(taskfiles.usable(folders, empty_ok)), None
-
-
-def verifier_for(run_dir: str, level: str = "size", progress: Callable[[int], None] | None = None) -> Verifier:
-    """Checks a committed stage's outputs against the manifest it recorded."""
-
-    def verify(stage: StageState) -> list[str]:
-        manifest = manifests.load_manifest(stage.committed or {}, run_dir)
-        if manifest is None:
-            return [f"the manifest recorded for {stage.name} is missing or was rewritten"]
-        problems = manifests.verify_manifest(manifest, level)
-        if progress:
-            progress(sum(int(out.get("file_count") or 0) for out in manifest))
-        return problems
-
-    return verify
-
-
 def make_plan(
-    state: RunState,
-    verify: Verifier,
-    *,
-    rerun: Iterable[str] = (),
-    from_scratch: bool = False,
-    evidence: Evidence = committer_evidence,
-) -> list[Decision]:
+    state: RunState, evidence: Evidence, *, rerun: Iterable[str] = (), from_scratch: bool = False
+) -> list[PlanEntry]:
     requested = set(rerun)
     unknown = requested - set(state.stages)
     if unknown:
         from sparkrecover.errors import UsageError
 
         raise UsageError(f"--rerun names no stage of run {state.run_id}: {', '.join(sorted(unknown))}")
-    decisions: dict[str, Decision] = {}
+    decisions: dict[str, PlanEntry] = {}
     for name, stage in state.stages.items():
-        decisions[name] = _first_decision(stage, verify, name in requested, from_scratch)
+        decisions[name] = _first_decision(stage, evidence, name in requested, from_scratch)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
     if not from_scratch:
@@ -109,9 +46,9 @@ def make_plan(
     return [decisions[name] for name in state.stages]
 
 
-def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_scratch: bool) -> Decision:
-    def decide(decision: Verdict, reason: str) -> Decision:
-        return Decision(
+def _first_decision(stage: StageState, evidence: Evidence, requested: bool, from_scratch: bool) -> PlanEntry:
+    def decide(decision: Verdict, reason: str) -> PlanEntry:
+        return PlanEntry(
             stage.name,
             decision,
             reason + _caveat(stage, decision),
@@ -137,13 +74,13 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
         return decide(RERUN, "--from-scratch")
     if requested:
         return decide(RERUN, "--rerun")
-    problems = verify(stage)
+    problems = evidence.verify(stage)
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         return decide(LOST, f"output lost: {problems[0]}{more}")
     # Rule 5, the CLI's half: the input files recorded at start are checked before launch (the
     # driver checks code, plan and version when it reaches the stage).
-    changed = staleness.changed_inputs((stage.started or {}).get("fingerprint"))
+    changed = staleness.changed_inputs((stage.started or {}).get("fingerprint"), evidence.stat)
     if changed:
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
         return decide(RERUN, f"input changed: {changed[0]}{more}")
@@ -152,7 +89,7 @@ def _first_decision(stage: StageState, verify: Verifier, requested: bool, from_s
     return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
 
 
-def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -> None:
+def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) -> None:
     """Turn ``run`` into ``continue`` when some partitions of the unfinished write are kept."""
     write = stage.write
     if write is None or not stage.committed_tasks:
@@ -160,7 +97,7 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     if not write.get("reusable"):
         decision.reason += f"; no partition is kept: {write.get('reason') or 'its partitions may differ'}"
         return
-    found, problem = evidence(stage)
+    found, problem = evidence.committed_partitions(stage)
     kept = sorted(set(stage.committed_tasks) & found)
     if not kept:
         decision.reason += f"; no partition is kept: {problem or 'the partitions it committed left no files'}"
@@ -169,15 +106,15 @@ def _continue_write(stage: StageState, decision: Decision, evidence: Evidence) -
     attempts = sorted({stage.committed_tasks[p][0] for p in kept})
     decision.decision = CONTINUE
     decision.reason = f"{len(kept)}/{total} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
-    decision.partitions = {"kept": len(kept), "total": total}
+    decision.partitions = PartitionCount(kept=len(kept), total=total)
     # The driver keeps nothing if the stage changed since (rule 5): compared like a skip's.
     decision.fingerprint = (stage.started or {}).get("fingerprint")
-    decision.tasks = {
-        "kept": kept,
-        "partitions": total,
-        "shape": write.get("shape"),
-        "empty": [p for p in kept if stage.committed_tasks[p][1] == 0],
-    }
+    decision.tasks = KeptTasks(
+        kept=kept,
+        partitions=total,
+        shape=write.get("shape"),
+        empty=[p for p in kept if stage.committed_tasks[p][1] == 0],
+    )
 
 
 def _caveat(stage: StageState, decision: Verdict) -> str:
@@ -194,7 +131,7 @@ def _caveat(stage: StageState, decision: Verdict) -> str:
     return note
 
 
-def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
+def _superseded(state: RunState, decisions: dict[str, PlanEntry]) -> None:
     """A committed output that a later committed stage of the run changed (a table inserted into,
     truncated or dropped after it was written) no longer matches its own manifest: the later
     stage's record describes it. So it is skipped, not lost, while that stage's output verifies
@@ -220,11 +157,7 @@ def _superseded(state: RunState, decisions: dict[str, Decision]) -> None:
             f"{'dropped its table' if drop else 'changed its output'} since"
         )
         if decision.committed is not None:
-            decision.committed["superseded_by"] = later.name
-
-
-def _is_superseded(decision: Decision) -> bool:
-    return decision.decision == SKIP and bool((decision.committed or {}).get("superseded_by"))
+            decision.committed.superseded_by = later.name
 
 
 def _output_paths(stage: StageState) -> set[str]:
@@ -232,7 +165,7 @@ def _output_paths(stage: StageState) -> set[str]:
     return {out["path"] for out in committed.get("manifest") or [] if out.get("path")} or set(stage.outputs)
 
 
-def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
+def _propagate(state: RunState, decisions: dict[str, PlanEntry]) -> None:
     """Rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
     downstream of a stage that runs again runs again too."""
     downstream: dict[str, list[str]] = {name: [] for name in decisions}
@@ -249,7 +182,7 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
             for parent in decision.upstream:
                 before = decisions.get(parent)
                 # A superseded output no longer holds what this stage read from it: rebuilt too.
-                if before is not None and (before.decision == LOST or _is_superseded(before)):
+                if before is not None and (before.decision == LOST or before.superseded):
                     before.decision = RERUN
                     before.reason = f"{before.reason}; needed by {name}"
                     changed = True
@@ -261,25 +194,22 @@ def _propagate(state: RunState, decisions: dict[str, Decision]) -> None:
                     changed = True
 
 
-def _read_back(stage: StageState) -> dict[str, Any] | None:
+def _read_back(stage: StageState) -> Committed | None:
     committed = stage.committed
     if not committed:
         return None
-    back = {
-        "attempt": committed["attempt"],
-        "format": committed.get("format"),
-        "schema": committed.get("schema"),
-        "paths": [out.get("spark_path") or out["path"] for out in committed.get("manifest") or []],
-    }
-    if committed.get("table"):
-        back["table"] = committed["table"]  # how a table write registers its table again
+    back = Committed(
+        attempt=committed["attempt"],
+        format=committed.get("format"),
+        schema=committed.get("schema"),
+        paths=[out.get("spark_path") or out["path"] for out in committed.get("manifest") or []],
+        table=committed.get("table") or None,  # how a table write registers its table again
+    )
     if stage.kind == "write":
         # An implicit append that reruns removes exactly the files it added (zero-code mode).
-        back.update(
-            manifest=committed.get("manifest"),
-            manifest_ref=committed.get("manifest_ref"),
-            manifest_sha256=committed.get("manifest_sha256"),
-        )
+        back.manifest = committed.get("manifest")
+        back.manifest_ref = committed.get("manifest_ref")
+        back.manifest_sha256 = committed.get("manifest_sha256")
     return back
 
 
@@ -288,11 +218,16 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
     return list(started.get("before") or [])
 
 
-def plan_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
-    """The plan handed to the next attempt (plans/<attempt>.json). Pure data: rule 8."""
-    return {"run": run_id, "attempt": attempt, "stages": [asdict(decision) for decision in decisions]}
+def plan_of(run_id: str, attempt: int, decisions: list[PlanEntry], schemas: list[SchemaEntry] | None = None) -> Plan:
+    """The plan handed to the next attempt (plans/<attempt>.json)."""
+    return Plan(run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []))
 
 
-def dry_run_document(run_id: str, attempt: int, decisions: list[Decision]) -> dict[str, Any]:
-    """The exact shape of ``resume --dry-run --json`` (DESIGN §8)."""
-    return {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
+def dry_run_document(
+    run_id: str, attempt: int, decisions: list[PlanEntry], schemas: list[SchemaEntry] | None = None
+) -> dict[str, Any]:
+    """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
+    document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
+    if schemas is not None:
+        document["schemas"] = [entry.summary() for entry in schemas]
+    return document

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core.kinds import StageStatus
 from sparkrecover.errors import JournalError, RunNotFoundError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.reader import iter_journal, read_journal
+from sparkrecover.kinds import StageStatus
 from sparkrecover.rundir import runs
 
 # Stage statuses as the journal leaves them (the planner turns them into decisions).

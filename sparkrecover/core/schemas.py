@@ -9,16 +9,12 @@ it compares the read's whole listing with ``input_digest`` before it uses a sche
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 from sparkrecover.core import staleness
 from sparkrecover.core.runstate import RunState
+from sparkrecover.rundir.plans import SchemaEntry
 
-Stat = Callable[[str], tuple[int, Any]]
 
-
-def reusable(state: RunState, *, from_scratch: bool = False, stat: Stat | None = None) -> list[dict[str, Any]]:
+def reusable(state: RunState, stat: staleness.Stat, *, from_scratch: bool = False) -> list[SchemaEntry]:
     """The plan's ``schemas``: what the driver needs to use each schema, and why it may."""
     if from_scratch:
         return []  # --from-scratch: nothing of an earlier attempt is taken on trust
@@ -33,26 +29,16 @@ def reusable(state: RunState, *, from_scratch: bool = False, stat: Stat | None =
         else:
             reason = "inputs unchanged"
         found.append(
-            {
-                "key": key,
-                "format": record["format"],
-                "paths": list(record.get("paths") or []),
-                "call_site": record.get("call_site"),
-                "attempt": record["attempt"],
-                "schema": record["schema"],
-                "input_digest": record["input_digest"],
-                "input_count": count,
-                "reason": reason,
-            }
+            SchemaEntry(
+                key=key,
+                format=record["format"],
+                paths=list(record.get("paths") or []),
+                call_site=record.get("call_site"),
+                attempt=record["attempt"],
+                schema=record["schema"],
+                input_digest=record["input_digest"],
+                input_count=count,
+                reason=reason,
+            )
         )
     return found
-
-
-def summary(entry: dict[str, Any]) -> dict[str, Any]:
-    """An entry as ``resume --dry-run --json`` shows it (the schema itself stays in the plan file)."""
-    return {key: entry[key] for key in ("key", "format", "paths", "call_site", "attempt", "reason")}
-
-
-def describe(entry: dict[str, Any]) -> str:
-    """One line for people: ``reuse the schema of json /data/raw (inputs unchanged)``."""
-    return f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})"

@@ -11,8 +11,6 @@ import hashlib
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkrecover.rundir import storage
-
 # Above this many input files the list is kept as a digest only: the driver still compares it,
 # the CLI cannot check it before launch.
 INPUT_LIST_LIMIT = 10_000
@@ -27,12 +25,15 @@ def digest(*parts: Any) -> str:
     return sha.hexdigest()[:32]
 
 
-def stat_files(urls: Iterable[str]) -> list[list[Any]]:
+Stat = Callable[[str], "tuple[int, Any]"]
+
+
+def stat_files(urls: Iterable[str], stat: Stat) -> list[list[Any]]:
     """[url, size, mtime] of each file, sorted; a file that vanished has size -1."""
     rows = []
     for url in sorted(set(urls)):
         try:
-            size, mtime = storage.stat(url)
+            size, mtime = stat(url)
         except (FileNotFoundError, OSError):
             size, mtime = -1, None
         rows.append([url, size, mtime])
@@ -63,9 +64,8 @@ def difference(recorded: dict[str, Any] | None, current: dict[str, Any], ignore:
     return None
 
 
-def changed_inputs(recorded: dict[str, Any] | None, stat: Callable[[str], tuple[int, Any]] | None = None) -> list[str]:
+def changed_inputs(recorded: dict[str, Any] | None, stat: Stat) -> list[str]:
     """Input files recorded in a fingerprint that are gone or differ now (the CLI's check)."""
-    stat = stat or storage.stat
     changed = []
     for url, size, mtime in (recorded or {}).get("input_files") or []:
         try:

@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.core import humanize, planner
+from sparkrecover.core.evidence import Evidence
 from sparkrecover.core.runstate import RunState
 from sparkrecover.core.summary import plan_counts
 from sparkrecover.errors import UsageError
@@ -98,10 +99,10 @@ def ongoing_at(records: list[dict[str, Any]], kept: int) -> bool:
     return any(record["attempt"] == attempt for record in records[kept:])
 
 
-def plan_at(state: RunState, run_dir: str, progress: Callable[[int], None] | None = None) -> dict[str, Any]:
+def plan_at(state: RunState, evidence: Evidence) -> dict[str, Any]:
     """What ``resume --dry-run`` would have printed with the journal as it stood; outputs are
     checked as they are now, there being no record of how they were then."""
-    decisions = planner.make_plan(state, planner.verifier_for(run_dir, "size", progress))
+    decisions = planner.make_plan(state, evidence)
     next_attempt = max(state.attempts, default=0) + 1
     return planner.dry_run_document(state.run_id, next_attempt, decisions)
 

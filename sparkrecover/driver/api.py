@@ -1,23 +1,22 @@
-"""The Python API used inside a Spark application (DESIGN §3): ``checkpoint`` and ``stage``.
+"""The Python API used inside a Spark application: ``checkpoint`` and ``stage`` (docs/api.md).
 
-Under ``sparkrecover submit`` each call journals ``stage.started`` before any output is written
-and ``stage.committed`` only after Spark's job commit returned (rule 1), and follows the plan of
-a resumed attempt. Anywhere else it runs everything and records nothing.
+Under ``sparkrecover submit`` each call is a stage of the run: ``driver/stages.py`` walks it
+through the one stage lifecycle, and the adapters here say what a checkpoint and a stage function
+read, write and leave behind. Anywhere else it runs everything and records nothing.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkrecover.core import staleness
-from sparkrecover.driver import fence, fingerprints, runtime, taskresume
+from sparkrecover.driver import runtime, stages, taskresume
 from sparkrecover.errors import UsageError
-from sparkrecover.journal import events as ev
+from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import manifests, storage
+from sparkrecover.rundir.plans import PlanEntry
 
 _NAME = re.compile(r"^[^\x00-\x1f/\\]{1,200}$")
 
@@ -33,100 +32,6 @@ def _active_session() -> Any:
 
     session = SparkSession.getActiveSession()
     return session if session is not None else SparkSession.builder.getOrCreate()
-
-
-def _qualify(spark: Any, path: str) -> tuple[str, str]:
-    """(fsspec URL, Spark path) of a path as Spark resolves it (relative, file:, s3a://, hdfs://)."""
-    jvm = spark.sparkContext._jvm
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    qualified = fs.makeQualified(hadoop_path).toString()
-    return storage.from_spark_path(qualified), qualified
-
-
-class _StageScope:
-    """Attributes the Spark jobs run inside it to one pipeline stage (a local property) and
-    records failures as ``stage.failed``."""
-
-    def __init__(self, rt: runtime.Runtime, spark: Any, name: str):
-        self.rt, self.sc, self.name = rt, spark.sparkContext, name
-        self.started = time.monotonic()
-
-    def __enter__(self) -> _StageScope:
-        self._previous = (
-            self.sc.getLocalProperty(runtime.STAGE_PROPERTY),
-            self.sc.getLocalProperty("spark.job.description"),
-        )
-        self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self.name)
-        self.sc.setJobDescription(f"sparkrecover stage {self.name}")
-        self.rt.enter_stage()  # writes made in here are this stage's, not implicit stages
-        return self
-
-    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
-        self.rt.leave_stage()
-        self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
-        self.sc.setLocalProperty("spark.job.description", self._previous[1])
-        if error is not None:
-            # A write whose job commit was refused (the lease was taken over while it ran) fails
-            # here: the driver ends fenced, with nothing more journaled.
-            fence.failed(self.rt, self.name, error)
-        if error is not None and not self.rt.fenced:  # a fenced driver journals nothing more
-            message = str(error).strip() or type(error).__name__
-            self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000], error_type=type(error).__name__)
-            self.rt.writer.flush()
-
-    def start(self, kind: str, urls: list[str], upstream: list[str], fingerprint: dict[str, Any], **extra: Any) -> None:
-        fence.check(self.rt, self.name, "writing")  # nothing is written under a lost lease
-        self.rt.writer.emit(
-            ev.STAGE_STARTED,
-            stage=self.name,
-            kind=kind,
-            outputs=urls,
-            upstream=upstream,
-            fingerprint=fingerprint,
-            **extra,
-        )
-        self.rt.add_outputs(self.name, urls)
-        self.rt.fingerprints[self.name] = fingerprint["digest"]
-
-    def skip(self, reason: str, urls: list[str], digest: str | None) -> None:
-        self.rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=reason)
-        self.rt.add_outputs(self.name, urls)
-        if digest:
-            self.rt.fingerprints[self.name] = digest
-
-    def invalidate(self, reason: str) -> None:
-        """The plan said skip, but something the stage depends on changed: it runs (rule 5)."""
-        self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
-
-    def commit(
-        self,
-        outputs: Sequence[tuple[str, str | None]],
-        upstream: list[str],
-        added_since: list[dict[str, Any]] | None = None,
-        **extra: Any,
-    ) -> None:
-        """``added_since``: what each output held before an append; its manifest then lists only
-        the files the append added."""
-        fence.check(self.rt, self.name, "the commit")  # the lease, before anything is journaled
-        manifest = [manifests.build_output(url, spark_path, self.rt.checksums) for url, spark_path in outputs]
-        if added_since is not None:
-            manifest = [
-                manifests.added_files(output, before) for output, before in zip(manifest, added_since, strict=True)
-            ]
-        manifest, ref, digest = manifests.externalize(self.name, manifest, self.rt.run_dir)
-        self.rt.sync_telemetry()
-        self.rt.writer.emit(
-            ev.STAGE_COMMITTED,
-            stage=self.name,
-            manifest=manifest,
-            manifest_ref=ref,
-            manifest_sha256=digest,
-            duration_s=round(time.monotonic() - self.started, 3),
-            spark_jobs=self.rt.jobs_of(self.name),
-            upstream=upstream,
-            **extra,
-        )
 
 
 def checkpoint(
@@ -147,83 +52,93 @@ def checkpoint(
             return frame  # nothing to record and nowhere to write: the DataFrame as built
         frame.write.mode("overwrite").format(format).save(path)
         return frame.sparkSession.read.schema(frame.schema).format(format).load(path)
-    rt.reach(name)
     spark = build.sparkSession if not callable(build) else _active_session()
-    entry = rt.decision(name) or {}
-    if entry.get("decision") == "lost":
-        # Not needed by anything the plan runs: not rebuilt. Should some stage use it after all,
-        # Spark recomputes it from its lineage, so the result stays right.
-        frame = build() if callable(build) else build
-        _, fingerprint, stale = _fingerprint(rt, entry, name, build, frame, frame.inputFiles(), version)
-        recorded = (entry.get("fingerprint") or {}).get("digest")
-        rt.fingerprints[name] = recorded if recorded and not stale else fingerprint["digest"]
-        rt.writer.emit(ev.STAGE_SKIPPED, stage=name, reason=entry["reason"] + (f"; {stale}" if stale else ""))
-        return frame
     if path is None:
         url = rt.checkpoint_url(name)
-        spark_path = storage.to_spark_path(url)
+        located = (url, storage.to_spark_path(url))
     else:
-        url, spark_path = _qualify(spark, path)
-    with _StageScope(rt, spark, name) as scope:
-        frame = build() if callable(build) else build
-        upstream, fingerprint, stale = _fingerprint(rt, entry, name, build, frame, frame.inputFiles(), version)
-        if entry.get("decision") == "skip":
-            if stale is None:
-                committed = entry["committed"]
-                scope.skip(
-                    entry["reason"],
-                    [storage.from_spark_path(p) for p in committed["paths"]],
-                    (entry.get("fingerprint") or {}).get("digest"),
-                )
-                return _read_checkpoint(
-                    spark, committed["paths"][0], committed.get("format") or format, committed.get("schema")
-                )
-            scope.invalidate(stale)
-        entry = taskresume.unless_stale(scope, entry, stale)
-        # Task-level resume: the committed tasks of a checkpoint that died mid-write are set
-        # aside before the overwrite deletes its folder.
-        target = taskresume.Target(frame, spark, url, spark_path, "overwrite", format)
-        tasks = taskresume.prepare(target, entry)
-        scope.start("checkpoint", [url], upstream, fingerprint)
-        writer = frame.write.mode("overwrite").format(format)
-        if tasks is not None:
-            taskresume.started(rt, name, target, tasks)
-            taskresume.run(target, tasks, writer, lambda: writer.save(spark_path))
+        located = stages.qualify(spark, path)
+    return stages.run(rt, CheckpointStage(rt, name, build, spark, located, format, version))
+
+
+class CheckpointStage:
+    """A declared checkpoint as the stage lifecycle sees it: its output is a folder it overwrites
+    (an earlier attempt leaves nothing to clean, but maybe committed tasks to keep), and its result
+    is the DataFrame read back from it."""
+
+    kind = "checkpoint"
+
+    def __init__(
+        self,
+        rt: runtime.Runtime,
+        name: str,
+        build: Any,
+        spark: Any,
+        located: tuple[str, str],
+        format: str,
+        version: str | None,
+    ):
+        self.rt, self.name, self.build, self.spark = rt, name, build, spark
+        self.url, self.spark_path = located
+        self.format, self.version = format, version
+        self.schema: str | None = None
+        self.target: taskresume.Target | None = None
+        self._frame: Any = None
+
+    @property
+    def frame(self) -> Any:
+        if self._frame is None:
+            self._frame = self.build() if callable(self.build) else self.build
+        return self._frame
+
+    def outputs(self) -> list[str]:
+        entry = self.rt.decision(self.name)
+        if entry is not None and entry.decision == Verdict.SKIP and entry.committed is not None:
+            return [storage.from_spark_path(p) for p in entry.committed.paths]  # where it was committed
+        return [self.url]
+
+    def reads(self) -> tuple[Any, Any, list[str]]:
+        return (self.build if callable(self.build) else None), self.frame, self.frame.inputFiles()
+
+    def skip_problem(self, entry: PlanEntry) -> str | None:
+        return None
+
+    def skipped(self, entry: PlanEntry, lost: bool) -> Any:
+        if lost or entry.committed is None:
+            return self.frame  # computed from its lineage, should anything read it
+        committed = entry.committed
+        return _read_checkpoint(self.spark, committed.paths[0], committed.format or self.format, committed.schema)
+
+    def invalidated(self, entry: PlanEntry, reason: str) -> PlanEntry:
+        return entry
+
+    def set_aside(self, entry: PlanEntry) -> taskresume.TaskPlan | None:
+        # The committed tasks of a checkpoint that died mid-write are set aside before the
+        # overwrite deletes its folder.
+        self.target = taskresume.Target(self.frame, self.spark, self.url, self.spark_path, "overwrite", self.format)
+        return taskresume.prepare(self.target, entry)
+
+    def clean(self, entry: PlanEntry) -> dict[str, Any]:
+        return {}  # the overwrite replaces whatever an earlier attempt left
+
+    def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
+        writer = self.frame.write.mode("overwrite").format(self.format)
+        if tasks is not None and self.target is not None:
+            taskresume.started(self.rt, self.name, self.target, tasks)
+            taskresume.run(self.target, tasks, writer, lambda: writer.save(self.spark_path))
         else:
-            writer.save(spark_path)
-        schema = frame.schema.json()
-        scope.commit([(url, spark_path)], upstream, format=format, schema=schema)
-    return _read_checkpoint(spark, spark_path, format, schema)
+            writer.save(self.spark_path)
+        self.schema = self.frame.schema.json()
+        return _read_checkpoint(self.spark, self.spark_path, self.format, self.schema)
 
-
-def _fingerprint(
-    rt: runtime.Runtime, entry: dict[str, Any], name: str, fn: Any, frame: Any, files: list[str], version: str | None
-) -> tuple[list[str], dict[str, Any], str | None]:
-    """(upstream stages, the stage's fingerprint now, why it is stale or None)."""
-    upstream, external = rt.split_inputs(files, exclude=name)
-    ignore: tuple[str, ...] = ()
-    recorded_upstream = list(entry.get("upstream") or [])
-    if any(rt.is_lost(parent) or rt.is_superseded(parent) for parent in recorded_upstream):
-        # A lost upstream is read through its lineage, not its files: its edge no longer shows in
-        # the files read, and the plan and inputs differ for that reason alone. So does one whose
-        # output a later stage changed (a table read, then dropped): the planner reruns it when
-        # this stage must run, so only a skip of this stage meets it here.
-        upstream, ignore = recorded_upstream, ("plan", "input")
-    fingerprint = fingerprints.build(
-        version=version,
-        fn=fn if callable(fn) else None,
-        frame=frame,
-        input_urls=external,
-        upstream=rt.upstream_fingerprints(upstream),
-    )
-    stale = staleness.difference(entry.get("fingerprint"), fingerprint, ignore)
-    return upstream, fingerprint, stale
+    def committed(self) -> tuple[stages.Outputs, dict[str, Any], list[dict[str, Any]] | None]:
+        return [(self.url, self.spark_path)], {"format": self.format, "schema": self.schema}, None
 
 
 def _read_checkpoint(spark: Any, spark_path: str, format: str, schema_json: str | None) -> Any:
     reader = spark.read.format(format)
     if schema_json:
-        # A recorded schema (pure data, rule 8) spares Spark a schema-inference job.
+        # A recorded schema (pure data: docs/design.md §4 rule 8) spares Spark a schema-inference job.
         import json
 
         from pyspark.sql.types import StructType
@@ -246,42 +161,59 @@ class StageFunction:
         rt = runtime.current()
         if rt is None:
             return self.fn(*args, **kwargs)
-        rt.reach(self.name)
-        spark = _active_session()
-        located = [_qualify(spark, path) for path in self.outputs]
-        urls = [url for url, _ in located]
-        entry = rt.decision(self.name) or {}
-        if entry.get("decision") == "lost":
-            rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=entry["reason"])
-            rt.add_outputs(self.name, urls)
-            return None
-        upstream, fingerprint, stale = _fingerprint(
-            rt, entry, self.name, self.fn, None, _files_read_by(self.fn, args, kwargs), self.version
-        )
-        with _StageScope(rt, spark, self.name) as scope:
-            if entry.get("decision") == "skip":
-                if stale is None:
-                    scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
-                    return None
-                scope.invalidate(stale)
-            entry = taskresume.unless_stale(scope, entry, stale)
-            expected = None
-            if len(located) == 1:
-                # Its write to its one output keeps the committed tasks of an unfinished attempt:
-                # set aside now, before the restore below cleans the output.
-                expected = taskresume.ExpectedWrite(self.name, entry, *located[0])
-                taskresume.set_aside(expected.url, entry)
-            for before in entry.get("restore") or []:
-                manifests.restore_output(before)  # rule 2: no data left twice by an earlier write
-            before = [manifests.build_output(url, spark_path) for url, spark_path in located]
-            scope.start("stage", urls, upstream, fingerprint, before=before)
-            rt.expect_write(expected)
-            try:
-                result = self.fn(*args, **kwargs)
-            finally:
-                rt.expect_write(None)
-            scope.commit(located, upstream)
-        return result
+        return stages.run(rt, FunctionStage(rt, self, _active_session(), args, kwargs))
+
+
+class FunctionStage:
+    """A ``@stage`` function as the stage lifecycle sees it: its declared outputs are what it
+    commits; an earlier attempt's writes to them are undone before it runs again, and its write to
+    its one output (when it has one) keeps the committed tasks of an unfinished attempt."""
+
+    kind = "stage"
+
+    def __init__(self, rt: runtime.Runtime, function: StageFunction, spark: Any, args: tuple, kwargs: dict):
+        self.rt, self.name, self.spark = rt, function.name, spark
+        self.fn, self.version, self.args, self.kwargs = function.fn, function.version, args, kwargs
+        self.located = [stages.qualify(spark, path) for path in function.outputs]
+        self.expected: taskresume.ExpectedWrite | None = None
+
+    def outputs(self) -> list[str]:
+        return [url for url, _ in self.located]
+
+    def reads(self) -> tuple[Any, Any, list[str]]:
+        return self.fn, None, _files_read_by(self.fn, self.args, self.kwargs)
+
+    def skip_problem(self, entry: PlanEntry) -> str | None:
+        return None
+
+    def skipped(self, entry: PlanEntry, lost: bool) -> Any:
+        return None
+
+    def invalidated(self, entry: PlanEntry, reason: str) -> PlanEntry:
+        return entry
+
+    def set_aside(self, entry: PlanEntry) -> taskresume.TaskPlan | None:
+        if len(self.located) == 1:
+            # Set aside now, before the cleaning below; the write hook plans the write when the
+            # function makes it (its DataFrame is not known before).
+            self.expected = taskresume.ExpectedWrite(self.name, entry, *self.located[0])
+            taskresume.set_aside(self.expected.url, entry)
+        return None
+
+    def clean(self, entry: PlanEntry) -> dict[str, Any]:
+        for before in entry.restore:
+            manifests.restore_output(before)  # no data left twice by an earlier write (rule 2)
+        return {"before": [manifests.build_output(url, spark_path) for url, spark_path in self.located]}
+
+    def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
+        self.rt.expect_write(self.expected)
+        try:
+            return self.fn(*self.args, **self.kwargs)
+        finally:
+            self.rt.expect_write(None)
+
+    def committed(self) -> tuple[stages.Outputs, dict[str, Any], list[dict[str, Any]] | None]:
+        return self.located, {}, None
 
 
 def _files_read_by(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[str]:

@@ -159,10 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
-    from sparkrecover.rundir import plans
+    from sparkrecover.rundir import plans, storage
 
     try:
-        plan = plans.read_plan(options.plan) if options.plan else None
+        plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
     except SparkRecoverError as problem:  # a plan this sparkrecover cannot read: run nothing
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code

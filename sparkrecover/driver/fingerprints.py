@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.rundir import storage
 
 # Expression ids (`id#12L`) and plan ids differ from one run of the same code to the next.
 _PLAN_NOISE = re.compile(r"#\d+L?|plan_id=\d+|@[0-9a-f]{6,}")
@@ -66,7 +67,7 @@ def build(
     upstream: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A fingerprint: one digest per ingredient plus an overall digest."""
-    inputs = stat_files(input_urls)
+    inputs = stat_files(input_urls, storage.stat)
     plan = canonical_plan(frame) if frame is not None else None
     parts = {
         "version": None if version is None else str(version),

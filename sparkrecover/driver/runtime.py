@@ -10,7 +10,9 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import Plan, PlanEntry, SchemaEntry
 
 # Longest wait at a stage commit for Spark's listener queues to deliver the stage's last events.
 COMMIT_SETTLE_MS = 2000
@@ -23,7 +25,7 @@ class Runtime:
         self,
         writer: Any,
         run_dir: str,
-        plan: dict[str, Any] | None = None,
+        plan: Plan | None = None,
         checksums: bool = False,
         checkpoint_root: str | None = None,
     ):
@@ -35,24 +37,20 @@ class Runtime:
         # check found it taken over: nothing is committed after that.
         self.lease_token: str | None = None
         self.fenced = False
-        self.decisions: dict[str, dict[str, Any]] = {entry["stage"]: entry for entry in (plan or {}).get("stages", [])}
+        self.decisions: dict[str, PlanEntry] = {entry.stage: entry for entry in plan.stages} if plan else {}
         self.reached: list[str] = []
         # fsspec URL of each known output -> the stage that produces it, for upstream edges.
         self.producers: dict[str, str] = {}
         for name, entry in self.decisions.items():
-            for path in (entry.get("committed") or {}).get("paths") or []:
+            for path in entry.committed.paths if entry.committed else []:
                 self.producers[storage.from_spark_path(path)] = name
         # Fingerprint digest of every stage this attempt has reached (or the plan recorded).
         self.fingerprints: dict[str, str] = {
-            name: entry["fingerprint"]["digest"]
-            for name, entry in self.decisions.items()
-            if (entry.get("fingerprint") or {}).get("digest")
+            name: digest for name, entry in self.decisions.items() if (digest := entry.fingerprint_digest)
         }
         # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
         # (driver/schemas.py checks the input files again before using one).
-        self.schemas: dict[str, dict[str, Any]] = {
-            entry["key"]: entry for entry in (plan or {}).get("schemas", []) if entry.get("key")
-        }
+        self.schemas: dict[str, SchemaEntry] = {entry.key: entry for entry in plan.schemas} if plan else {}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
         # Per thread, like the Spark local property: a write made while a stage runs belongs to
@@ -89,7 +87,7 @@ class Runtime:
             return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
         return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
 
-    def decision(self, name: str) -> dict[str, Any] | None:
+    def decision(self, name: str) -> PlanEntry | None:
         return self.decisions.get(name)
 
     def reach(self, name: str) -> None:
@@ -121,20 +119,18 @@ class Runtime:
                 upstream.append(producer)
         return upstream, external
 
-    def upstream_of_files(self, spark_files: list[str], exclude: str) -> list[str]:
-        return self.split_inputs(spark_files, exclude)[0]
-
     def upstream_fingerprints(self, upstream: list[str]) -> dict[str, str]:
         return {name: self.fingerprints.get(name, "") for name in upstream}
 
     def is_lost(self, name: str) -> bool:
-        return (self.decisions.get(name) or {}).get("decision") == "lost"
+        entry = self.decisions.get(name)
+        return entry is not None and entry.decision == Verdict.LOST
 
     def is_superseded(self, name: str) -> bool:
         """Skipped, but a later stage of the run changed its output (a table inserted into,
         truncated, dropped): its files are no longer what its readers read."""
-        entry = self.decisions.get(name) or {}
-        return entry.get("decision") == "skip" and bool((entry.get("committed") or {}).get("superseded_by"))
+        entry = self.decisions.get(name)
+        return entry is not None and entry.superseded
 
     # Telemetry from the listener thread: never used for decisions (rule 6).
     def sync_telemetry(self) -> None:

@@ -31,6 +31,7 @@ from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
 from sparkrecover.driver import runtime, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import SchemaEntry
 
 READS = ("json", "csv", "parquet", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a
@@ -262,7 +263,7 @@ def _infers(spark: Any, fmt: str, options: dict[str, str]) -> bool:
 def _inputs(frame: Any) -> list[list[Any]]:
     """[url, size, mtime] of every file the read lists: ``inputFiles`` asks the relation's file
     index, which Spark listed when it made the DataFrame (no job)."""
-    return stat_files(storage.from_spark_path(path) for path in frame.inputFiles())
+    return stat_files((storage.from_spark_path(path) for path in frame.inputFiles()), storage.stat)
 
 
 def _record(rt: runtime.Runtime, call: Read, frame: Any, duration: float) -> None:
@@ -289,7 +290,7 @@ def _reuse(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     call: Read,
-    entry: dict[str, Any],
+    entry: SchemaEntry,
 ) -> Any:
     """The read made with the recorded schema, or None when its input files differ from the ones
     inferred from (a file added, removed or rewritten since: the CLI could only check the latter).
@@ -304,12 +305,12 @@ def _reuse(
     fresh = DataFrameReader(reader._spark)
     for made in list(_calls(reader)):
         _replay(fresh, made)
-    fresh.schema(StructType.fromJson(entry["schema"]))
+    fresh.schema(StructType.fromJson(entry.schema))
     before = len(_calls(fresh))
     started = time.monotonic()
     frame = original(fresh, *args, **kwargs)  # with a schema: the files are listed, not read
     inputs = _inputs(frame)
-    if digest(inputs) != entry.get("input_digest"):
+    if digest(inputs) != entry.input_digest:
         return None
     for made in _calls(fresh)[before:]:
         _replay(reader, made)
@@ -319,7 +320,7 @@ def _reuse(
         format=call.format,
         paths=call.paths,
         call_site=call.call_site,
-        inferred_in=entry.get("attempt"),
+        inferred_in=entry.attempt,
         input_count=len(inputs),
         duration_s=round(time.monotonic() - started, 3),
     )

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import Committed
 
 _SEP = "\u0001"
 # Keys CREATE TABLE refuses in TBLPROPERTIES (the catalog sets them), and Hive's bookkeeping.
@@ -106,12 +107,12 @@ def catalog_problem(spark: Any, name: str, location: str | None) -> str | None:
     return None
 
 
-def register(spark: Any, name: str, committed: dict[str, Any]) -> None:
+def register(spark: Any, name: str, committed: Committed) -> None:
     """Register the table a skipped or lost write left, as recorded at its commit. Nothing with
     Hive support (the catalog survived) or when the table is there."""
     if hive(spark) or spark.catalog.tableExists(name):
         return
-    recorded = committed.get("table")
+    recorded = committed.table
     if not recorded:
         _register_as_before(spark, name, committed)
         return
@@ -164,12 +165,12 @@ def set_type(spark: Any, name: str, table_type: str) -> None:
     spark._jsparkSession.sessionState().catalog().alterTable(meta.copy(*arguments))
 
 
-def _register_as_before(spark: Any, name: str, committed: dict[str, Any]) -> None:
+def _register_as_before(spark: Any, name: str, committed: Committed) -> None:
     """A record written before tables were recorded: an external table over the committed files."""
-    paths, schema = committed.get("paths") or [], committed.get("schema")
+    paths, schema = committed.paths, committed.schema
     if not paths:
         return
-    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.get("format") or "parquet"}
+    kwargs: dict[str, Any] = {"path": paths[0], "source": committed.format or "parquet"}
     if schema:
         from pyspark.sql.types import StructType
 

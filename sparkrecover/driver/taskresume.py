@@ -25,7 +25,9 @@ from typing import Any
 
 from sparkrecover.driver import partitions
 from sparkrecover.journal import events as ev
+from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
+from sparkrecover.rundir.plans import PlanEntry
 
 
 @dataclass
@@ -62,7 +64,7 @@ class ExpectedWrite:
     """The write a declared stage with one output is expected to make to it."""
 
     stage: str
-    entry: dict[str, Any]  # the stage's plan entry
+    entry: PlanEntry  # the stage's plan entry
     url: str
     spark_path: str
 
@@ -76,29 +78,19 @@ def target_of(write: Any) -> Target | None:
     return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
 
 
-def unless_stale(scope: Any, entry: dict[str, Any], stale: str | None) -> dict[str, Any]:
-    """A ``continue`` entry whose stage changed since its tasks committed (code, plan, inputs,
-    version: rule 5) keeps nothing: partition *i* would not hold the same rows. Journaled as
-    ``stage.invalidated`` with the reason; the write runs whole."""
-    if entry.get("decision") != "continue" or stale is None:
-        return entry
-    scope.invalidate(stale)
-    return {**entry, "decision": "run", "tasks": None}
-
-
-def set_aside(url: str, entry: dict[str, Any]) -> None:
+def set_aside(url: str, entry: PlanEntry) -> None:
     """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
     the target, before anything cleans it. The write checks them against its shape later."""
-    tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
+    tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
     if tasks and kept_dir:
         try:
-            _set_aside(url, kept_dir, set(tasks.get("kept") or []), set(tasks.get("empty") or []))
+            _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
         except OSError as error:  # what was not moved is computed again: slower, never wrong
             print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
-def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
     kept at all; None where task-level resume does not apply (no local output folder)."""
     if target is None or not storage.is_local(target.url):
@@ -114,10 +106,10 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
         # the plan): an edited script keeps no partition of an earlier attempt (rule 5).
         shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
-    tasks = entry.get("tasks") if entry.get("decision") == "continue" else None
+    tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
-        if tasks.get("shape") != shape.digest or tasks.get("partitions") != shape.partitions:
+        if tasks.shape != shape.digest or tasks.partitions != shape.partitions:
             plan.reason = (
                 "its partitions changed since the attempt that committed them (input slices, count "
                 "or the script's code)"
@@ -125,9 +117,7 @@ def plan_write(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
         else:
             folders = taskfiles.task_folders(target.url)
             plan.kept = sorted(
-                p
-                for p in set(tasks.get("kept") or [])
-                if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
+                p for p in set(tasks.kept) if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
             )
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
@@ -152,7 +142,7 @@ def script_digest() -> str:
         return "unknown"
 
 
-def prepare(target: Target | None, entry: dict[str, Any]) -> TaskPlan | None:
+def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
     if target is not None and storage.is_local(target.url):
         set_aside(target.url, entry)

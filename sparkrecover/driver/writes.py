@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.driver import api, runtime, tables, taskresume
-from sparkrecover.journal import events as ev
+from sparkrecover.driver import runtime, stages, tables, taskresume
 from sparkrecover.rundir import manifests, storage
+from sparkrecover.rundir.plans import Committed, PlanEntry
 
 # How a write treats what its target held: append adds to it, create needs it absent
 # (errorifexists, ignore, V2 create), overwrite replaces it (or the rows/partitions it names).
@@ -53,63 +53,85 @@ class Write:
 
 
 def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
-    rt.reach(write.name)
-    entry = rt.decision(write.name) or {}
-    urls = [write.url] if write.url else []
-    if entry.get("decision") == "lost":
-        # Rule 4: nothing that runs needs it. Writing it again could append twice.
-        rt.writer.emit(ev.STAGE_SKIPPED, stage=write.name, reason=entry["reason"])
-        rt.add_outputs(write.name, urls)
-        if write.mode != DROP:
-            _restore_table(write, entry.get("committed") or {})  # the script may read it next
+    """The write as a stage; None when the plan skips it (the call then does nothing)."""
+    return stages.run(rt, WriteStage(rt, write, do_write))
+
+
+class WriteStage:
+    """An implicit write as the stage lifecycle sees it: its target may be a table, which a skip
+    registers again and a catalog that outlives the driver may have moved; an earlier attempt's
+    rows are removed before it runs again, so an append lands exactly once."""
+
+    kind = "write"
+
+    def __init__(self, rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]):
+        self.rt, self.write, self.do_write = rt, write, do_write
+        self.name, self.spark = write.name, write.spark
+        self.version: str | None = None  # an implicit write has no version= of its own
+        self.target: taskresume.Target | None = None
+        self.before: dict[str, Any] | None = None
+        self.moved: str | None = None
+
+    def outputs(self) -> list[str]:
+        return [self.write.url] if self.write.url else []
+
+    def reads(self) -> tuple[Any, Any, list[str]]:
+        write, rt = self.write, self.rt
+        files = _input_files(write.frame)
+        previous = rt.producers.get(write.url) if write.url else None
+        if previous is not None and previous != write.name and previous in rt.reached and write.spark_path:
+            # An earlier stage of this attempt wrote this target (a table created, then inserted
+            # into): this write depends on it, so it runs again whenever that one does.
+            files.append(write.spark_path)
+        return None, write.frame, files
+
+    def skip_problem(self, entry: PlanEntry) -> str | None:
+        committed = entry.committed
+        if committed is None:
+            return None
+        self.moved = _moved_table(self.write, committed)
+        return self.moved or _catalog_problem(self.write, committed)
+
+    def skipped(self, entry: PlanEntry, lost: bool) -> Any:
+        if not (lost and self.write.mode == DROP):
+            _restore_table(self.write, entry.committed)  # the script may read it next
         return None
-    files = _input_files(write.frame)
-    previous = rt.producers.get(write.url) if write.url else None
-    if previous is not None and previous != write.name and previous in rt.reached and write.spark_path:
-        # An earlier stage of this attempt wrote this target (a table created, then inserted
-        # into): this write depends on it, so it runs again whenever that one does.
-        files.append(write.spark_path)
-    with api._StageScope(rt, write.spark, write.name) as scope:
-        upstream, fingerprint, stale = api._fingerprint(rt, entry, write.name, None, write.frame, files, None)
-        if entry.get("decision") == "skip":
-            committed = entry.get("committed") or {}
-            moved = _moved_table(write, committed)
-            stale = stale or moved or _catalog_problem(write, committed)
-            if stale is None:
-                scope.skip(entry["reason"], urls, (entry.get("fingerprint") or {}).get("digest"))
-                _restore_table(write, committed)
-                return None
-            scope.invalidate(stale)
-            if moved is not None:
-                # The recorded files are not the table's any more: undoing them would touch data
-                # the script no longer reads. The write runs on the table as a plain run would.
-                entry = {**entry, "restore": []}
-        entry = taskresume.unless_stale(scope, entry, stale)
-        # Task-level resume: committed task folders are set aside before the cleanup below
-        # removes the dead attempt's _temporary.
-        target = taskresume.target_of(write)
-        tasks = taskresume.prepare(target, entry)
-        cleaned = undo_previous(rt, entry, write)
-        before = snapshot(write, rt.writer.attempt)
-        scope.start(
-            "write",
-            urls,
-            upstream,
-            fingerprint,
-            before=[before] if before else [],
-            call_site=write.call_site,
-            ordinal=write.ordinal,
-            target=write.target,
-            mode=write.mode,
-            verifiable=write.verifiable,
-            cleaned=cleaned[:100],
-        )
-        if tasks is not None and target is not None:
-            taskresume.started(rt, write.name, target, tasks)
-            result = taskresume.run(target, tasks, write.writer, do_write)
-        else:
-            result = do_write()
-        outputs = [(write.url, write.spark_path)] if write.url else []
+
+    def invalidated(self, entry: PlanEntry, reason: str) -> PlanEntry:
+        if self.moved is not None:
+            # The recorded files are not the table's any more: undoing them would touch data the
+            # script no longer reads. The write runs on the table as a plain run would.
+            return replace(entry, restore=[])
+        return entry
+
+    def set_aside(self, entry: PlanEntry) -> taskresume.TaskPlan | None:
+        # Committed task folders are set aside before the cleaning removes the dead attempt's _temporary.
+        self.target = taskresume.target_of(self.write)
+        return taskresume.prepare(self.target, entry)
+
+    def clean(self, entry: PlanEntry) -> dict[str, Any]:
+        write = self.write
+        cleaned = undo_previous(self.rt, entry, write)
+        self.before = snapshot(write, self.rt.writer.attempt)
+        return {
+            "before": [self.before] if self.before else [],
+            "call_site": write.call_site,
+            "ordinal": write.ordinal,
+            "target": write.target,
+            "mode": write.mode,
+            "verifiable": write.verifiable,
+            "cleaned": cleaned[:100],
+        }
+
+    def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
+        if tasks is not None and self.target is not None:
+            taskresume.started(self.rt, self.name, self.target, tasks)
+            return taskresume.run(self.target, tasks, self.write.writer, self.do_write)
+        return self.do_write()
+
+    def committed(self) -> tuple[stages.Outputs, dict[str, Any], list[dict[str, Any]] | None]:
+        write = self.write
+        outputs: stages.Outputs = [(write.url, write.spark_path)] if write.url else []
         extra: dict[str, Any] = {}
         recorded = tables.describe(write.spark, write.table) if write.table is not None else None
         if recorded is not None:
@@ -118,9 +140,8 @@ def run(rt: runtime.Runtime, write: Write, do_write: Callable[[], Any]) -> Any:
             location = recorded["location"]
             outputs = [(storage.from_spark_path(location), location)]
             extra = {"format": recorded["provider"], "schema": recorded["schema"], "table": recorded}
-        scope.commit(outputs, upstream, added_since=[before] if write.category == APPEND and before else None, **extra)
-        rt.add_outputs(write.name, [url for url, _ in outputs])
-    return result
+        added_since = [self.before] if write.category == APPEND and self.before else None
+        return outputs, extra, added_since
 
 
 def _input_files(frame: Any) -> list[str]:
@@ -169,12 +190,12 @@ def snapshot(write: Write, attempt: int) -> dict[str, Any] | None:
     return before
 
 
-def undo_previous(rt: runtime.Runtime, entry: dict[str, Any], write: Write) -> list[str]:
+def undo_previous(rt: runtime.Runtime, entry: PlanEntry, write: Write) -> list[str]:
     """Bring the target back to what it held before this write first ran in this run, so that
     running it again leaves its rows there once. Returns what was removed."""
-    committed = entry.get("committed") or {}
+    committed = entry.committed
     removed: list[str] = []
-    for before in entry.get("restore") or []:
+    for before in entry.restore:
         url = before.get("path")
         if not url:
             continue
@@ -185,7 +206,7 @@ def undo_previous(rt: runtime.Runtime, entry: dict[str, Any], write: Write) -> l
             removed += _remove_target(write.spark, url, before.get("table"))
             continue
         if category == APPEND:
-            if committed and committed.get("attempt", 0) >= before.get("attempt", 0):
+            if committed is not None and committed.attempt >= before.get("attempt", 0):
                 added = _added_by(rt, committed, url)
                 removed += _remove(url, added) if added is not None else manifests.restore_output(before)
             else:
@@ -194,9 +215,9 @@ def undo_previous(rt: runtime.Runtime, entry: dict[str, Any], write: Write) -> l
     return removed
 
 
-def _added_by(rt: runtime.Runtime, committed: dict[str, Any], url: str) -> list[str] | None:
+def _added_by(rt: runtime.Runtime, committed: Committed, url: str) -> list[str] | None:
     """The files a committed append added to ``url``, from its manifest; None if unknown."""
-    for output in manifests.load_manifest(committed, rt.run_dir) or []:
+    for output in manifests.load_manifest(committed.manifest_record(), rt.run_dir) or []:
         if output.get("path") == url and output.get("scope") == "added" and "files" in output:
             return [entry[0] for entry in output["files"]]
     return None
@@ -256,7 +277,7 @@ def remove_leftovers(url: str) -> list[str]:
     return removed
 
 
-def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
+def _moved_table(write: Write, committed: Committed) -> str | None:
     """Why a committed table write cannot be skipped although its files are intact, or None.
 
     A catalog that outlives the driver (Hive's metastore) still has the table on resume: the
@@ -264,7 +285,7 @@ def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
     dropped and created again, ``ALTER TABLE … SET LOCATION``), the files the planner checked are
     not the ones the script will read.
     """
-    paths = committed.get("paths") or []
+    paths = committed.paths
     if write.table is None or write.mode == DROP or not write.existed or write.url is None or not paths:
         return None  # no catalog entry to check (without Hive support one is registered again)
     if storage.from_spark_path(paths[0]) == write.url:
@@ -272,7 +293,7 @@ def _moved_table(write: Write, committed: dict[str, Any]) -> str | None:
     return f"the catalog has table {write.table} at {write.spark_path}, not at {paths[0]} where it was committed"
 
 
-def _restore_table(write: Write, committed: dict[str, Any]) -> None:
+def _restore_table(write: Write, committed: Committed | None) -> None:
     """A skipped or lost table write leaves its table as the uninterrupted run would have
     (driver/tables.py), even one a later DROP of the run removed: the script may read it before
     it gets there. A skipped DROP then takes it out of the catalog again, files untouched (what
@@ -281,16 +302,16 @@ def _restore_table(write: Write, committed: dict[str, Any]) -> None:
         return
     if write.mode == DROP:
         tables.forget(write.spark, write.table)
-    else:
+    elif committed is not None:
         tables.register(write.spark, write.table, committed)
 
 
-def _catalog_problem(write: Write, committed: dict[str, Any]) -> str | None:
+def _catalog_problem(write: Write, committed: Committed) -> str | None:
     """With Hive support the catalog survives the driver: a skipped table write must find its
     table there, at the location it recorded; otherwise it is not finished and runs again."""
-    if write.table is None or write.mode == DROP or committed.get("superseded_by"):
+    if write.table is None or write.mode == DROP or committed.superseded_by:
         return None
     if not tables.hive(write.spark):
         return None
-    paths = committed.get("paths") or []
+    paths = committed.paths
     return tables.catalog_problem(write.spark, write.table, paths[0] if paths else None)

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from sparkrecover.driver import runtime, taskresume, writes
+from sparkrecover.driver import runtime, stages, taskresume, writes
 from sparkrecover.rundir import storage
 
 _FILE_METHODS = ("parquet", "json", "csv", "orc", "text", "xml")
@@ -396,6 +396,4 @@ def _sink_write(spark: Any, frame: Any, label: str, mode: str, category: str) ->
 
 
 def qualify(spark: Any, path: str) -> tuple[str, str]:
-    from sparkrecover.driver import api
-
-    return api._qualify(spark, path)
+    return stages.qualify(spark, path)

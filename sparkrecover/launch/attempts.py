@@ -22,7 +22,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import redact
 from sparkrecover.launch import spark_submit as launcher
-from sparkrecover.rundir import plans, runs
+from sparkrecover.rundir import plans, runs, storage
 
 
 @dataclass
@@ -141,7 +141,7 @@ def run_attempt(
     attempt: int,
     spec: LaunchSpec,
     *,
-    plan: dict[str, Any] | None = None,
+    plan: plans.Plan | None = None,
     first: bool = False,
     lease_token: str | None = None,
     notify: Callable[[str], None] = lambda message: None,
@@ -175,7 +175,9 @@ def run_attempt(
     if plan is not None:
         # Written before the launch: the driver reads it as it starts. A launch that fails leaves
         # it for the next attempt of the same number to overwrite.
-        bootstrap_args += ["--plan", plans.write_plan(run_dir, attempt, plan)]
+        plan_url = runs.plan_url(run_dir, attempt)
+        storage.write_atomic(plan_url, plans.encode(plan))
+        bootstrap_args += ["--plan", plan_url]
     jar = _listener_jar(spec.spark_submit, notify)
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args, listener_jar=jar)
@@ -193,7 +195,7 @@ def run_attempt(
             writer.emit(
                 ev.PLAN_CREATED,
                 plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
-                stages=[{k: s[k] for k in ("stage", "decision", "reason")} for s in plan["stages"]],
+                stages=[{"stage": s.stage, "decision": str(s.decision), "reason": s.reason} for s in plan.stages],
             )
         writer.flush()
 

@@ -20,8 +20,10 @@ from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
 from sparkrecover.launch import attempts
 from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
+from sparkrecover.rundir.plans import Plan, PlanEntry, SchemaEntry
 
 Notify = Callable[[str], None]
 ShowPlan = Callable[["ResumePlan"], None]
@@ -35,18 +37,15 @@ class ResumePlan:
     run_id: str
     state: RunState
     attempt: int
-    decisions: list[planner.Decision]
+    decisions: list[PlanEntry]
     # Inferred schemas the next attempt may reuse (core/schemas.py), beside the stage decisions.
-    schemas: list[dict[str, Any]] = field(default_factory=list)
+    schemas: list[SchemaEntry] = field(default_factory=list)
 
-    def document(self) -> dict[str, Any]:
-        return {**planner.plan_document(self.run_id, self.attempt, self.decisions), "schemas": self.schemas}
+    def document(self) -> Plan:
+        return planner.plan_of(self.run_id, self.attempt, self.decisions, self.schemas)
 
     def dry_run(self) -> dict[str, Any]:
-        return {
-            **planner.dry_run_document(self.run_id, self.attempt, self.decisions),
-            "schemas": [schemas.summary(entry) for entry in self.schemas],
-        }
+        return planner.dry_run_document(self.run_id, self.attempt, self.decisions, self.schemas)
 
 
 @dataclass
@@ -156,9 +155,10 @@ def plan_resume(
         if not from_scratch:
             raise
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
-    verify = planner.verifier_for(run_dir, verify_level, progress)
-    decisions = planner.make_plan(state, verify, rerun=rerun, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions, schemas.reusable(state, from_scratch=from_scratch))
+    evidence = StorageEvidence(run_dir, verify_level, progress)
+    decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch)
+    reusable = schemas.reusable(state, evidence.stat, from_scratch=from_scratch)
+    return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable)
 
 
 DAMAGED_DIR = "journal.damaged"

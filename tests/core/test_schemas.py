@@ -12,11 +12,12 @@ from sparkrecover.core import schemas
 from sparkrecover.core.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
 from sparkrecover.launch import recovery
+from sparkrecover.rundir import storage
 
 
 def inferred(run, folder, key="etl.py:7 json", fields=("id",), listed=True):
     """A schema.inferred as the driver writes it, for the files under ``folder`` as they are now."""
-    rows = stat_files(os.path.join(folder, name) for name in os.listdir(folder))
+    rows = stat_files((os.path.join(folder, name) for name in os.listdir(folder)), storage.stat)
     schema = {
         "type": "struct",
         "fields": [{"name": f, "type": "long", "nullable": True, "metadata": {}} for f in fields],
@@ -65,27 +66,27 @@ def test_unchanged_inputs_are_reused_and_changed_or_vanished_ones_are_not(run, r
     inferred(run, raw)
     inferred(run, other, key="etl.py:9 json")
     state = run.end().state()
-    (planned,) = [entry for entry in schemas.reusable(state) if entry["key"] == "etl.py:7 json"]
-    assert planned["reason"] == "inputs unchanged" and planned["input_count"] == 2
-    assert planned["schema"] == state.schemas["etl.py:7 json"]["schema"] and planned["attempt"] == 1
-    assert [e["key"] for e in schemas.reusable(state, from_scratch=True)] == []
+    (planned,) = [entry for entry in schemas.reusable(state, storage.stat) if entry.key == "etl.py:7 json"]
+    assert planned.reason == "inputs unchanged" and planned.input_count == 2
+    assert planned.schema == state.schemas["etl.py:7 json"]["schema"] and planned.attempt == 1
+    assert [e.key for e in schemas.reusable(state, storage.stat, from_scratch=True)] == []
 
     (raw / "a.json").write_text('{"id": 1, "name": "longer now"}\n')
     (other / "c.json").unlink()
-    assert schemas.reusable(state) == []
+    assert schemas.reusable(state, storage.stat) == []
 
 
 def test_an_unlisted_input_is_left_to_the_driver(run, raw):
     state = inferred(run, raw, listed=False).end().state()
-    (entry,) = schemas.reusable(state)
-    assert entry["reason"] == "2 input files, checked when read"
+    (entry,) = schemas.reusable(state, storage.stat)
+    assert entry.reason == "2 input files, checked when read"
 
 
 def test_the_plan_and_the_dry_run_carry_the_schemas(run, raw, cli, tmp_path):
     run.done("load")
     state_dir = inferred(run, raw).end(exit_code=137).dir
     plan = recovery.plan_resume(state_dir, "r1")
-    document = plan.document()
+    document = plan.document().to_json()
     assert [s["stage"] for s in document["stages"]] == ["load"]  # the stage decisions as before
     assert document["schemas"][0]["schema"]["fields"][0]["name"] == "id"
     assert document["schemas"][0]["input_digest"] == plan.state.schemas["etl.py:7 json"]["input_digest"]

@@ -7,7 +7,9 @@ import os
 import uuid
 
 from sparkrecover.core import planner
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles
+from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 
 UUID = str(uuid.UUID(int=7))
 
@@ -61,7 +63,7 @@ def committed_tasks(run, stage, *partitions, records=100):
 
 
 def decision_of(run, stage="w"):
-    decisions = planner.make_plan(run.state(), planner.verifier_for(run.dir))
+    decisions = planner.make_plan(run.state(), StorageEvidence(run.dir))
     return next(d for d in decisions if d.stage == stage)
 
 
@@ -73,8 +75,8 @@ def test_a_write_killed_with_committed_tasks_continues_keeping_them(run):
         task_folder(run.outputs["w"], partition)
     decision = decision_of(run)
     assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (committed in attempt 1)")
-    assert decision.partitions == {"kept": 4, "total": 8}
-    assert decision.tasks == {"kept": [0, 1, 2, 5], "partitions": 8, "shape": "s1", "empty": []}
+    assert decision.partitions == PartitionCount(kept=4, total=8)
+    assert decision.tasks == KeptTasks(kept=[0, 1, 2, 5], partitions=8, shape="s1", empty=[])
     assert decision.summary()["partitions"] == {"kept": 4, "total": 8}
     assert decision.fingerprint == {"version": None}  # the driver compares it, as for a skip
 
@@ -87,7 +89,7 @@ def test_journal_and_committer_must_agree(run):
     committed_tasks(run, "w", 0, 1).end(137, 9)
     task_folder(run.outputs["w"], 1)
     task_folder(run.outputs["w"], 3)  # committed after the last journal flush
-    assert decision_of(run).tasks["kept"] == [1]
+    assert decision_of(run).tasks.kept == [1]
 
 
 def test_no_evidence_left_means_run(run):

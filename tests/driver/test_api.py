@@ -12,6 +12,7 @@ from sparkrecover.driver.runtime import Runtime
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
+from sparkrecover.launch.evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, numbers
 
 
@@ -64,9 +65,9 @@ def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
 
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
-    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
 
 
 def test_skip_reads_the_checkpoint_back_and_computes_nothing(spark, tmp_path):
@@ -111,7 +112,7 @@ def test_version_and_input_changes_are_named(spark, tmp_path):
     sr.checkpoint("reads", lambda: spark.read.schema("a long").json(str(source)))
     source.write_text('{"a": 1}\n{"a": 2}\n{"a": 3}\n')
     rt2 = resume_runtime(tmp_path, rt)
-    assert [(s["stage"], s["decision"], s["reason"].split(":")[0]) for s in rt2.decisions.values()] == [
+    assert [(s.stage, s.decision, s.reason.split(":")[0]) for s in rt2.decisions.values()] == [
         ("versioned", "skip", "committed in attempt 1, output verified"),
         ("reads", "rerun", "input changed"),
     ]

@@ -14,6 +14,8 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, schemas
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
+from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import Plan
 from tests.helpers import install_runtime, journal, zero_code_hooks
 
 HERE = os.path.basename(__file__)
@@ -79,7 +81,7 @@ def resumed(tmp_path, rt, **options):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     attempt = max(state.attempts) + 1
-    plan = {"run": "run1", "attempt": attempt, "stages": [], "schemas": plan_schemas.reusable(state, **options)}
+    plan = Plan("run1", attempt, [], plan_schemas.reusable(state, storage.stat, **options))
     return install_runtime(tmp_path, plan, attempt=attempt)
 
 

@@ -13,6 +13,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
+from sparkrecover.launch.evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, zero_code_hooks
 
 HERE = os.path.basename(__file__)
@@ -43,17 +44,17 @@ def line_of(marker: str) -> int:
 def plan(rt):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
-    return planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    return planner.make_plan(state, StorageEvidence(rt.run_dir))
 
 
 def resume(tmp_path, rt, forget=()):
     """The next attempt, in a driver whose catalog lost ``forget`` (as a new driver's has)."""
     decisions = plan(rt)
-    attempt = max(d.committed["attempt"] for d in decisions if d.committed) + 1
+    attempt = max(d.committed.attempt for d in decisions if d.committed) + 1
     runtime.install(None)
     for table in forget:
         forget_table(rt_spark(), table)
-    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
 
 
 def rt_spark():
@@ -106,7 +107,7 @@ def test_a_skipped_table_write_registers_its_table_as_it_was(spark, tmp_path, db
     assert committed[0]["table"]["properties"] == {"team": "ops"}
     assert committed[1]["table"]["options"] == {"header": "true"}
     rt2 = resume(tmp_path, rt, forget=["tbl.t1", "tbl.t2"])
-    assert [d["decision"] for d in rt2.decisions.values()] == ["skip", "skip"]
+    assert [d.decision for d in rt2.decisions.values()] == ["skip", "skip"]
     assert not spark.catalog.tableExists("tbl.t1")
     write_tables(spark)
     assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 2
@@ -125,7 +126,7 @@ def test_a_lost_table_write_registers_its_table_too(spark, tmp_path, db):
     folder = location_of(spark, "tbl.t3")
     os.remove(os.path.join(folder, sorted(n for n in os.listdir(folder) if n.startswith("part-"))[0]))
     rt2 = resume(tmp_path, rt, forget=["tbl.t3"])
-    assert [d["decision"] for d in rt2.decisions.values()] == ["lost"]
+    assert [d.decision for d in rt2.decisions.values()] == ["lost"]
     save(spark.range(4, numPartitions=2), "tbl.t3")
     assert metadata(spark, "tbl.t3")["type"] == "MANAGED"
     assert spark.table("tbl.t3").count() == 2  # what survived: lost is reported, not redone
@@ -136,10 +137,10 @@ def test_an_older_record_without_the_table_registers_an_external_table_as_before
     save(spark.range(3), "tbl.t4")
     decisions = plan(rt)
     for decision in decisions:
-        decision.committed.pop("table")
+        decision.committed.table = None
     runtime.install(None)
     forget_table(spark, "tbl.t4")
-    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     save(spark.range(3), "tbl.t4")
     assert metadata(spark, "tbl.t4")["type"] == "EXTERNAL"
     assert spark.table("tbl.t4").count() == 3
@@ -193,7 +194,7 @@ def test_later_writes_to_a_table_leave_its_earlier_writes_skipped_not_lost(spark
     folder = str(tmp_path / "tbl.db" / "t7")
     assert not os.path.exists(folder)
     rt2 = resume(tmp_path, rt, forget=["tbl.t6"])
-    assert [d["decision"] for d in rt2.decisions.values()] == ["skip"] * 5
+    assert [d.decision for d in rt2.decisions.values()] == ["skip"] * 5
     script()
     assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 5
     assert sorted(r.id for r in spark.table("tbl.t6").collect()) == [10, 11, 12, 20, 21]
@@ -221,7 +222,7 @@ def test_a_table_read_before_its_committed_drop_is_there_on_resume(spark, tmp_pa
 
     script()
     rt2 = resume(tmp_path, rt)
-    assert [d["decision"] for d in rt2.decisions.values()] == ["skip"] * 3
+    assert [d.decision for d in rt2.decisions.values()] == ["skip"] * 3
     script()
     assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 3
     assert not spark.catalog.tableExists("tbl.t10")
@@ -241,11 +242,11 @@ def test_a_stage_that_runs_again_rebuilds_a_table_it_read_that_was_changed_since
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     copy = next(name for name in state.stages if name.endswith(out))
-    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir), rerun=[copy])
+    decisions = planner.make_plan(state, StorageEvidence(rt.run_dir), rerun=[copy])
     assert [d.decision for d in decisions] == ["rerun", "rerun", "rerun"]
     assert decisions[0].reason.endswith(f"needed by {copy}")
     runtime.install(None)
-    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     script()
     assert sorted(r.id for r in spark.read.json(out).collect()) == [0, 1, 2]
     assert not spark.catalog.tableExists("tbl.t11")

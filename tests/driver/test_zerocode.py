@@ -13,6 +13,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, sqlwrites, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
+from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import manifests, storage
 from tests.helpers import install_runtime, journal, numbers, zero_code_hooks
 
@@ -41,9 +42,9 @@ def writes_started(rt) -> list[dict]:
 def resume(tmp_path, rt, **options):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
-    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir), **options)
+    decisions = planner.make_plan(state, StorageEvidence(rt.run_dir), **options)
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_document("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
 
 
 def rows(spark, path, fmt="json"):
@@ -133,7 +134,9 @@ def test_a_committed_append_that_reruns_is_appended_once(spark, tmp_path):
     assert committed["manifest"][0]["scope"] == "added"
     assert "part-seed.json" not in [f[0] for f in committed["manifest"][0]["files"]]
     # A later append to the same folder does not make the first one look changed.
-    assert planner.verifier_for(rt.run_dir)(RunState.from_events("run1", journal(rt)).stages[committed["stage"]]) == []
+    assert (
+        StorageEvidence(rt.run_dir).verify(RunState.from_events("run1", journal(rt)).stages[committed["stage"]]) == []
+    )
     resume(tmp_path, rt, rerun=[committed["stage"]])
     append(spark, out)
     assert rows(spark, str(out)) == [0, 1, 2, 100]
@@ -155,9 +158,9 @@ def test_an_interrupted_append_has_its_partial_files_removed(spark, tmp_path):
     (out / "_temporary" / "0" / "task_1").mkdir(parents=True)
     (out / "_temporary" / "0" / "task_1" / "part-00002-dead.json").write_text('{"id": 2}\n')
     state = RunState.from_events("run1", records)
-    decisions = planner.make_plan(state, planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    rt2 = install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    rt2 = install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     append(spark, out)
     assert rows(spark, str(out)) == [0, 1, 2, 100]
     assert not partial.exists() and not (out / "_temporary").exists()
@@ -238,14 +241,14 @@ def test_tables_are_verified_through_their_location(spark, tmp_path):
         rt2 = resume(tmp_path, rt)
         # Only the last write describes the whole location: the first one's files are not all
         # there is any more, but the later committed append says why, so it is skipped, not lost.
-        decisions = [(d["decision"], d["reason"]) for d in rt2.decisions.values()]
+        decisions = [(d.decision, d.reason) for d in rt2.decisions.values()]
         assert decisions[0] == ("skip", f"committed in attempt 1; {started[1]['stage']} changed its output since")
         assert decisions[1] == ("skip", "committed in attempt 1, output verified")
         write()
         assert spark.table(table).count() == 6
         assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED] * 2
         table_stage = RunState.from_events("run1", journal(rt2)).stages[started[1]["stage"]]
-        assert planner.verifier_for(rt2.run_dir)(table_stage) == []
+        assert StorageEvidence(rt2.run_dir).verify(table_stage) == []
     finally:
         spark.sql("DROP DATABASE IF EXISTS zerocode CASCADE")
 
@@ -256,13 +259,13 @@ def test_a_write_without_a_place_to_check_says_so_in_the_plan(spark, tmp_path):
     (started,) = writes_started(rt)
     assert (started["target"], started["verifiable"], started["outputs"]) == ("noop sink", False, [])
     records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]
-    (decision,) = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    (decision,) = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decision.reason == (
         "started in attempt 1 but not committed; noop sink cannot be verified: an "
         "interrupted append to it may have left partial rows, and it is appended again"
     )
     rt2 = resume(tmp_path, rt)
-    assert [d["reason"] for d in rt2.decisions.values()] == ["committed in attempt 1; noop sink cannot be verified"]
+    assert [d.reason for d in rt2.decisions.values()] == ["committed in attempt 1; noop sink cannot be verified"]
 
 
 def test_long_stage_names_get_safe_manifest_file_names():
@@ -390,9 +393,9 @@ def test_an_interrupted_rdd_save_is_cleaned_and_runs_again(spark, tmp_path):
     save_rdd(spark, "saveAsPickleFile", str(out))
     records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED]  # died before the commit
     (out / "_temporary" / "0").mkdir(parents=True)
-    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     save_rdd(spark, "saveAsPickleFile", str(out))
     assert sorted(spark.sparkContext.pickleFile(str(out)).collect()) == list(range(6))
     assert not (out / "_temporary").exists()
@@ -490,7 +493,7 @@ def test_a_table_the_catalog_moved_since_its_commit_is_written_again_not_skipped
     recorded = journal(rt, ev.STAGE_COMMITTED)[-1]["manifest"][0]["spark_path"]
     run_sql(spark, f"ALTER TABLE s7 SET LOCATION '{moved}'")
     rt2 = resume(tmp_path, rt)
-    assert [d["decision"] for d in rt2.decisions.values()] == ["skip", "skip"]  # files intact where recorded
+    assert [d.decision for d in rt2.decisions.values()] == ["skip", "skip"]  # files intact where recorded
     run_sql(spark, "INSERT INTO s7 SELECT id FROM range(10, 12)")
     spark.catalog.refreshTable("s7")
     assert sorted(r.id for r in spark.table("s7").collect()) == [10, 11, 100]
@@ -511,11 +514,11 @@ def test_an_interrupted_sql_insert_into_a_folder_runs_again_once(spark, tmp_path
     # As if the driver died before the insert's commit, with a part file of the killed job left behind.
     records = [r for r in journal(rt) if r["type"] != ev.STAGE_COMMITTED or r["stage"] == create["stage"]]
     (location / "part-99999-dead.json").write_text('{"id": 7}\n')
-    decisions = planner.make_plan(RunState.from_events("run1", records), planner.verifier_for(rt.run_dir))
+    decisions = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     # The create's folder has a file more, and the insert that runs needs it: the create reruns
     # (it removes the folder and the table it created, then the insert lands once).
     assert [d.decision for d in decisions] == ["rerun", "run"]
-    install_runtime(tmp_path, planner.plan_document("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
     run_sql(spark, f"CREATE TABLE s3 (id BIGINT) USING json LOCATION '{location}'")
     run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
     spark.catalog.refreshTable("s3")

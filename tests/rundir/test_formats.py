@@ -14,9 +14,9 @@ from tests import journals
 
 
 def test_a_plan_is_written_with_its_version_and_read_back(tmp_path):
-    url = plans.write_plan(str(tmp_path / "run"), 2, {"run": "r", "attempt": 2, "stages": []})
-    assert orjson.loads(open(url, "rb").read())["v"] == 1
-    assert plans.read_plan(url)["stages"] == []
+    raw = plans.encode(plans.Plan("r", 2))
+    assert orjson.loads(raw)["v"] == 1
+    assert plans.read_plan(raw, "0002.json") == plans.Plan("r", 2)
 
 
 @pytest.mark.parametrize(
@@ -30,14 +30,14 @@ def test_a_plan_of_an_unknown_version_is_refused(tmp_path, version, message):
     path = tmp_path / "0002.json"
     path.write_bytes(orjson.dumps({"v": version, "stages": []}))
     with pytest.raises(FormatError) as caught:
-        plans.read_plan(str(path))
+        plans.read_plan(path.read_bytes(), str(path))
     assert str(caught.value) == f"{path}: {message}" and caught.value.exit_code == 3
 
 
 def test_a_plan_without_a_version_predates_versions_and_is_read(tmp_path):
     path = tmp_path / "0002.json"
     path.write_bytes(orjson.dumps({"run": "r", "stages": []}))
-    assert plans.read_plan(str(path))["run"] == "r"
+    assert plans.read_plan(path.read_bytes(), str(path)).run == "r"
 
 
 def test_the_lease_carries_its_version_and_an_unknown_one_is_refused(tmp_path):
@@ -87,3 +87,47 @@ def test_an_externalized_manifest_carries_its_version_and_an_unknown_one_is_refu
     committed["manifest_sha256"] = hashlib.sha256(data).hexdigest()
     with pytest.raises(FormatError, match="manifest written in format v3"):
         manifests.load_manifest(committed, run_dir)
+
+
+def test_a_plan_is_read_back_into_the_types_it_was_written_from():
+    from sparkrecover.kinds import Verdict
+
+    entry = plans.PlanEntry(
+        "w",
+        Verdict.CONTINUE,
+        "2/4 partitions kept",
+        kind="write",
+        upstream=["a"],
+        committed=plans.Committed(attempt=1, paths=["file:/o"], format="parquet", superseded_by="x"),
+        restore=[{"path": "file:/o", "category": "append"}],
+        fingerprint={"digest": "d1"},
+        partitions=plans.PartitionCount(kept=2, total=4),
+        tasks=plans.KeptTasks(kept=[0, 3], partitions=4, shape="s", empty=[3]),
+    )
+    plan = plans.Plan("r", 3, [entry])
+    back = plans.read_plan(plans.encode(plan), "0003.json")
+    assert back == plan and back.stages[0].decision is Verdict.CONTINUE
+    assert back.stages[0].fingerprint_digest == "d1" and not back.stages[0].superseded
+
+
+@pytest.mark.parametrize(
+    "stage, message",
+    [
+        ({"stage": "s", "decision": "maybe", "reason": ""}, "stages[0]: unknown decision 'maybe'"),
+        ({"stage": "s", "reason": ""}, "stages[0]: decision is missing"),
+        ({"stage": 3, "decision": "run", "reason": ""}, "stages[0]: stage must be a string, not 3"),
+        (
+            {"stage": "s", "decision": "continue", "reason": "", "tasks": {"kept": ["0"], "partitions": 2}},
+            "stages[0].tasks: kept must be a list of integers, not ['0']",
+        ),
+        (
+            {"stage": "s", "decision": "skip", "reason": "", "committed": {"attempt": "1", "paths": []}},
+            "stages[0].committed: attempt must be an integer, not '1'",
+        ),
+    ],
+)
+def test_a_plan_with_a_field_of_the_wrong_type_is_refused_naming_it(stage, message):
+    raw = orjson.dumps({"v": 1, "run": "r", "attempt": 2, "stages": [stage]})
+    with pytest.raises(FormatError) as caught:
+        plans.read_plan(raw, "0002.json")
+    assert str(caught.value) == f"0002.json: {message}" and caught.value.exit_code == 3
