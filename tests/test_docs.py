@@ -27,6 +27,8 @@ FLAG = re.compile(r"^(--[a-z][a-z0-9-]*|-[a-zA-Z])(?:=.*)?$")
 # What a comment may not cite: the design contract outside the repository, or a ticket.
 FOREIGN_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s*§|\bDESIGN\.md\b|\b[Ii]ssues?\s+#?\d+")
 DOCS_FILE = re.compile(r"\bdocs/[A-Za-z0-9_./-]*\.md\b")
+# A file of the repository named in inline code: `driver/stages.py`, `scripts/lint.sh: main`.
+NAMED_FILE = re.compile(r"`([\w./-]+/[\w.-]+\.(?:py|java|sh|md|toml))\b")
 
 
 def markdown_files() -> list[str]:
@@ -93,6 +95,25 @@ def test_a_link_to_a_missing_file_or_heading_is_found():
         "docs/nowhere.md: no file docs/nowhere.md",
         "docs/cli.md#no-such-heading: no heading #no-such-heading in docs/cli.md",
     ]
+
+
+def missing_files(text: str) -> list[str]:
+    """The repository files a page names in code that do not exist (a path may be given from the
+    top, or from inside sparkrecover/ or tests/ as docs/architecture.md does)."""
+    return [
+        named
+        for named in NAMED_FILE.findall(text)
+        if not any(os.path.exists(os.path.join(ROOT, top, named)) for top in ("", "sparkrecover", "tests"))
+    ]
+
+
+@pytest.mark.parametrize("page", markdown_files())
+def test_every_file_a_page_names_exists(page):
+    assert missing_files(read(page)) == [], f"{page} names files the repository does not have"
+
+
+def test_a_file_that_does_not_exist_is_found():
+    assert missing_files("`driver/stages.py`, `scripts/lint.sh`, `driver/nowhere.py: run`") == ["driver/nowhere.py"]
 
 
 def shown_commands(text: str) -> list[list[str]]:
