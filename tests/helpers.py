@@ -147,14 +147,14 @@ def wait_for(
 def zero_code_hooks(script: str):
     """pyspark's writers, RDD saves and ``SparkSession.sql`` hooked as the bootstrap hooks them for
     ``script`` (call sites relative to its folder), and put back afterwards."""
-    from sparkrecover.driver import sqlwrites, zerocode
+    from sparkrecover.driver import hooks, sqlwrites, zerocode
 
     zerocode.install(script)
     sqlwrites.install()
     try:
         yield
     finally:
-        zerocode.uninstall()
+        hooks.uninstall()
 
 
 def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate, summary
+from sparkrecover.core import summary
 from sparkrecover.errors import SparkRecoverError
+from sparkrecover.launch import reading
 from sparkrecover.rundir import runs, storage
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         items: list[tuple[str, str, RunState | None, str | None]] = []
         for run_id, run_dir in runs.list_runs(root_url):
             try:
-                items.append((run_id, run_dir, runstate.load_state(run_dir, run_id), None))
+                items.append((run_id, run_dir, reading.load_state(run_dir, run_id), None))
             except SparkRecoverError as problem:
                 items.append((run_id, run_dir, None, str(problem)))
         rows = summary.runs_overview(items)
@@ -38,7 +39,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
 
         details = following.watch(run_dir, run_id, quiet=json_output)
     else:
-        details = summary.run_summary(runstate.load_state(run_dir, run_id, render.warning), run_dir)
+        details = summary.run_summary(reading.load_state(run_dir, run_id, render.warning), run_dir)
     if json_output:
         render.emit_json(details)
     else:

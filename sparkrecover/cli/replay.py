@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate, summary
+from sparkrecover.core import summary
 from sparkrecover.core import timeline as replay
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
+from sparkrecover.launch import reading
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
@@ -23,7 +24,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     if verify:
         return _verify(run_dir, run_id, json_output)
-    records = runstate.load_records(run_dir, run_id, render.warning)
+    records = reading.load_records(run_dir, run_id, render.warning)
     kept = replay.cut(records, target) if target else len(records)
     shown = records[:kept]
     state = RunState.from_events(run_id, shown)

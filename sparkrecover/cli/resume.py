@@ -5,9 +5,8 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from sparkrecover.cli import render
-from sparkrecover.core import runstate
 from sparkrecover.errors import UsageError
-from sparkrecover.launch import recovery
+from sparkrecover.launch import reading, recovery
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
@@ -51,7 +50,7 @@ def run(
                 render.info(f"run {run_id} already completed successfully; resume would launch nothing")
         return 0
     if not from_scratch:  # a damaged journal can be resumed --from-scratch only (recovery.plan_resume)
-        state = runstate.load_state(run_dir, run_id, render.warning)
+        state = reading.load_state(run_dir, run_id, render.warning)
     if not from_scratch and state.succeeded and not rerun:
         if json_output:
             render.emit_json({"run": run_id, "complete": True, "exit_code": 0})

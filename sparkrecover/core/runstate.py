@@ -7,15 +7,12 @@ never disagree about what the journal says.
 from __future__ import annotations
 
 import signal as signals
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.errors import JournalError, RunNotFoundError
 from sparkrecover.journal import events as ev
-from sparkrecover.journal.reader import iter_journal, read_journal
 from sparkrecover.kinds import StageStatus
-from sparkrecover.rundir import runs
 
 # Stage statuses as the journal leaves them (the planner turns them into decisions).
 STARTED, COMMITTED, FAILED = StageStatus.STARTED, StageStatus.COMMITTED, StageStatus.FAILED
@@ -124,7 +121,7 @@ class RunState:
     first_ts: str | None = None
     last_ts: str | None = None
     last_error: str | None = None
-    # The latest schema.inferred per read key (core/schemas.py decides which a resume may reuse).
+    # The latest schema.inferred per read key (core/schema_reuse.py decides which a resume may reuse).
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
@@ -408,30 +405,3 @@ _HANDLERS = {
     ev.SCHEMA_INFERRED: _schema_inferred,
     ev.SCHEMA_REUSED: _ignore,  # the schema.inferred it reused stays the latest word
 }
-
-
-def load_state(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> RunState:
-    """The run folded as the journal streams by: a million events in bounded memory."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    for _ in range(3):
-        try:
-            state = RunState.from_events(run_id, iter_journal(run_dir, warn))
-            break
-        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
-            continue
-    else:
-        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
-    if not state.event_count:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return state
-
-
-def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
-    """The run's events in the reader's order; a missing or empty journal is an unknown run."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    records = read_journal(run_dir, warn)
-    if not records:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
-    return records

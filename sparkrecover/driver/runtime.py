@@ -49,7 +49,7 @@ class Runtime:
             name: digest for name, entry in self.decisions.items() if (digest := entry.fingerprint_digest)
         }
         # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
-        # (driver/schemas.py checks the input files again before using one).
+        # (driver/schema_reads.py checks the input files again before using one).
         self.schemas: dict[str, SchemaEntry] = {entry.key: entry for entry in plan.schemas} if plan else {}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()

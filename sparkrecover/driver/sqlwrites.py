@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from sparkrecover.driver import runtime, writes, zerocode
+from sparkrecover.driver import hooks, runtime, stages, writes, zerocode
 from sparkrecover.rundir import storage
 
 _SEP = "\u0001"
@@ -31,11 +31,10 @@ CREATE_TABLE, TRUNCATE = "create", "truncate"
 
 
 def install() -> None:
-    """Patch ``SparkSession.sql`` (once, through zerocode's patch table: ``uninstall`` restores it)."""
+    """Patch ``SparkSession.sql`` (once, through the patch table of ``driver/hooks.py``)."""
     from pyspark.sql import SparkSession
 
-    if (SparkSession, "sql") not in zerocode._originals:
-        zerocode._patch(SparkSession, "sql", _recorded_sql)
+    hooks.patch(SparkSession, "sql", _recorded_sql)
 
 
 def _recorded_sql(original: Any) -> Any:
@@ -83,7 +82,7 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         table = _name(plan.name().nameParts())
         mode = "ignore" if _flag(plan, "ignoreIfExists") else "errorifexists"
         spec = plan.tableSpec()
-        return zerocode._table_write(
+        return zerocode.table_write(
             spark,
             _frame(spark, plan.query()),
             table,
@@ -95,7 +94,7 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
     if kind == "ReplaceTableAsSelect":
         table = _name(plan.name().nameParts())
         spec = plan.tableSpec()
-        return zerocode._table_write(
+        return zerocode.table_write(
             spark,
             _frame(spark, plan.query()),
             table,
@@ -111,7 +110,7 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         table = _name(relation.multipartIdentifier())
         overwrite = bool(plan.overwrite())
         mode = "overwrite" if overwrite else "append"
-        return zerocode._table_write(
+        return zerocode.table_write(
             spark, _frame(spark, plan.query()), table, mode, writes.OVERWRITE if overwrite else writes.APPEND, None
         )
     if kind == "CreateTable":
@@ -119,7 +118,7 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         # known yet, and a resumed driver running it again would find its files in the way.
         table = _name(plan.name().nameParts())
         spec = plan.tableSpec()
-        return zerocode._table_write(
+        return zerocode.table_write(
             spark, None, table, CREATE_TABLE, writes.CREATE, _option(spec.provider()), path=_option(spec.location())
         )
     if kind in ("DropTable", "TruncateTable", "TruncatePartition"):
@@ -129,13 +128,13 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         mode = writes.DROP if kind == "DropTable" else TRUNCATE
         if not _recorded_target(spark, table, mode):
             return None
-        return zerocode._table_write(spark, None, table, mode, writes.OVERWRITE, None)
+        return zerocode.table_write(spark, None, table, mode, writes.OVERWRITE, None)
     if kind == "InsertIntoDir":
         location = _option(plan.storage().locationUri())
         if location is None:
             return None
-        url, spark_path = zerocode.qualify(spark, str(location))
-        name, site, ordinal = zerocode.identify(zerocode._runtime(), "overwrite", url)
+        url, spark_path = stages.qualify(spark, str(location))
+        name, site, ordinal = zerocode.identify(zerocode.current_runtime(), "overwrite", url)
         return writes.Write(
             name,
             site,
@@ -156,7 +155,7 @@ def _recorded_target(spark: Any, table: str, mode: str) -> bool:
     """Whether a DROP or TRUNCATE changes a recorded target: the table's data is an output some
     stage of this run wrote (earlier in this attempt, or committed in an earlier one); or the
     statement is a stage the plan knows (a committed DROP whose table is, rightly, not there)."""
-    rt = zerocode._runtime()
+    rt = zerocode.current_runtime()
     existed, location, _ = writes.table_info(spark, table)
     if existed and location is not None and storage.from_spark_path(location) in rt.producers:
         return True

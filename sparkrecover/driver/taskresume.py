@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.driver import partitions
+from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
@@ -40,11 +40,6 @@ class TaskPlan:
     @property
     def reusable(self) -> bool:
         return self.reason is None
-
-
-# Formats Spark writes through FileFormatWriter and a commit protocol: the ones whose committed
-# task folders can be kept. Others (delta, iceberg, jdbc, noop, ...) run their writes whole.
-FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
 
 
 @dataclass
@@ -74,8 +69,7 @@ def target_of(write: Any) -> Target | None:
     table or a sink: no output folder of ours to keep tasks in)."""
     if write.writer is None or not write.url or not write.spark_path or write.table is not None:
         return None
-    fmt = getattr(write.writer, "_sr_format", None)
-    return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, fmt)
+    return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, write.format)
 
 
 def set_aside(url: str, entry: PlanEntry) -> None:
@@ -128,7 +122,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
 def _unsupported(target: Target) -> str | None:
     spark = target.spark
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
-    if fmt not in FILE_FORMATS:
+    if fmt not in hooks.FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
 

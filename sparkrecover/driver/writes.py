@@ -46,6 +46,7 @@ class Write:
     table: str | None = None
     existed: bool = False  # the table (or, for a path, the folder) was there before
     writer: Any = None  # the user's DataFrameWriter (task-level resume re-points it)
+    format: str | None = None  # a path write's format (None: the session's default source)
 
     @property
     def verifiable(self) -> bool:

@@ -1,13 +1,10 @@
-"""Zero-code mode (DESIGN §3): terminal DataFrame writes of an unmodified script become implicit
-stages.
+"""Zero-code mode (docs/zero-code.md): terminal DataFrame and RDD writes of an unmodified script
+become implicit stages.
 
-Only the driver bootstrap imports this module and calls ``install``, so plain ``spark-submit``,
-notebooks and the CLI never see these patches. Even installed, a patched method does exactly
-what pyspark's does when no sparkrecover runtime is active, and inside a ``checkpoint`` or
-``stage`` (whose own writes belong to that stage).
-
-The JVM writer keeps the save mode, path option and format; pyspark never reads them back, so
-the patches note them on the Python writer as they are set.
+``install`` patches pyspark's writers through the one patch table (``driver/hooks.py``). A patched
+method does exactly what pyspark's does when no sparkrecover runtime is active, and inside a
+``checkpoint`` or ``stage`` (whose own writes belong to that stage). The names of implicit stages
+(call site, ordinal, target) are made here too: ``sqlwrites`` names its statements the same way.
 """
 
 from __future__ import annotations
@@ -22,10 +19,9 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from sparkrecover.driver import runtime, stages, taskresume, writes
+from sparkrecover.driver import hooks, runtime, stages, taskresume, writes
 from sparkrecover.rundir import storage
 
-_FILE_METHODS = ("parquet", "json", "csv", "orc", "text", "xml")
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
 # RDD saves: each writes a new folder (Hadoop's output check fails if it exists), like errorifexists.
 RDD_SAVES = ("saveAsTextFile", "saveAsPickleFile", "saveAsSequenceFile", "saveAsHadoopFile", "saveAsNewAPIHadoopFile")
@@ -37,23 +33,11 @@ V2_WRITES = {
     "overwrite": writes.OVERWRITE,
     "overwritePartitions": writes.OVERWRITE,
 }
-_MODES = {
-    "append": "append",
-    "overwrite": "overwrite",
-    "ignore": "ignore",
-    "error": "errorifexists",
-    "errorifexists": "errorifexists",
-    "default": "errorifexists",
-}
-# Formats with a transaction log of their own: removing files behind their back would corrupt
-# them, so their writes are recorded like sinks we cannot verify.
-_LOGGED_FORMATS = frozenset({"delta", "iceberg", "hudi"})
 
 # Frames of these top-level packages are never the user's call site: the writers' own code and
 # the layers between the user's call and ours. sparkrecover's demo is a user program of ours.
 _OWN_PACKAGES = frozenset({"sparkrecover", "pyspark", "py4j"})
 _USER_SUBPACKAGES = ("sparkrecover.demo",)
-_originals: dict[tuple[type, str], Any] = {}
 _lock = threading.Lock()
 _base_dir = ""
 
@@ -64,72 +48,18 @@ def install(script: str | None = None) -> None:
     from pyspark.sql.readwriter import DataFrameWriter, DataFrameWriterV2
 
     _base_dir = os.path.dirname(os.path.abspath(script)) if script else os.getcwd()
-    if _originals:
-        return
-    _patch(DataFrameWriter, "mode", _tracking("_sr_mode"))
-    _patch(DataFrameWriter, "format", _tracking("_sr_format"))
-    _patch(DataFrameWriter, "option", _tracking_option)
-    _patch(DataFrameWriter, "options", _tracking_options)
+    hooks.track(DataFrameWriter, ("mode", "format", "option", "options"))
     for name in V1_WRITES:
         if hasattr(DataFrameWriter, name):
-            _patch(DataFrameWriter, name, functools.partial(_recorded, _describe_v1, name))
-    _patch(DataFrameWriterV2, "__init__", _remember_table)
+            hooks.patch(DataFrameWriter, name, functools.partial(_recorded, _describe_v1, name))
+    hooks.patch(DataFrameWriterV2, "__init__", _remember_table)
     for name in V2_WRITES:
-        _patch(DataFrameWriterV2, name, functools.partial(_recorded, _describe_v2, name))
+        hooks.patch(DataFrameWriterV2, name, functools.partial(_recorded, _describe_v2, name))
     from pyspark import RDD
 
     for name in RDD_SAVES:
         if hasattr(RDD, name):
-            _patch(RDD, name, functools.partial(_recorded, _describe_rdd, name))
-
-
-def uninstall() -> None:
-    """Put pyspark's own methods back (tests)."""
-    for (cls, name), original in _originals.items():
-        setattr(cls, name, original)
-    _originals.clear()
-
-
-def _patch(cls: type, name: str, make: Callable[[Any], Any]) -> None:
-    original = getattr(cls, name)
-    _originals[(cls, name)] = original
-    setattr(cls, name, functools.wraps(original)(make(original)))
-
-
-def _tracking(attribute: str) -> Callable[[Any], Any]:
-    def make(original: Any) -> Any:
-        parameter = list(inspect.signature(original).parameters)[1]
-
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            value = args[0] if args else kwargs.get(parameter)
-            if value is not None:
-                setattr(self, attribute, value)
-            return original(self, *args, **kwargs)
-
-        return method
-
-    return make
-
-
-def _tracking_option(original: Any) -> Any:
-    def option(self: Any, *args: Any, **kwargs: Any) -> Any:
-        # Positional, keyword or both: args may hold fewer than the two names.
-        given = dict(zip(("key", "value"), args, strict=False), **kwargs)
-        if str(given.get("key")).lower() == "path":
-            self._sr_path = given.get("value")
-        return original(self, *args, **kwargs)
-
-    return option
-
-
-def _tracking_options(original: Any) -> Any:
-    def options(self: Any, **given: Any) -> Any:
-        for key, value in given.items():
-            if key.lower() == "path":
-                self._sr_path = value
-        return original(self, **given)
-
-    return options
+            hooks.patch(RDD, name, functools.partial(_recorded, _describe_rdd, name))
 
 
 def _remember_table(original: Any) -> Any:
@@ -182,17 +112,14 @@ def _expected_write(
         return original(writer, *args, **kwargs)
 
     try:
-        bound = signature.bind(writer, *args, **kwargs).arguments
-        path = bound.get("path") or (getattr(writer, "_sr_path", None) if method == "save" else None)
-        if path is None or method in ("saveAsTable", "insertInto", "jdbc"):
+        call = hooks.writer_call(writer, method, signature.bind(writer, *args, **kwargs).arguments)
+        if call.path is None or method in ("saveAsTable", "insertInto", "jdbc"):
             return do_write()
-        url, spark_path = qualify(writer._spark, str(path))
+        url, spark_path = stages.qualify(writer._spark, call.path)
         if url != expected.url:
             return do_write()
         rt.expect_write(None)  # one write keeps the stage's tasks: its first to the output
-        mode = _normal_mode(bound.get("mode") or getattr(writer, "_sr_mode", None))
-        fmt = method if method in _FILE_METHODS else bound.get("format") or getattr(writer, "_sr_format", None)
-        target = taskresume.Target(writer._df, writer._spark, url, spark_path, mode, fmt)
+        target = taskresume.Target(writer._df, writer._spark, url, spark_path, call.mode, call.format)
         plan = taskresume.plan_write(target, expected.entry)
     except Exception as error:  # task-level resume must never break the user's write
         print(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}", file=sys.stderr)
@@ -240,7 +167,7 @@ def user_site() -> str:
     return f"{_site_label(filename)}:{line}"
 
 
-def _runtime() -> runtime.Runtime:
+def current_runtime() -> runtime.Runtime:
     """The installed runtime: describers run only under a write that found one (see ``_recorded``)."""
     rt = runtime.current()
     if rt is None:
@@ -266,19 +193,14 @@ def next_name(rt: runtime.Runtime, mode: str, target: str) -> str:
     return f"{site}#{ordinal} {mode} {target}"
 
 
-def _normal_mode(mode: Any) -> str:
-    return _MODES.get(str(mode).lower(), str(mode).lower()) if mode is not None else "errorifexists"
-
-
 def _category(mode: str) -> str:
     return {"append": writes.APPEND, "overwrite": writes.OVERWRITE}.get(mode, writes.CREATE)
 
 
 def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     spark, frame = writer._spark, writer._df
-    mode = _normal_mode(bound.get("mode") or getattr(writer, "_sr_mode", None))
-    fmt = bound.get("format") or getattr(writer, "_sr_format", None)
-    fmt = method if method in ("parquet", "json", "csv", "orc", "text", "xml") else fmt
+    call = hooks.writer_call(writer, method, bound)
+    mode, fmt = call.mode, call.format
     if method == "insertInto":
         overwrite = bound.get("overwrite")
         # insertInto appends unless asked to overwrite; errorifexists and ignore mean append.
@@ -287,19 +209,16 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
             if overwrite is not None
             else ("overwrite" if mode == "overwrite" else "append")
         )
-        return _table_write(spark, frame, bound["tableName"], mode, _category(mode), fmt)
+        return table_write(spark, frame, bound["tableName"], mode, _category(mode), fmt)
     if method == "saveAsTable":
-        return _table_write(
-            spark, frame, bound["name"], mode, _category(mode), fmt, path=getattr(writer, "_sr_path", None)
-        )
+        return table_write(spark, frame, bound["name"], mode, _category(mode), fmt, path=call.path)
     if method == "jdbc":
         return _sink_write(spark, frame, f"jdbc table {bound['table']}", mode, _category(mode))
-    path = bound.get("path") or (getattr(writer, "_sr_path", None) if method == "save" else None)
-    if path is None or str(fmt or "").lower() in _LOGGED_FORMATS:
-        label = str(path) if path is not None else f"{fmt or 'default'} sink"
+    if call.path is None or call.logged:
+        label = call.path if call.path is not None else f"{fmt or 'default'} sink"
         return _sink_write(spark, frame, label, mode, _category(mode))
-    url, spark_path = qualify(spark, str(path))
-    name, site, ordinal = identify(_runtime(), mode, url)
+    url, spark_path = stages.qualify(spark, call.path)
+    name, site, ordinal = identify(current_runtime(), mode, url)
     return writes.Write(
         name,
         site,
@@ -313,19 +232,20 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
         spark_path=spark_path,
         existed=storage.exists(url),
         writer=writer,
+        format=fmt,
     )
 
 
 def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Write:
-    return _table_write(writer._spark, writer._df, writer._sr_table, method, V2_WRITES[method], None)
+    return table_write(writer._spark, writer._df, writer._sr_table, method, V2_WRITES[method], None)
 
 
 def _describe_rdd(rdd: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     """An RDD save: a path target written as a new folder. An RDD has no DataFrame plan: its
     lineage (``toDebugString``, ids stripped) stands in for one (docs/decisions.md)."""
     source = RDDSource(rdd)
-    url, spark_path = qualify(source, str(bound["path"]))
-    name, site, ordinal = identify(_runtime(), "errorifexists", url)
+    url, spark_path = stages.qualify(source, str(bound["path"]))
+    name, site, ordinal = identify(current_runtime(), "errorifexists", url)
     return writes.Write(
         name,
         site,
@@ -375,25 +295,21 @@ class RDDSource:
         return found
 
 
-def _table_write(
+def table_write(
     spark: Any, frame: Any, table: str, mode: str, category: str, fmt: str | None, path: str | None = None
 ) -> writes.Write:
     existed, location, provider = writes.table_info(spark, table)
     if not existed and path is not None:
-        location = qualify(spark, str(path))[1]
-    name, site, ordinal = identify(_runtime(), mode, f"table {table}")
+        location = stages.qualify(spark, str(path))[1]
+    name, site, ordinal = identify(current_runtime(), mode, f"table {table}")
     call = writes.Write(
         name, site, ordinal, mode, category, f"table {table}", frame, spark, table=table, existed=existed
     )
-    if location and str(provider or fmt or "").lower() not in _LOGGED_FORMATS:
+    if location and str(provider or fmt or "").lower() not in hooks.LOGGED_FORMATS:
         call.url, call.spark_path = storage.from_spark_path(location), location
     return call
 
 
 def _sink_write(spark: Any, frame: Any, label: str, mode: str, category: str) -> writes.Write:
-    name, site, ordinal = identify(_runtime(), mode, label)
+    name, site, ordinal = identify(current_runtime(), mode, label)
     return writes.Write(name, site, ordinal, mode, category, label, frame, spark)
-
-
-def qualify(spark: Any, path: str) -> tuple[str, str]:
-    return stages.qualify(spark, path)

@@ -138,11 +138,6 @@ def _attempt_streams(segments: Iterable[Segment], warn: Warn | None) -> Iterator
         yield _stream(streams[0], warn, small[0] if small else [])
 
 
-def read_segments(segments: Iterable[Segment], warn: Warn | None = None) -> list[dict[str, Any]]:
-    """Merge segments into one list ordered by attempt, then time, each writer in its own order."""
-    return list(iter_segments(segments, warn))
-
-
 def iter_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = None) -> Iterator[dict[str, Any]]:
     """The run's records as a stream. A segment compacted away while this reads raises
     FileNotFoundError: callers that fold the stream start again (``runstate.load_state``)."""

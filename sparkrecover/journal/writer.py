@@ -74,7 +74,6 @@ class JournalWriter:
         self.run_id = run_id
         self.attempt = attempt
         self.writer = writer
-        self._buffer_size = buffer_size
         self._max_pending = max_pending_bytes
         # emit looks at one number after appending: the buffer is full, or over the cap
         self._full_at = min(buffer_size, max_pending_bytes + 1)

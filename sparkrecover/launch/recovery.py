@@ -12,13 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import planner, runstate, schemas
+from sparkrecover.core import planner, runstate, schema_reuse
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLostError, UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts
+from sparkrecover.launch import attempts, reading
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
@@ -38,7 +38,7 @@ class ResumePlan:
     state: RunState
     attempt: int
     decisions: list[PlanEntry]
-    # Inferred schemas the next attempt may reuse (core/schemas.py), beside the stage decisions.
+    # Inferred schemas the next attempt may reuse (core/schema_reuse.py), beside the stage decisions.
     schemas: list[SchemaEntry] = field(default_factory=list)
 
     def document(self) -> Plan:
@@ -93,7 +93,7 @@ def submit(
     run_id = runs.check_run_id(run_id) if run_id is not None else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)
     if runs.has_journal(run_dir):
-        state = runstate.load_state(run_dir, run_id, notify)
+        state = reading.load_state(run_dir, run_id, notify)
         if state.succeeded:
             notify(f"run {run_id} already completed successfully; nothing to do")
             return run_id, 0
@@ -150,14 +150,14 @@ def plan_resume(
     the attempt is launched, not on a dry run) and every stage runs."""
     attempt = next_attempt(run_dir)
     try:
-        state = runstate.load_state(run_dir, run_id, warn)
+        state = reading.load_state(run_dir, run_id, warn)
     except JournalDamagedError:
         if not from_scratch:
             raise
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     evidence = StorageEvidence(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch)
-    reusable = schemas.reusable(state, evidence.stat, from_scratch=from_scratch)
+    reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
     return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable)
 
 
@@ -282,7 +282,7 @@ def _retry(
     run_dir, run_id = lease.run_dir, lease.run_id
     _still_held(lease, code)
     while code != 0 and code not in _STOPPED and made < options.max_attempts:
-        state = runstate.load_state(run_dir, run_id)
+        state = reading.load_state(run_dir, run_id)
         stuck = no_progress(state)
         if stuck:
             notify(f"not retrying: {stuck}")

@@ -97,7 +97,7 @@ class PlanEntry:
 
 @dataclass
 class SchemaEntry:
-    """An inferred schema the next attempt may reuse (core/schemas.py, driver/schemas.py)."""
+    """An inferred schema the next attempt may reuse (core/schema_reuse.py, driver/schema_reads.py)."""
 
     key: str
     format: str

@@ -9,9 +9,9 @@ import uuid
 
 import pytest
 
-from sparkrecover.core import schemas as plan_schemas
+from sparkrecover.core import schema_reuse
 from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, schemas
+from sparkrecover.driver import runtime, schema_reads
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import storage
@@ -24,9 +24,8 @@ HERE = os.path.basename(__file__)
 @pytest.fixture(autouse=True)
 def patched():
     with zero_code_hooks(__file__):  # as the bootstrap does: call sites relative to the script's folder
-        schemas.install()
-        yield
-        schemas.uninstall()
+        schema_reads.install()
+        yield  # zero_code_hooks puts every hooked method back, the reader's too
 
 
 def write_lines(path, rows) -> None:
@@ -81,7 +80,7 @@ def resumed(tmp_path, rt, **options):
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     attempt = max(state.attempts) + 1
-    plan = Plan("run1", attempt, [], plan_schemas.reusable(state, storage.stat, **options))
+    plan = Plan("run1", attempt, [], schema_reuse.reusable(state, storage.stat, **options))
     return install_runtime(tmp_path, plan, attempt=attempt)
 
 
@@ -210,7 +209,7 @@ def test_a_failure_of_ours_warns_once_and_reads_as_pyspark(spark, tmp_path, raw,
     def broken(*_args):
         raise OSError("storage down")
 
-    monkeypatch.setattr(schemas, "stat_files", broken)
+    monkeypatch.setattr(schema_reads, "stat_files", broken)
     assert read_json(spark, raw).count() == 3
     assert read_json(spark, raw).count() == 3
     assert capsys.readouterr().err.count("sparkrecover: warning:") == 1

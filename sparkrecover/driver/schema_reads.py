@@ -21,14 +21,13 @@ import functools
 import inspect
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
-from sparkrecover.driver import runtime, zerocode
+from sparkrecover.driver import hooks, runtime, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
@@ -46,8 +45,7 @@ INFERENCE_CONF = (
     "spark.sql.parquet.inferTimestampNTZ.enabled",
     "spark.sql.sources.partitionColumnTypeInference.enabled",
 )
-_originals: dict[tuple[type, str], Any] = {}
-_warned = False
+_warned = False  # a failure of ours is told once per driver
 
 
 @dataclass
@@ -61,32 +59,14 @@ class Read:
 
 
 def install() -> None:
-    """Patch pyspark's ``DataFrameReader`` (once)."""
+    """Patch pyspark's ``DataFrameReader`` (once, through the patch table of ``driver/hooks.py``)."""
+    global _warned
     from pyspark.sql.readwriter import DataFrameReader
 
-    if _originals:
-        return
-    _patch(DataFrameReader, "format", _tracking_format)
-    _patch(DataFrameReader, "option", _tracking_option)
-    _patch(DataFrameReader, "options", _tracking_options)
-    _patch(DataFrameReader, "schema", _tracking_schema)
-    for name in READS:
-        _patch(DataFrameReader, name, functools.partial(_read, name))
-
-
-def uninstall() -> None:
-    """Put pyspark's own methods back (tests)."""
-    global _warned
-    for (cls, name), original in _originals.items():
-        setattr(cls, name, original)
-    _originals.clear()
     _warned = False
-
-
-def _patch(cls: type, name: str, make: Callable[[Any], Any]) -> None:
-    original = getattr(cls, name)
-    _originals[(cls, name)] = original
-    setattr(cls, name, functools.wraps(original)(make(original)))
+    hooks.track(DataFrameReader, ("format", "option", "options", "schema"))
+    for name in READS:
+        hooks.patch(DataFrameReader, name, functools.partial(_read, name))
 
 
 def _warn(what: str, error: BaseException) -> None:
@@ -99,59 +79,10 @@ def _warn(what: str, error: BaseException) -> None:
         )
 
 
-# -- what the reader was told ---------------------------------------------------------------------
-
-
-def _calls(reader: Any) -> list[tuple[Any, ...]]:
-    """The format and option calls made on this reader so far, in order."""
-    calls = reader.__dict__.get("_sr_calls")
-    if calls is None:
-        calls = reader._sr_calls = []
-    return calls
-
-
-def _tracking_format(original: Any) -> Any:
-    def format(self: Any, source: str) -> Any:
-        result = original(self, source)
-        _calls(self).append(("format", source))
-        return result
-
-    return format
-
-
-def _tracking_option(original: Any) -> Any:
-    def option(self: Any, *args: Any, **kwargs: Any) -> Any:
-        given = dict(zip(("key", "value"), args, strict=False), **kwargs)
-        result = original(self, *args, **kwargs)
-        if given.get("value") is not None:  # pyspark ignores an option set to None
-            _calls(self).append(("option", given.get("key"), given["value"]))
-        return result
-
-    return option
-
-
-def _tracking_options(original: Any) -> Any:
-    def options(self: Any, **given: Any) -> Any:
-        result = original(self, **given)
-        _calls(self).extend(("option", key, value) for key, value in given.items() if value is not None)
-        return result
-
-    return options
-
-
-def _tracking_schema(original: Any) -> Any:
-    def schema(self: Any, *args: Any, **kwargs: Any) -> Any:
-        result = original(self, *args, **kwargs)
-        self._sr_schema = True
-        return result
-
-    return schema
-
-
 def _replay(reader: Any, call: tuple[Any, ...]) -> None:
     if call[0] == "format":
         reader.format(call[1])
-    else:
+    elif call[0] == "option":
         reader.option(call[1], call[2])
 
 
@@ -203,22 +134,14 @@ def _read(method: str, original: Any) -> Any:
     return read
 
 
-def _text(value: Any) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)  # as pyspark's to_str
-
-
 def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
     """The read as its key names it, when Spark would infer its schema; else None."""
-    if reader.__dict__.get("_sr_schema") or bound.get("schema") is not None:
+    before = hooks.told(reader)
+    if before.schema or bound.get("schema") is not None:
         return None  # the user gave the schema: nothing is inferred
     spark = reader._spark
-    fmt: Any = None
-    options: dict[str, str] = {}  # Spark's options are case-insensitive: the last one set wins
-    for call in _calls(reader):
-        if call[0] == "format":
-            fmt = call[1]
-        else:
-            options[str(call[1]).lower()] = _text(call[2])
+    fmt: Any = before.format
+    options = before.options  # Spark's options are case-insensitive: the last one set wins
     if method == "load":
         fmt = bound.get("format") or fmt or spark.conf.get("spark.sql.sources.default", "parquet")
         given = dict(bound.get("options") or {})
@@ -229,7 +152,7 @@ def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
         fmt = method
         given = {name: value for name, value in bound.items() if name not in ("self", "path", "schema")}
         paths = bound.get("path")
-    options.update((name.lower(), _text(value)) for name, value in given.items() if value is not None)
+    options.update((name.lower(), hooks.option_text(value)) for name, value in given.items() if value is not None)
     if paths is None:
         paths = options.get("path")
     paths = [paths] if isinstance(paths, str) else paths
@@ -303,16 +226,16 @@ def _reuse(
     from pyspark.sql.types import StructType
 
     fresh = DataFrameReader(reader._spark)
-    for made in list(_calls(reader)):
+    for made in list(hooks.calls(reader)):
         _replay(fresh, made)
     fresh.schema(StructType.fromJson(entry.schema))
-    before = len(_calls(fresh))
+    before = len(hooks.calls(fresh))
     started = time.monotonic()
     frame = original(fresh, *args, **kwargs)  # with a schema: the files are listed, not read
     inputs = _inputs(frame)
     if digest(inputs) != entry.input_digest:
         return None
-    for made in _calls(fresh)[before:]:
+    for made in hooks.calls(fresh)[before:]:
         _replay(reader, made)
     rt.writer.emit(
         ev.SCHEMA_REUSED,

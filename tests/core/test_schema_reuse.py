@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sparkrecover.core import schemas
+from sparkrecover.core import schema_reuse
 from sparkrecover.core.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
 from sparkrecover.launch import recovery
@@ -66,19 +66,19 @@ def test_unchanged_inputs_are_reused_and_changed_or_vanished_ones_are_not(run, r
     inferred(run, raw)
     inferred(run, other, key="etl.py:9 json")
     state = run.end().state()
-    (planned,) = [entry for entry in schemas.reusable(state, storage.stat) if entry.key == "etl.py:7 json"]
+    (planned,) = [entry for entry in schema_reuse.reusable(state, storage.stat) if entry.key == "etl.py:7 json"]
     assert planned.reason == "inputs unchanged" and planned.input_count == 2
     assert planned.schema == state.schemas["etl.py:7 json"]["schema"] and planned.attempt == 1
-    assert [e.key for e in schemas.reusable(state, storage.stat, from_scratch=True)] == []
+    assert [e.key for e in schema_reuse.reusable(state, storage.stat, from_scratch=True)] == []
 
     (raw / "a.json").write_text('{"id": 1, "name": "longer now"}\n')
     (other / "c.json").unlink()
-    assert schemas.reusable(state, storage.stat) == []
+    assert schema_reuse.reusable(state, storage.stat) == []
 
 
 def test_an_unlisted_input_is_left_to_the_driver(run, raw):
     state = inferred(run, raw, listed=False).end().state()
-    (entry,) = schemas.reusable(state, storage.stat)
+    (entry,) = schema_reuse.reusable(state, storage.stat)
     assert entry.reason == "2 input files, checked when read"
 
 
