@@ -26,5 +26,25 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
 fi
 # The s3a:// end-to-end test needs hadoop-aws, which pyspark does not bundle (see the script).
 case ",$extras," in
-  *,test,*) .venv/bin/python scripts/fetch_s3a_jars.py ;;
+  *,test,*)
+    .venv/bin/python scripts/fetch_s3a_jars.py
+    # The report's browser test renders the page in headless Chromium (Debian's package). Not
+    # fatal when it cannot be installed: that test then skips (fails under CI) and says why.
+    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+      as_root=""
+      if [ "$(id -u)" != 0 ]; then
+        as_root="sudo -n"
+        $as_root true 2>/dev/null || as_root="no"
+      fi
+      if [ "$as_root" = no ]; then
+        echo "setup: note: chromium is missing and this user cannot apt-get it: the report's browser test will skip" >&2
+      else
+        echo "setup: installing chromium (apt-get) for the report's browser test" >&2
+        apt="$as_root env DEBIAN_FRONTEND=noninteractive apt-get"
+        { $apt install -y --no-install-recommends chromium >/dev/null 2>&1 \
+            || { $apt update >/dev/null && $apt install -y --no-install-recommends chromium >/dev/null; }; } \
+          || echo "setup: note: chromium could not be installed: the report's browser test will skip" >&2
+      fi
+    fi
+    ;;
 esac

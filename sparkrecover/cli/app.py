@@ -306,6 +306,36 @@ def replay(
     raise typer.Exit(command.run(run=run, root=root, until=until, verify=verify, json_output=json_output))
 
 
+@app.command(cls=_Command)
+def report(
+    run: str = typer.Argument(
+        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
+    ),
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    output: Optional[str] = typer.Option(
+        None,
+        "--output",
+        "-o",
+        metavar="FILE",
+        help="Where to write the page (default: RUN-report.html here; - for stdout).",
+    ),
+    open_browser: bool = typer.Option(
+        False, "--open", help="Open the page in the default web browser, if there is one."
+    ),
+) -> None:
+    """Write one self-contained HTML page of a run: its attempts on a timeline, what each resume
+    skipped, kept and recomputed, the time recovery saved, and what the next resume would do.
+
+    \b
+        sparkrecover report nightly
+        sparkrecover report nightly -o /tmp/nightly.html --open
+        sparkrecover report nightly -o - > nightly.html
+    """
+    from sparkrecover.cli import report as command
+
+    raise typer.Exit(command.run(run=run, root=root, output=output, open_browser=open_browser))
+
+
 def _log_crash(argv: list[str]) -> str:
     """Write the traceback of an internal error to a log of its own, for a bug report. The
     command line is redacted as in the journal (rule 9), and the file is the user's alone: it

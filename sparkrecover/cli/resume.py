@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from sparkrecover.cli import render
+from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
 from sparkrecover.launch import reading, recovery
 from sparkrecover.rundir import runs, storage
@@ -82,4 +83,6 @@ def run(
         )
     if json_output:
         render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
+    elif shown:
+        render.info(f"to see the run as a page: {command_for(run_id, root)}")
     return code

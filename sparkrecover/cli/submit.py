@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 
 from sparkrecover.cli import render
-from sparkrecover.errors import UsageError
+from sparkrecover.errors import SparkRecoverError, UsageError
 from sparkrecover.launch import recovery
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import runs, storage
@@ -65,9 +65,24 @@ def run(
     )
     if json_output:
         render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})
-    elif code != 0:
-        render.warning(
-            f"run {run_id} ended with exit code {code}; to continue where it stopped: "
-            f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}")
-        )
+    else:
+        if code != 0:
+            render.warning(
+                f"run {run_id} ended with exit code {code}; to continue where it stopped: "
+                f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}")
+            )
+        report_hint(runs.run_dir_of(root_url, run_id), run_id, root, failed=code != 0)
     return code
+
+
+def report_hint(run_dir: str, run_id: str, root: str | None, *, failed: bool) -> None:
+    """After a run that failed or was resumed, the command that shows it as a page."""
+    from sparkrecover.cli.report import command_for
+    from sparkrecover.journal.segments import list_segments
+
+    try:
+        resumed = any(segment.attempt > 1 for segment in list_segments(run_dir))
+    except SparkRecoverError:  # the run's storage went away: the hint is not worth an error
+        resumed = False
+    if failed or resumed:
+        render.info(f"to see the run as a page: {command_for(run_id, root)}")

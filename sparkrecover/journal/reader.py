@@ -178,6 +178,19 @@ def salvage_records(segment: Segment) -> Iterator[dict[str, Any]]:
             yield record
 
 
+def read_salvaged(run_dir: str, warn: Warn | None = None) -> tuple[list[dict[str, Any]], list[Segment]]:
+    """What a damaged journal still says: the sound segments merged as usual, with the sound
+    records of the damaged ones put in by attempt and time; and the damaged segments."""
+    damaged = damaged_segments(run_dir)
+    names = {segment.url for segment in damaged}
+    records = list(iter_segments([s for s in list_segments(run_dir) if s.url not in names], warn))
+    rescued = [record for segment in damaged for record in salvage_records(segment)]
+    if rescued:
+        # sorted() is stable: each stream keeps its own order among equal timestamps.
+        records = sorted(records + rescued, key=lambda r: (r["attempt"], r["ts"]))
+    return records, damaged
+
+
 _DEGRADED_PREFIX = b'{"v":1,"type":"journal.degraded"'
 _DRIVER_ENDED_PREFIX = b'{"v":1,"type":"driver.ended"'
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from sparkrecover.core.report import Collector
 from sparkrecover.core.runstate import RunState
-from sparkrecover.errors import JournalError, RunNotFoundError
-from sparkrecover.journal.reader import iter_journal, read_journal
+from sparkrecover.errors import JournalDamagedError, JournalError, RunNotFoundError
+from sparkrecover.journal.reader import iter_journal, read_journal, read_salvaged
 from sparkrecover.rundir import runs
 
 
@@ -35,3 +36,27 @@ def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None =
     if not records:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
     return records
+
+
+def load_report(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> tuple[Collector, list[str]]:
+    """The run folded for ``report`` as the journal streams by, and the damage found in it: a
+    damaged journal is read around its damage (``read_salvaged``) rather than refused."""
+    if not runs.has_journal(run_dir):
+        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    for _ in range(3):
+        collected, damage = Collector(run_id), []
+        try:
+            collected.feed(iter_journal(run_dir, warn))
+        except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
+            continue
+        except JournalDamagedError as problem:
+            collected = Collector(run_id)
+            records, damaged = read_salvaged(run_dir, warn)
+            collected.feed(records)
+            damage = [str(problem), *(f"damaged segment {s.url}: its readable lines are shown" for s in damaged)]
+        break
+    else:
+        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+    if not collected.state.event_count:
+        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return collected, damage

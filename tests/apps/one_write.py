@@ -5,7 +5,8 @@
 VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends to OUT),
 ``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, which Spark
 calls INDETERMINATE), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
-an ``@sr.stage(outputs=[OUT])`` function).
+an ``@sr.stage(outputs=[OUT])`` function), ``pipeline`` (a small checkpoint first, the write as the
+checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
@@ -53,6 +54,16 @@ elif variant == "stage":
     @sr.stage(outputs=[out])
     def publish():
         frame.write.mode("overwrite").parquet(out)
+
+    publish()
+elif variant == "pipeline":
+    sr.checkpoint("orders", spark.range(0, 1000, numPartitions=2))
+    numbers = sr.checkpoint("numbers", frame, path=out)
+
+    @sr.stage(outputs=[out + "-count.txt"])
+    def publish():
+        with open(out + "-count.txt", "w") as handle:
+            handle.write(f"{numbers.count()}\n")
 
     publish()
 spark.stop()

@@ -65,7 +65,7 @@ def test_the_scripts_are_what_install_completion_installs(cli, monkeypatch, shel
 
 def test_completion_offers_every_command_and_each_of_its_options(cli, monkeypatch):
     assert complete(cli, monkeypatch, "sparkrecover ") == list(commands())
-    assert complete(cli, monkeypatch, "sparkrecover re") == ["resume", "replay"]
+    assert complete(cli, monkeypatch, "sparkrecover re") == ["resume", "replay", "report"]
     for name, command in commands().items():
         options = [opt for param in command.params for opt in param.opts if opt.startswith("--")]
         assert complete(cli, monkeypatch, f"sparkrecover {name} --") == [*options, "--help"], name
@@ -134,7 +134,7 @@ def test_the_bash_script_completes_in_bash(tmp_path):
         env=env,
         timeout=60,
     )
-    assert (result.returncode, result.stdout, result.stderr) == (0, "resume replay\n", "")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "resume replay report\n", "")
 
 
 # -- the reference and the help texts ---------------------------------------------------------------
@@ -169,6 +169,7 @@ def test_usage_lines_say_what_goes_where(cli):
         "resume": "Usage: sparkrecover resume [OPTIONS] RUN [-- SPARK-SUBMIT OPTIONS]",
         "inspect": "Usage: sparkrecover inspect [OPTIONS] [RUN]",
         "replay": "Usage: sparkrecover replay [OPTIONS] RUN",
+        "report": "Usage: sparkrecover report [OPTIONS] RUN",
     }
 
 

@@ -102,3 +102,21 @@ def test_files_with_other_names_are_ignored(tmp_path):
     (tmp_path / "journal" / "0001-driver-000001.jsonl.tmp").write_text("{")
     assert read_journal(str(tmp_path)) == [record]
     assert read_journal(str(tmp_path / "nothing-here")) == []
+
+
+def test_a_damaged_journal_is_salvaged_around_its_damaged_lines(tmp_path):
+    from sparkrecover.journal.reader import read_salvaged
+
+    write_segment(tmp_path, [line_of(envelope(0, "attempt.started", writer="cli"))], writer="cli")
+    write_segment(
+        tmp_path,
+        [
+            line_of(envelope(0, ts="2026-01-01T00:00:01.000Z")),
+            b"{not json\n",
+            line_of(envelope(2, "stage.committed", ts="2026-01-01T00:00:03.000Z")),
+        ],
+    )
+    records, damaged = read_salvaged(str(tmp_path))
+    assert [(r["writer"], r["seq"]) for r in records] == [("cli", 0), ("driver", 0), ("driver", 2)]
+    assert [segment.name for segment in damaged] == ["0001-driver-000000.jsonl"]
+    assert read_salvaged(str(tmp_path / "elsewhere")) == ([], [])

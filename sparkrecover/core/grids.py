@@ -1,0 +1,176 @@
+"""Which partitions of a write, and which map outputs of a shuffle, an attempt kept, computed or
+left unfinished: the partition grids of ``sparkrecover report``, as plain data.
+
+A write's grid comes from its ``write.started`` (the partition count, the partitions kept from
+earlier attempts) and its ``task.committed`` events; a shuffle's from any ``shuffle.committed``
+event (a map output written and kept under the run), grouped by its ``shuffle`` identity and
+numbered by ``map_index``: a map output an earlier attempt committed and the shuffle's latest
+attempt did not compute again was kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from sparkrecover.journal import events as ev
+
+SHUFFLE_COMMITTED = "shuffle.committed"
+KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int
+    state: str  # kept, computed or not finished
+    attempt: int | None  # the attempt that computed it
+
+
+@dataclass
+class Grid:
+    kind: str  # "write" or "shuffle"
+    name: str  # the stage, or the shuffle's identity
+    stage: str | None
+    attempt: int  # the latest attempt that ran it
+    cells: list[Cell]
+    reason: str | None = None  # why nothing could be kept, when the journal says
+
+    def count(self, state: str) -> int:
+        return sum(1 for cell in self.cells if cell.state == state)
+
+    @property
+    def total(self) -> int:
+        return len(self.cells)
+
+    @property
+    def kept_from(self) -> list[int]:
+        return sorted({cell.attempt for cell in self.cells if cell.state == KEPT and cell.attempt is not None})
+
+
+@dataclass
+class _Write:
+    stage: str
+    attempt: int = 0
+    partitions: int = 0
+    kept: set[int] = field(default_factory=set)
+    reusable: bool = True
+    reason: str | None = None
+    # partition -> the attempt whose task committed it with rows (a kept partition commits empty again)
+    done: dict[int, int] = field(default_factory=dict)
+    committed: bool = False
+    ever_kept: bool = False
+
+
+@dataclass
+class _Shuffle:
+    name: str
+    stage: str | None
+    maps: int = 0
+    attempt: int = 0
+    done: dict[int, int] = field(default_factory=dict)  # map index -> the attempt that wrote it last
+    attempts: set[int] = field(default_factory=set)
+
+
+def shuffle_name(identity: Any) -> str:
+    """A shuffle's identity as one line: it may be any JSON value the driver chose."""
+    if isinstance(identity, str):
+        return identity
+    return orjson.dumps(identity, option=orjson.OPT_SORT_KEYS).decode()
+
+
+class GridFold:
+    """Fed every record in journal order; ``grids()`` then holds the writes that kept partitions or
+    stopped with some committed, and every shuffle that a later attempt ran again."""
+
+    def __init__(self) -> None:
+        self.writes: dict[str, _Write] = {}
+        self.shuffles: dict[str, _Shuffle] = {}
+        self.stage_attempts: dict[str, int] = {}  # stage -> the latest attempt that started it
+
+    def apply(self, record: dict[str, Any]) -> None:
+        kind = record["type"]
+        if kind == ev.WRITE_STARTED:
+            self._write_started(record)
+        elif kind == ev.TASK_COMMITTED:
+            write = self.writes.get(str(record.get("stage")))
+            partition = record.get("partition")
+            if write and write.attempt == record["attempt"] and isinstance(partition, int):
+                if partition not in write.kept:
+                    write.done[partition] = record["attempt"]
+        elif kind == ev.STAGE_STARTED:
+            self.stage_attempts[record["stage"]] = record["attempt"]
+        elif kind == ev.STAGE_COMMITTED:
+            write = self.writes.get(record["stage"])
+            if write and write.attempt == record["attempt"]:
+                write.committed = True
+        elif kind == SHUFFLE_COMMITTED:
+            self._shuffle_committed(record)
+
+    def _write_started(self, record: dict[str, Any]) -> None:
+        name = str(record.get("stage"))
+        before = self.writes.get(name)
+        kept = {p for p in record.get("kept") or [] if isinstance(p, int)}
+        write = _Write(name, record["attempt"], int(record.get("partitions") or 0), kept)
+        write.reusable, write.reason = bool(record.get("reusable", True)), record.get("reason")
+        if before is not None:
+            # A kept partition's rows were computed by the attempt that committed it before.
+            write.done = {p: a for p, a in before.done.items() if p in kept}
+            write.ever_kept = before.ever_kept
+        write.ever_kept = write.ever_kept or bool(kept)
+        self.writes[name] = write
+
+    def _shuffle_committed(self, record: dict[str, Any]) -> None:
+        index = record.get("map_index")
+        if not isinstance(index, int) or record.get("shuffle") is None:
+            return
+        name = shuffle_name(record["shuffle"])
+        shuffle = self.shuffles.setdefault(name, _Shuffle(name, record.get("stage")))
+        total = next((record[key] for key in ("maps", "num_maps", "partitions") if isinstance(record.get(key), int)), 0)
+        shuffle.maps = max(shuffle.maps, total, index + 1)
+        shuffle.attempt = max(shuffle.attempt, record["attempt"])
+        shuffle.attempts.add(record["attempt"])
+        shuffle.done[index] = record["attempt"]
+
+    def grids(self) -> list[Grid]:
+        found = [_write_grid(w) for w in self.writes.values() if w.ever_kept or (w.done and not w.committed)]
+        for shuffle in self.shuffles.values():
+            # A later attempt that ran the shuffle's stage and computed none of its maps kept them all.
+            shuffle.attempt = max(shuffle.attempt, self.stage_attempts.get(shuffle.stage or "", 0))
+            if shuffle.attempt > min(shuffle.attempts):
+                found.append(_shuffle_grid(shuffle))
+        return found
+
+
+def _write_grid(write: _Write) -> Grid:
+    cells = []
+    for index in range(write.partitions):
+        if index in write.kept:
+            cells.append(Cell(index, KEPT, write.done.get(index)))
+        elif index in write.done or write.committed:
+            # A committed write holds every partition; one without a task record was computed too.
+            cells.append(Cell(index, COMPUTED, write.attempt))
+        else:
+            cells.append(Cell(index, UNFINISHED, None))
+    reason = None if write.reusable else write.reason
+    return Grid("write", write.stage, write.stage, write.attempt, cells, reason)
+
+
+def _shuffle_grid(shuffle: _Shuffle) -> Grid:
+    cells = []
+    for index in range(shuffle.maps):
+        by = shuffle.done.get(index)
+        if by is None:
+            cells.append(Cell(index, UNFINISHED, None))
+        else:
+            cells.append(Cell(index, KEPT if by < shuffle.attempt else COMPUTED, by))
+    return Grid("shuffle", shuffle.name, shuffle.stage, shuffle.attempt, cells)
+
+
+def fold_grids(records: Iterable[dict[str, Any]]) -> list[Grid]:
+    fold = GridFold()
+    for record in records:
+        fold.apply(record)
+    return fold.grids()
