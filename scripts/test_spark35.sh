@@ -8,7 +8,9 @@
 # driver/partitions.py and driver/taskresume.py); a job commit checks the run's lease
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
-# CatalogTable.copy, alterTable). Extra arguments go to pytest.
+# CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
+# (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
+# writer's shouldOverwrite). Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -26,6 +28,8 @@ esac
 exec "$python" -m pytest \
   tests/driver/test_partitions.py \
   tests/driver/test_tables.py \
+  tests/driver/test_sqlwrites.py \
+  tests/driver/test_mlsaves.py \
   "tests/e2e/test_task_resume.py::test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_rest" \
   "tests/e2e/test_task_resume.py::test_a_resume_killed_during_its_write_resumes_again_exactly" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \

@@ -60,11 +60,64 @@ def test_the_journal_and_the_run_directory_sit_below_the_core():
     assert offenders("rundir", ("sparkrecover.core", "sparkrecover.launch", "sparkrecover.journal")) == []
 
 
+# What the core may import of the package: its own modules and pure definitions (types, words,
+# errors, the journal's event names). Anything else could read storage or start Spark.
+CORE_MAY_IMPORT = (
+    "sparkrecover.core",
+    "sparkrecover.kinds",
+    "sparkrecover.errors",
+    "sparkrecover.journal.events",
+    "sparkrecover.rundir.plans",
+    "sparkrecover.rundir.formats",
+)
+# Standard modules that touch files, processes or the network.
+IO_MODULES = (
+    "os",
+    "io",
+    "shutil",
+    "glob",
+    "pathlib",
+    "subprocess",
+    "socket",
+    "tempfile",
+    "fsspec",
+    "s3fs",
+    "urllib.request",
+    "pyspark",
+    "py4j",
+)
+
+
+def core_offenders(folder: str = "core") -> list[str]:
+    found = set()
+    for where, module in imports_of(folder):
+        ours = module == "sparkrecover" or module.startswith("sparkrecover.")
+        # A package named on the way to an allowed module (``from sparkrecover.journal import
+        # events``) is judged by the module it names.
+        allowed = any(
+            module == ok or module.startswith(ok + ".") or ok.startswith(module + ".") for ok in CORE_MAY_IMPORT
+        )
+        if (ours and not allowed) or any(module == bad or module.startswith(bad + ".") for bad in IO_MODULES):
+            found.add(f"{where} imports {module}")
+    return sorted(found)
+
+
+def test_the_core_reads_no_storage_and_starts_no_spark():
+    """The planner and the views are told what survives on storage (core/evidence.py); they read nothing."""
+    assert core_offenders() == []
+
+
 def test_the_rules_see_a_violation(tmp_path, monkeypatch):
     """The checks above read real files: a planted import must be found."""
     (tmp_path / "driver").mkdir()
     (tmp_path / "driver" / "bad.py").write_text("def f():\n    from sparkrecover.cli import render\n")
+    (tmp_path / "core").mkdir()
+    (tmp_path / "core" / "bad.py").write_text("import os\nfrom sparkrecover.rundir import storage\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path))
+    assert core_offenders() == [
+        "core/bad.py imports os",
+        "core/bad.py imports sparkrecover.rundir.storage",
+    ]
     assert offenders("driver", ("sparkrecover.cli",)) == [
         "driver/bad.py imports sparkrecover.cli",
         "driver/bad.py imports sparkrecover.cli.render",

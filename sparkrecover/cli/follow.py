@@ -21,6 +21,7 @@ from sparkrecover.core import timeline as replay
 from sparkrecover.core import watch as follow
 from sparkrecover.core.runstate import STARTED, RunState, StageState
 from sparkrecover.journal import events as ev
+from sparkrecover.launch import reading
 
 STAGE_WIDTH = 16
 ICONS = {
@@ -38,7 +39,7 @@ ICONS = {
 
 def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
     """Follow the run until it ends; returns what ``inspect`` shows of it then."""
-    updates = follow.follow(run_dir, run_id)
+    updates = follow.follow(reading.WatchedRun(run_dir), run_id)
     if quiet:
         last = _drain(updates)
     elif render.console().is_terminal:

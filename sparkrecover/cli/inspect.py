@@ -21,12 +21,13 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
             from sparkrecover.errors import UsageError
 
             raise UsageError("--follow needs a RUN to follow")
-        items: list[tuple[str, str, RunState | None, str | None]] = []
+        items: list[tuple[str, str, RunState | None, str | None, bool]] = []
         for run_id, run_dir in runs.list_runs(root_url):
             try:
-                items.append((run_id, run_dir, reading.load_state(run_dir, run_id), None))
+                state = reading.load_state(run_dir, run_id)
+                items.append((run_id, run_dir, state, None, reading.live_lease(run_dir) is not None))
             except SparkRecoverError as problem:
-                items.append((run_id, run_dir, None, str(problem)))
+                items.append((run_id, run_dir, None, str(problem), False))
         rows = summary.runs_overview(items)
         if json_output:
             render.emit_json({"root": root_url, "runs": rows})
@@ -39,7 +40,9 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
 
         details = following.watch(run_dir, run_id, quiet=json_output)
     else:
-        details = summary.run_summary(reading.load_state(run_dir, run_id, render.warning), run_dir)
+        state = reading.load_state(run_dir, run_id, render.warning)
+        lease = reading.live_lease(run_dir)
+        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
     if json_output:
         render.emit_json(details)
     else:

@@ -34,7 +34,8 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
         with render.file_progress(enabled=not json_output) as progress:
             plan = replay.plan_at(state, StorageEvidence(run_dir, "size", progress))
     else:
-        details = summary.run_summary(state, run_dir)
+        lease = reading.live_lease(run_dir)
+        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
     if json_output:
         document: dict[str, Any] = {
             "run": run_id,

@@ -21,7 +21,6 @@ from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.launch import reading
 from sparkrecover.launch.evidence import StorageEvidence
-from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
 
 STDOUT = "-"
@@ -42,7 +41,7 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     collected, damage = reading.load_report(run_dir, run_id, render.warning)
     state = collected.state
-    live = leases.is_live(leases.read_lease(run_dir))
+    live = reading.live_lease(run_dir) is not None
     plan, problem = None, None
     if not damage and pages.wants_plan(state.status(lease_live=live)):
         try:

@@ -7,7 +7,6 @@ from typing import Any
 
 from sparkrecover.core import humanize
 from sparkrecover.core.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
-from sparkrecover.rundir import lease as leases
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -95,11 +94,12 @@ def _attempt_row(attempt: AttemptState, running: bool) -> dict[str, Any]:
     }
 
 
-def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None) -> dict[str, Any]:
-    """Everything ``inspect RUN`` shows. ``lease_live`` overrides reading the lease (``replay``
-    shows a past moment, when who holds the lease now means nothing)."""
-    lease = leases.read_lease(run_dir) if lease_live is None else None
-    live = leases.is_live(lease) if lease_live is None else lease_live
+def run_summary(
+    state: RunState, run_dir: str, *, lease_live: bool, lease: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Everything ``inspect RUN`` shows. ``lease_live``: someone runs the run now (``replay`` says
+    whether someone did at the moment it shows); ``lease``: the live lease's record, if read."""
+    live = lease_live
     last = state.last_attempt
     last_number = last.number if last else 0
     stages = [_stage_row(stage, last_number, live) for stage in state.stages.values()]
@@ -132,14 +132,14 @@ def run_summary(state: RunState, run_dir: str, *, lease_live: bool | None = None
     }
 
 
-def runs_overview(items: list[tuple[str, str, RunState | None, str | None]]) -> list[dict[str, Any]]:
-    """One row per run; a run whose journal cannot be read shows its error instead."""
+def runs_overview(items: list[tuple[str, str, RunState | None, str | None, bool]]) -> list[dict[str, Any]]:
+    """One row per run (id, folder, state, why it cannot be read, whether its lease is live); a run
+    whose journal cannot be read shows its error instead."""
     rows: list[dict[str, Any]] = []
-    for run_id, run_dir, state, error in items:
+    for run_id, run_dir, state, error, live in items:
         if state is None:
             rows.append({"run": run_id, "run_dir": run_dir, "status": "unreadable", "error": error})
             continue
-        live = leases.is_live(leases.read_lease(run_dir))
         rows.append(
             {
                 "run": run_id,

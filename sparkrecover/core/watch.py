@@ -18,12 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import RunNotFoundError
-from sparkrecover.journal.tail import JournalTail
-from sparkrecover.rundir import lease as leases
 
 POLL_INTERVAL = 0.5  # seconds; on an object store each poll is one LIST plus a GET per grown segment
 
@@ -37,18 +35,33 @@ class Update:
     warnings: list[str] = field(default_factory=list)
 
 
+class Watched(Protocol):
+    """The run being followed, as storage shows it (``launch/reading.WatchedRun``)."""
+
+    run_dir: str
+
+    def lease_live(self) -> bool: ...
+
+    @property
+    def found_journal(self) -> bool: ...
+
+    def poll(self) -> list[dict[str, Any]]: ...
+
+    def drain(self) -> tuple[list[dict[str, Any]], list[str]]: ...
+
+
 def follow(
-    run_dir: str, run_id: str, *, interval: float | None = None, sleep: Callable[[float], None] = time.sleep
+    run: Watched, run_id: str, *, interval: float | None = None, sleep: Callable[[float], None] = time.sleep
 ) -> Iterator[Update]:
     """One ``Update`` per poll; the last one has ``ended`` set."""
     interval = POLL_INTERVAL if interval is None else interval
-    tail = JournalTail(run_dir)
+    tail = run
     state = RunState(run_id)
     while True:
-        live = leases.is_live(leases.read_lease(run_dir))
+        live = run.lease_live()
         new = tail.poll()
         if not tail.found_journal and not live:
-            raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+            raise RunNotFoundError(f"no run {run_id!r} at {run.run_dir}")
         for record in new:
             state.apply(record)
         ended = _ended(state, live)

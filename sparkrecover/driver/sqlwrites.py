@@ -8,17 +8,21 @@ Py4J), never from its text: the command node's class and its target.
     ReplaceTableAsSelect      [CREATE OR] REPLACE TABLE t AS  overwrite
     InsertIntoStatement       INSERT INTO / OVERWRITE [TABLE]  append / overwrite
     InsertIntoDir             INSERT OVERWRITE [LOCAL] DIRECTORY   overwrite of the folder
+    LoadData                  LOAD DATA [LOCAL] INPATH … [OVERWRITE] INTO TABLE t   append / overwrite
     CreateTable               CREATE TABLE t (…) (no AS)     create
+    CreateTableLike           CREATE TABLE t LIKE s          create
     DropTable                 DROP TABLE t                   drop      } only of a table whose data
     TruncateTable/-Partition  TRUNCATE TABLE t [PARTITION …] truncate  } a stage of this run wrote
 
 Anything else (queries, other DDL, a statement with ``args`` or keyword formatting, a statement the
-parser refuses) runs as pyspark runs it. The statement's query is fingerprinted through its
+parser refuses) runs as pyspark runs it: docs/recorded.md lists those that write and what a resume
+then does. The statement's query is fingerprinted through its
 analyzed plan, like a DataFrame, and is the written "frame".
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -113,6 +117,10 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
         return zerocode.table_write(
             spark, _frame(spark, plan.query()), table, mode, writes.OVERWRITE if overwrite else writes.APPEND, None
         )
+    if kind == "LoadData":
+        return _load_data(spark, plan)
+    if kind in ("CreateTableLike", "CreateTableLikeCommand"):
+        return _create_like(spark, plan)
     if kind == "CreateTable":
         # Recorded always: a table created now may be written later in the run, which cannot be
         # known yet, and a resumed driver running it again would find its files in the way.
@@ -149,6 +157,58 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
             existed=storage.exists(url),
         )
     return None
+
+
+def _load_data(spark: Any, plan: Any) -> writes.Write | None:
+    """``LOAD DATA``: files copied (``LOCAL``) or moved into the table's folder, an append like
+    ``INSERT INTO`` (the table's files before it are kept, so a rerun leaves the rows once) or,
+    with ``OVERWRITE``, an overwrite. Its "frame" is the loaded path: a changed local file makes
+    the committed load stale. A non-local load moves its file away, so its input is not part of
+    its fingerprint (a skipped load would otherwise look stale for the move it made itself)."""
+    relation = plan.child()
+    if str(relation.getClass().getSimpleName()) != "UnresolvedTable":
+        return None
+    table = _name(relation.multipartIdentifier())
+    overwrite = bool(plan.isOverwrite())
+    mode = "overwrite" if overwrite else "append"
+    source = LoadedFiles(spark, str(plan.path()), bool(plan.isLocal()))
+    return zerocode.table_write(spark, source, table, mode, writes.OVERWRITE if overwrite else writes.APPEND, None)
+
+
+class LoadedFiles:
+    """What ``writes.run`` needs of the data a ``LOAD DATA`` writes: the session (as
+    ``sparkContext``), a plan to fingerprint and the files it reads."""
+
+    def __init__(self, spark: Any, path: str, local: bool):
+        self.sparkContext = spark.sparkContext
+        self.path, self.local = path, local
+        self._spark = spark
+
+    def canonical_plan(self) -> str:
+        return f"LOAD DATA {'LOCAL ' if self.local else ''}INPATH {self.path}"
+
+    def inputFiles(self) -> list[str]:  # the name DataFrame.inputFiles has
+        if not self.local:
+            return []
+        try:
+            # LOCAL paths are the driver's files: relative to its working folder, like Spark's.
+            return [stages.qualify(self._spark, "file:" + os.path.abspath(self.path.removeprefix("file:")))[1]]
+        except Exception:
+            return []
+
+
+def _create_like(spark: Any, plan: Any) -> writes.Write | None:
+    """``CREATE TABLE t LIKE s``: a new, empty table, recorded as ``CREATE TABLE`` is (Spark 4's
+    ``CreateTableLike``; Spark 3.5 parses it to ``CreateTableLikeCommand``)."""
+    if str(plan.getClass().getSimpleName()) == "CreateTableLike":
+        table = _name(plan.name().nameParts())
+        location = _option(plan.location())
+    else:
+        table = str(plan.targetTable().unquotedString())
+        location = _option(plan.fileFormat().locationUri())
+    return zerocode.table_write(
+        spark, None, table, CREATE_TABLE, writes.CREATE, _option(plan.provider()), path=location
+    )
 
 
 def _recorded_target(spark: Any, table: str, mode: str) -> bool:

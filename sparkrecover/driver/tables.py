@@ -1,7 +1,7 @@
 """Tables come back as they were (issue 14 item 3).
 
 A table write records its table at commit (``describe``: type, provider, schema, partition
-columns, properties, options, location). Spark's in-memory catalog dies with the driver, so a
+columns, bucket spec, properties, options, location). Spark's in-memory catalog dies with the driver, so a
 skipped or lost table write of a resumed attempt registers the table again from that record
 (``register``): a ``CREATE TABLE … LOCATION`` (EXTERNAL, the only kind Spark creates over
 existing files), its partitions recovered, then its type set back to what was recorded through
@@ -84,6 +84,7 @@ def describe(spark: Any, name: str) -> dict[str, Any] | None:
         if key.lower() != "path" and not _SECRET.search(key)
     }
     identifier = meta.identifier()
+    buckets = _buckets(meta)
     return {
         "name": str(identifier.table()),
         "database": str(identifier.database().get()),
@@ -94,6 +95,25 @@ def describe(spark: Any, name: str) -> dict[str, Any] | None:
         "properties": properties,
         "options": options,
         "location": str(meta.location()),
+        **({"buckets": buckets} if buckets is not None else {}),
+    }
+
+
+def _buckets(meta: Any) -> dict[str, Any] | None:
+    """A bucketed table's spec (``bucketBy``, ``CLUSTERED BY``): count, columns, sort columns."""
+    spec = meta.bucketSpec()
+    if not spec.isDefined():
+        return None
+    spec = spec.get()
+
+    def names(seq: Any) -> list[str]:
+        text = str(seq.mkString(_SEP))
+        return text.split(_SEP) if text else []
+
+    return {
+        "count": int(spec.numBuckets()),
+        "columns": names(spec.bucketColumnNames()),
+        "sort_columns": names(spec.sortColumnNames()),
     }
 
 
@@ -125,6 +145,12 @@ def register(spark: Any, name: str, committed: Committed) -> None:
         statement += f" OPTIONS ({_pairs(recorded['options'])})"
     if recorded.get("partition_columns"):
         statement += f" PARTITIONED BY ({', '.join(_quote(c) for c in recorded['partition_columns'])})"
+    buckets = recorded.get("buckets")
+    if buckets:
+        statement += f" CLUSTERED BY ({', '.join(_quote(c) for c in buckets['columns'])})"
+        if buckets.get("sort_columns"):
+            statement += f" SORTED BY ({', '.join(_quote(c) for c in buckets['sort_columns'])})"
+        statement += f" INTO {int(buckets['count'])} BUCKETS"
     if recorded.get("properties"):
         statement += f" TBLPROPERTIES ({_pairs(recorded['properties'])})"
     statement += f" LOCATION {_literal(recorded['location'])}"

@@ -243,15 +243,20 @@ def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
 def _describe_rdd(rdd: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     """An RDD save: a path target written as a new folder. An RDD has no DataFrame plan: its
     lineage (``toDebugString``, ids stripped) stands in for one (docs/decisions.md)."""
-    source = RDDSource(rdd)
-    url, spark_path = stages.qualify(source, str(bound["path"]))
-    name, site, ordinal = identify(current_runtime(), "errorifexists", url)
+    return folder_write(RDDSource(rdd), str(bound["path"]), "errorifexists", writes.CREATE)
+
+
+def folder_write(source: Any, path: str, mode: str, category: str) -> writes.Write:
+    """A write of a whole folder by something that is not a DataFrame (an RDD, a model): ``source``
+    stands in for the DataFrame (``sparkContext``, ``canonical_plan``, ``inputFiles``)."""
+    url, spark_path = stages.qualify(source, path)
+    name, site, ordinal = identify(current_runtime(), mode, url)
     return writes.Write(
         name,
         site,
         ordinal,
-        "errorifexists",
-        writes.CREATE,
+        mode,
+        category,
         url,
         source,
         source,

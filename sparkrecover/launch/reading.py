@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from sparkrecover.core.report import Collector
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import JournalDamagedError, JournalError, RunNotFoundError
 from sparkrecover.journal.reader import iter_journal, read_journal, read_salvaged
+from sparkrecover.journal.tail import JournalTail
+from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs
 
 
@@ -60,3 +63,30 @@ def load_report(run_dir: str, run_id: str, warn: Callable[[str], None] | None = 
     if not collected.state.event_count:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
     return collected, damage
+
+
+def live_lease(run_dir: str) -> dict[str, Any] | None:
+    """The run's lease record while someone holds it; None when nobody does (released or stale)."""
+    lease = leases.read_lease(run_dir)
+    return lease if leases.is_live(lease) else None
+
+
+class WatchedRun:
+    """A run as ``core/watch.follow`` polls it: who holds its lease now, and what its journal gained."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self.tail = JournalTail(run_dir)
+
+    def lease_live(self) -> bool:
+        return live_lease(self.run_dir) is not None
+
+    @property
+    def found_journal(self) -> bool:
+        return self.tail.found_journal
+
+    def poll(self) -> list[dict[str, Any]]:
+        return self.tail.poll()
+
+    def drain(self) -> tuple[list[dict[str, Any]], list[str]]:
+        return self.tail.drain()

@@ -19,7 +19,7 @@ spark = SparkSession.builder.appName("hive-app").enableHiveSupport().getOrCreate
 spark.sql("CREATE TABLE events USING parquet AS SELECT id, id * 2 AS doubled FROM range(0, 100)")
 # Each row waits 40 ms (Thread.sleep, through SQL's java_method): the job of this CREATE TABLE AS
 # lasts about a second, so a test can kill the driver while it runs.
-spark.sql(
+spark.sql(  # CREATE TABLE legacy (the tests find this call's line by this comment)
     "CREATE TABLE legacy STORED AS parquet AS SELECT id FROM range(0, 50) "
     "WHERE coalesce(java_method('java.lang.Thread', 'sleep', 40L), 'slept') IS NOT NULL"
 )

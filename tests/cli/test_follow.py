@@ -16,6 +16,7 @@ from rich.console import Console
 from sparkrecover.cli import render
 from sparkrecover.core import watch as follow
 from sparkrecover.errors import RunNotFoundError
+from sparkrecover.launch import reading
 from sparkrecover.rundir import lease
 from tests import journals
 from tests.helpers import screen
@@ -142,7 +143,7 @@ def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
 def test_follow_waits_for_a_journal_while_the_lease_is_held(tmp_path):
     run_dir = str(tmp_path / "root" / "r1")
     held = lease.Lease(run_dir, "r1").acquire()  # submit takes the lease before it writes anything
-    updates = follow.follow(run_dir, "r1", sleep=lambda _: None)
+    updates = follow.follow(reading.WatchedRun(run_dir), "r1", sleep=lambda _: None)
     assert next(updates).ended is None and next(updates).ended is None
     held.release()  # and nothing was ever written: there is no run after all
     with pytest.raises(RunNotFoundError):

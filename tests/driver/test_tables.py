@@ -272,3 +272,28 @@ def test_with_a_surviving_catalog_a_skipped_write_whose_table_is_missing_runs_ag
         (ev.STAGE_SKIPPED, "committed in attempt 1, output verified"),
     ]
     assert spark.table("tbl.t12").count() == 3
+
+
+def save_bucketed(spark):
+    frame = spark.range(20).selectExpr("id", "id % 3 AS k")
+    frame.write.bucketBy(4, "k").sortBy("id").format("parquet").saveAsTable("tbl.bucketed")  # bucketBy call
+
+
+def describe_extended(spark, table) -> dict[str, str]:
+    return {str(row[0]).strip(): str(row[1]) for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()}
+
+
+def test_a_bucketed_table_comes_back_with_its_buckets(spark, tmp_path, db):
+    rt = install_runtime(tmp_path)
+    save_bucketed(spark)
+    before = describe_extended(spark, "tbl.bucketed")
+    assert (before["Num Buckets"], before["Bucket Columns"], before["Sort Columns"]) == ("4", "[`k`]", "[`id`]")
+    (committed,) = journal(rt, ev.STAGE_COMMITTED)
+    assert committed["table"]["buckets"] == {"count": 4, "columns": ["k"], "sort_columns": ["id"]}
+    rt2 = resume(tmp_path, rt, forget=["tbl.bucketed"])
+    save_bucketed(spark)
+    assert [r["type"] for r in journal(rt2) if r["attempt"] == 2] == [ev.STAGE_SKIPPED]
+    after = describe_extended(spark, "tbl.bucketed")
+    keys = ("Type", "Provider", "Num Buckets", "Bucket Columns", "Sort Columns", "Location")
+    assert {key: after.get(key) for key in keys} == {key: before.get(key) for key in keys}
+    assert spark.table("tbl.bucketed").count() == 20
