@@ -1,8 +1,8 @@
 /*
- * What each partition of a write reads (task-level resume, DESIGN §4a): for every partition of an
- * RDD, a digest of the leaf inputs it reaches through narrow dependencies -- file slices (path,
- * start, length, modification time) for file scans, the partition's index for other leaves, the
- * shuffle and reduce partition for a shuffle. Two applications whose digests are equal read the
+ * What each partition of a write reads (task-level resume, docs/design.md §4a): for every partition
+ * of an RDD, a digest of the leaf inputs it reaches through narrow dependencies -- file slices
+ * (path, start, length, modification time) for file scans, the partition's index for other leaves,
+ * the shuffle and reduce partition for a shuffle. Two applications whose digests are equal read the
  * same input in partition i. sparkrecover/driver/partitions.py calls it once per write: walking a
  * write of 10,000 partitions through Py4J calls would cost seconds, here it costs milliseconds.
  *

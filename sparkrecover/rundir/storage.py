@@ -52,7 +52,7 @@ def normalize(url: str, cwd: str | None = None) -> str:
 
 
 def resolve_root(root: str | None) -> str:
-    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2); a local root that is,
+    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (docs/design.md §2); a local root that is,
     or lies under, a regular file is a usage error here, before any command reads or writes."""
     given = root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT
     url = normalize(given)
