@@ -8,9 +8,15 @@
 # driver/partitions.py and driver/taskresume.py); a job commit checks the run's lease
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
+<<<<<<< HEAD
+# CatalogTable.copy, alterTable); shuffle map outputs kept across a kill (KeepingShuffleManager: the
+# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
+# of a fully reused map stage). Extra arguments go to pytest.
+=======
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite). Extra arguments go to pytest.
+>>>>>>> main
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -36,6 +42,8 @@ exec "$python" -m pytest \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \
   "tests/e2e/test_e2e_zerocode.py::test_killed_after_the_append_and_table_commit_resumes_without_duplicates" \
   tests/e2e/test_e2e_listener.py \
+  "tests/e2e/test_shuffle_keep.py::test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks" \
+  "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly[first map stage]" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
   "$@"

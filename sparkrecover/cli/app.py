@@ -160,6 +160,15 @@ def submit(
         help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
         "Default: the run directory. Recorded: resume uses it too.",
     ),
+    keep_shuffles: str = typer.Option(
+        "auto",
+        "--keep-shuffles",
+        metavar="MODE",
+        help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
+        "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
+        "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
+        "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -190,6 +199,7 @@ def submit(
             max_attempts=max_attempts,
             checksums=checksums,
             checkpoint_root=checkpoint_root,
+            keep_shuffles=keep_shuffles,
             json_output=json_output,
             args=list(ctx.args),
         )

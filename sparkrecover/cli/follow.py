@@ -16,7 +16,7 @@ from rich.table import Column
 from rich.text import Text
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, summary
+from sparkrecover.core import humanize, shuffles, summary
 from sparkrecover.core import timeline as replay
 from sparkrecover.core import watch as follow
 from sparkrecover.core.runstate import STARTED, RunState, StageState
@@ -130,6 +130,9 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
+    kept, maps = shuffles.stage_progress(state.shuffles, stage.name)
+    if maps:
+        detail.append(f"{kept:,}/{maps:,} shuffle map outputs kept")
     progress = stage.partitions
     if progress and progress["total"]:
         # Inside a write: the bar counts its partitions (kept ones from earlier attempts included).

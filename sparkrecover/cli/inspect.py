@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sparkrecover.cli import render
 from sparkrecover.core import summary
 from sparkrecover.errors import SparkRecoverError
-from sparkrecover.launch import reading
+from sparkrecover.launch import reading, shuffles
 from sparkrecover.rundir import runs, storage
 
 if TYPE_CHECKING:
@@ -43,6 +43,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         state = reading.load_state(run_dir, run_id, render.warning)
         lease = reading.live_lease(run_dir)
         details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
+    details["shuffle_bytes"] = shuffles.disk_usage(run_dir)  # what kept map outputs hold on disk now
     if json_output:
         render.emit_json(details)
     else:

@@ -237,6 +237,21 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
             row["app_id"] or "-",
         )
     out.print(attempts)
+    for row in summary.get("shuffles") or []:
+        reused = ", ".join(f"{n} reused by attempt {a}" for a, n in (row.get("reused") or {}).items() if n)
+        out.print(
+            Text(
+                f"shuffle {row['shuffle'][:12]}  {row['kept']}/{row['maps'] or '?'} map outputs kept"
+                + (f" ({reused})" if reused else "")
+                + (f"  in {row['stage']}" if row.get("stage") else "")
+            )
+        )
+    if summary.get("shuffle_bytes") is not None:
+        out.print(
+            f"kept shuffle files: {humanize.size(summary['shuffle_bytes'])} on disk (removed when the run succeeds)"
+        )
+    for row in summary.get("shuffles_unsupported") or []:
+        out.print(Text(f"  map outputs not kept (attempt {row['attempt']}): {row['reason']}", style="dim"))
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))

@@ -8,6 +8,7 @@ from sparkrecover.cli import render
 from sparkrecover.errors import SparkRecoverError, UsageError
 from sparkrecover.launch import recovery
 from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.launch.shuffles import MODES
 from sparkrecover.rundir import runs, storage
 
 
@@ -47,7 +48,10 @@ def run(
     json_output: bool,
     args: list[str],
     checkpoint_root: str | None = None,
+    keep_shuffles: str = "auto",
 ) -> int:
+    if keep_shuffles not in MODES:
+        raise UsageError(f"--keep-shuffles {keep_shuffles}: expected one of {', '.join(MODES)}")
     root_url = storage.resolve_root(root)
     run_id, code = recovery.submit(
         root_url,
@@ -59,6 +63,7 @@ def run(
         checksums=checksums,
         max_attempts=max_attempts,
         checkpoint_root=checkpoint_root,
+        keep_shuffles=keep_shuffles,
         notify=render.info,
         warn=render.warning,
         show_plan=lambda plan: None if json_output else render.plan(plan.dry_run()),

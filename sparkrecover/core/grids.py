@@ -3,9 +3,10 @@ left unfinished: the partition grids of ``sparkrecover report``, as plain data.
 
 A write's grid comes from its ``write.started`` (the partition count, the partitions kept from
 earlier attempts) and its ``task.committed`` events; a shuffle's from any ``shuffle.committed``
-event (a map output written and kept under the run), grouped by its ``shuffle`` identity and
-numbered by ``map_index``: a map output an earlier attempt committed and the shuffle's latest
-attempt did not compute again was kept.
+event (map outputs written and kept under the run, docs/shuffles.md), grouped by its ``shuffle``
+identity and numbered by each entry's ``map``, with the map count of its ``shuffle.registered``: a
+map output an earlier attempt committed and the shuffle's latest attempt did not compute again was
+kept.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import orjson
 
 from sparkrecover.journal import events as ev
 
-SHUFFLE_COMMITTED = "shuffle.committed"
 KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
 
 
@@ -106,8 +106,11 @@ class GridFold:
             write = self.writes.get(record["stage"])
             if write and write.attempt == record["attempt"]:
                 write.committed = True
-        elif kind == SHUFFLE_COMMITTED:
+        elif kind == ev.SHUFFLE_COMMITTED:
             self._shuffle_committed(record)
+        elif kind == ev.SHUFFLE_REGISTERED:
+            shuffle = self._shuffle(record)
+            shuffle.maps = max(shuffle.maps, int(record["maps"]))
 
     def _write_started(self, record: dict[str, Any]) -> None:
         name = str(record.get("stage"))
@@ -122,17 +125,21 @@ class GridFold:
         write.ever_kept = write.ever_kept or bool(kept)
         self.writes[name] = write
 
-    def _shuffle_committed(self, record: dict[str, Any]) -> None:
-        index = record.get("map_index")
-        if not isinstance(index, int) or record.get("shuffle") is None:
-            return
+    def _shuffle(self, record: dict[str, Any]) -> _Shuffle:
+        """The shuffle an event names; an event names the attempt that ran it."""
         name = shuffle_name(record["shuffle"])
         shuffle = self.shuffles.setdefault(name, _Shuffle(name, record.get("stage")))
-        total = next((record[key] for key in ("maps", "num_maps", "partitions") if isinstance(record.get(key), int)), 0)
-        shuffle.maps = max(shuffle.maps, total, index + 1)
         shuffle.attempt = max(shuffle.attempt, record["attempt"])
         shuffle.attempts.add(record["attempt"])
-        shuffle.done[index] = record["attempt"]
+        return shuffle
+
+    def _shuffle_committed(self, record: dict[str, Any]) -> None:
+        shuffle = self._shuffle(record)
+        for entry in record["maps"]:
+            index = entry.get("map") if isinstance(entry, dict) else None
+            if isinstance(index, int):
+                shuffle.maps = max(shuffle.maps, index + 1)
+                shuffle.done[index] = record["attempt"]
 
     def grids(self) -> list[Grid]:
         found = [_write_grid(w) for w in self.writes.values() if w.ever_kept or (w.done and not w.committed)]

@@ -17,11 +17,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sparkrecover.core import staleness
+from sparkrecover.core import shuffles, staleness
 from sparkrecover.core.evidence import Evidence
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.kinds import Verdict
-from sparkrecover.rundir.plans import Committed, KeptTasks, PartitionCount, Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir.plans import (
+    Committed,
+    KeptShuffle,
+    KeptTasks,
+    PartitionCount,
+    Plan,
+    PlanEntry,
+    SchemaEntry,
+)
 
 SKIP, RUN, RERUN, LOST, CONTINUE = Verdict.SKIP, Verdict.RUN, Verdict.RERUN, Verdict.LOST, Verdict.CONTINUE
 
@@ -218,16 +226,49 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
     return list(started.get("before") or [])
 
 
-def plan_of(run_id: str, attempt: int, decisions: list[PlanEntry], schemas: list[SchemaEntry] | None = None) -> Plan:
+def plan_shuffles(
+    state: RunState, decisions: list[PlanEntry], size_of: shuffles.SizeOf | None, *, from_scratch: bool = False
+) -> list[KeptShuffle]:
+    """The kept shuffle map outputs the next attempt may reuse (``size_of`` reads the keep folder;
+    None when there is none), and on each stage that runs how many of its map outputs are kept."""
+    if from_scratch:
+        return []
+    running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
+    offered = [k for k in shuffles.reusable(state.shuffles, size_of) if k.stage is None or k.stage in running]
+    for decision in decisions:
+        if decision.stage not in running:
+            continue
+        kept, total = shuffles.progress_of_stage(state.shuffles, decision.stage, offered)
+        if total:
+            decision.shuffle_maps = PartitionCount(kept=kept, total=total)
+            decision.reason += f", {kept}/{total} shuffle map outputs kept"
+    return offered
+
+
+def plan_of(
+    run_id: str,
+    attempt: int,
+    decisions: list[PlanEntry],
+    schemas: list[SchemaEntry] | None = None,
+    kept_shuffles: list[KeptShuffle] | None = None,
+) -> Plan:
     """The plan handed to the next attempt (plans/<attempt>.json)."""
-    return Plan(run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []))
+    return Plan(
+        run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []), shuffles=list(kept_shuffles or [])
+    )
 
 
 def dry_run_document(
-    run_id: str, attempt: int, decisions: list[PlanEntry], schemas: list[SchemaEntry] | None = None
+    run_id: str,
+    attempt: int,
+    decisions: list[PlanEntry],
+    schemas: list[SchemaEntry] | None = None,
+    kept_shuffles: list[KeptShuffle] | None = None,
 ) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
     document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
     if schemas is not None:
         document["schemas"] = [entry.summary() for entry in schemas]
+    if kept_shuffles is not None:
+        document["shuffles"] = [entry.summary() for entry in kept_shuffles]
     return document

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core import shuffles as shuffles_
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
 
@@ -123,6 +124,10 @@ class RunState:
     last_error: str | None = None
     # The latest schema.inferred per read key (core/schema_reuse.py decides which a resume may reuse).
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Shuffles by identity, with their kept map outputs (core/shuffles.py), and why map outputs
+    # could not be kept.
+    shuffles: dict[str, shuffles_.ShuffleState] = field(default_factory=dict)
+    shuffles_unsupported: list[shuffles_.Unsupported] = field(default_factory=list)
 
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> RunState:
@@ -377,6 +382,20 @@ def _schema_inferred(state: RunState, record: dict, attempt: AttemptState) -> No
     state.schemas[record["key"]] = record
 
 
+def _shuffle_registered(state: RunState, record: dict, attempt: AttemptState) -> None:
+    shuffles_.on_registered(state.shuffles, record)
+
+
+def _shuffle_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    shuffles_.on_committed(state.shuffles, record)
+
+
+def _shuffle_unsupported(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.shuffles_unsupported.append(
+        shuffles_.Unsupported(record["attempt"], record["reason"], record.get("stage"), record.get("spark_shuffle"))
+    )
+
+
 def _ignore(state: RunState, record: dict, attempt: AttemptState) -> None:
     """A known event that changes nothing the planner or inspect needs."""
 
@@ -404,4 +423,7 @@ _HANDLERS = {
     ev.JOURNAL_DEGRADED: _journal_degraded,
     ev.SCHEMA_INFERRED: _schema_inferred,
     ev.SCHEMA_REUSED: _ignore,  # the schema.inferred it reused stays the latest word
+    ev.SHUFFLE_REGISTERED: _shuffle_registered,
+    ev.SHUFFLE_COMMITTED: _shuffle_committed,
+    ev.SHUFFLE_UNSUPPORTED: _shuffle_unsupported,
 }

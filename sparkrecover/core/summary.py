@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sparkrecover.core import humanize
+from sparkrecover.core import humanize, shuffles
 from sparkrecover.core.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
 
 
@@ -127,6 +127,11 @@ def run_summary(
         ],
         "last_error": state.last_error,
         "journal_degraded": len(state.degraded),
+        # Map progress per shuffle (kept map outputs, docs/shuffles.md), and why some could not be kept.
+        "shuffles": shuffles.rows(state.shuffles),
+        "shuffles_unsupported": [
+            {"attempt": u.attempt, "stage": u.stage, "reason": u.reason} for u in state.shuffles_unsupported[-20:]
+        ],
         "events": state.event_count,
         "lease": lease if live else None,
     }

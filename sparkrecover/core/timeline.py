@@ -200,6 +200,21 @@ def _task_committed(r: dict[str, Any]) -> str:
     return f"partition {r.get('partition')} (task attempt {r.get('task_attempt', 0)}){written}"
 
 
+def _shuffle_registered(r: dict[str, Any]) -> str:
+    text = (
+        f"shuffle {str(r.get('shuffle'))[:12]}: {r.get('maps')} map tasks, {r.get('reused') or 0} kept outputs reused"
+    )
+    if r.get("reuse_refused"):
+        text += f" (not reused: {r['reuse_refused']})"
+    return text
+
+
+def _shuffle_committed(r: dict[str, Any]) -> str:
+    maps = [m.get("map") for m in r.get("maps") or [] if isinstance(m, dict)]
+    size = sum(int(m.get("data_bytes") or 0) for m in r.get("maps") or [] if isinstance(m, dict))
+    return f"shuffle {str(r.get('shuffle'))[:12]}: map outputs {', '.join(map(str, maps))} kept ({humanize.size(size)})"
+
+
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
@@ -214,6 +229,9 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.STAGE_FAILED: _stage_failed,
     ev.WRITE_STARTED: _write_started,
     ev.TASK_COMMITTED: _task_committed,
+    ev.SHUFFLE_REGISTERED: _shuffle_registered,
+    ev.SHUFFLE_COMMITTED: _shuffle_committed,
+    ev.SHUFFLE_UNSUPPORTED: lambda r: f"map outputs not kept: {r.get('reason')}",
     ev.SPARK_JOB_STARTED: lambda r: f"Spark job {r.get('job')}",
     ev.SPARK_JOB_ENDED: _job_ended,
     ev.SPARK_STAGE_COMPLETED: _spark_stage,

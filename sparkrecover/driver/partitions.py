@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
+SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
 PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
 # The default one plus the lease check at job commit (driver/fence.py), which the resuming one extends.
@@ -75,7 +76,7 @@ def shape_of(frame: Any) -> WriteShape:
         return WriteShape(0, False, "Spark Connect: the driver cannot see the query's plan")
     try:
         reason = _plan_reason(qe)
-        rdd = qe.toRdd()
+        rdd = _query_rdd(frame.sparkSession._jvm, qe)
         count = int(rdd.getNumPartitions())
         if reason is None:
             reason = _rdd_reason(rdd)
@@ -84,6 +85,15 @@ def shape_of(frame: Any) -> WriteShape:
         return WriteShape(0, False, f"the write could not be probed ({type(error).__name__}: {_first_line(error)})")
     digest = hashlib.sha256(f"{count}\n".encode() + "\n".join(slices).encode()).hexdigest()[:32]
     return WriteShape(count, reason is None, reason, slices, digest)
+
+
+def _query_rdd(jvm: Any, qe: Any) -> Any:
+    """``qe.toRdd()`` inside a SQL execution of its own, as a write's would run: the map stages it
+    runs belong to the query, so kept shuffle map outputs can be identified (docs/shuffles.md).
+    Without the jar: plain ``toRdd``."""
+    if _on_classpath(jvm, SHUFFLE_MANAGER_CLASS):
+        return _jvm_class(jvm, SHUFFLE_MANAGER_CLASS).queryRdd(qe)
+    return qe.toRdd()
 
 
 def _plan_reason(qe: Any) -> str | None:

@@ -38,7 +38,11 @@ _TYPES = {
     "executor.removed": ev.SPARK_EXECUTOR_REMOVED,
     "events.dropped": ev.SPARK_EVENTS_DROPPED,
     "task.committed": ev.TASK_COMMITTED,
+    "shuffle.registered": ev.SHUFFLE_REGISTERED,
+    "shuffle.unsupported": ev.SHUFFLE_UNSUPPORTED,
 }
+# Kept map outputs arrive one line each; a drain journals them as one shuffle.committed per shuffle.
+_MAP_KEPT = "shuffle.map"
 
 Drain = Callable[[], list[dict[str, Any]]]
 
@@ -110,8 +114,14 @@ class Telemetry:
             except Exception as error:
                 self._warn("drain", f"Spark listener events lost: {type(error).__name__}: {error}")
                 return
+            kept: dict[str, dict[str, Any]] = {}
             for record in records:
-                self._journal(record)
+                if record.get("k") == _MAP_KEPT:
+                    _batch_map(kept, record)
+                else:
+                    self._journal(record)
+            for batch in kept.values():
+                self.rt.writer.append(ev.SHUFFLE_COMMITTED, batch)
 
     def close(self) -> dict[str, Any]:
         """Final drain; returns what ``driver.ended`` says about the listener."""
@@ -155,6 +165,25 @@ class Telemetry:
         if key not in self._warned:
             self._warned.add(key)
             print(f"sparkrecover: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _batch_map(batches: dict[str, dict[str, Any]], record: dict[str, Any]) -> None:
+    """Add one kept map output to its shuffle's shuffle.committed payload of this drain."""
+    identity = str(record.get("shuffle"))
+    batch = batches.get(identity)
+    if batch is None:
+        batch = batches[identity] = {
+            "shuffle": identity,
+            "spark_shuffle": record.get("spark_shuffle"),
+            "stage": record.get("stage"),
+            "maps": [],
+        }
+    batch["maps"].append(
+        {
+            key: record.get(key)
+            for key in ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes", "keep_us")
+        }
+    )
 
 
 def _jvm_class(sc: Any) -> Any:

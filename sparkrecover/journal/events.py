@@ -43,6 +43,12 @@ LEASE_LOST = "lease.lost"
 # and what a resumed attempt took from the plan instead of inferring again.
 SCHEMA_INFERRED = "schema.inferred"
 SCHEMA_REUSED = "schema.reused"
+# Shuffle map outputs kept across driver death (docs/shuffles.md): a shuffle the shuffle manager
+# identified (and how many kept map outputs it reused), map outputs kept (batched), and a shuffle
+# or an attempt whose map outputs cannot be kept, with the reason.
+SHUFFLE_REGISTERED = "shuffle.registered"
+SHUFFLE_COMMITTED = "shuffle.committed"
+SHUFFLE_UNSUPPORTED = "shuffle.unsupported"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (docs/design.md §4 rule 1), the ends of processes, and the starts and failures of stages so that a
@@ -69,6 +75,9 @@ REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
     # The fold keeps the latest schema per key, and the plan hands it back checked by input_digest.
     SCHEMA_INFERRED: (("key", str), ("format", str), ("schema", dict), ("input_digest", str)),
     SCHEMA_REUSED: (("key", str),),
+    SHUFFLE_REGISTERED: (("shuffle", str), ("maps", int), ("reduces", int)),
+    SHUFFLE_COMMITTED: (("shuffle", str), ("maps", list)),
+    SHUFFLE_UNSUPPORTED: (("reason", str),),
 }
 
 

@@ -8,6 +8,8 @@ import os
 
 FOLDER = os.path.dirname(os.path.abspath(__file__))
 LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
+# spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md).
+SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
 
 
 def sources() -> list[str]:

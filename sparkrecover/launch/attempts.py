@@ -20,7 +20,7 @@ from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter, reader
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import redact
+from sparkrecover.launch import redact, shuffles
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.rundir import plans, runs, storage
 
@@ -37,6 +37,8 @@ class LaunchSpec:
     checksums: bool = False  # record content digests of outputs at commit (--verify checksum)
     # Where checkpoints without an explicit path= go, when not <run dir>/checkpoints (an fsspec URL).
     checkpoint_root: str | None = None
+    # --keep-shuffles: auto | link | copy | off (launch/shuffles.py)
+    keep_shuffles: str = shuffles.DEFAULT_MODE
 
     def run_started_payload(self) -> dict[str, Any]:
         return {
@@ -51,6 +53,7 @@ class LaunchSpec:
             "buffer_size": self.buffer_size,
             "checksums": self.checksums,
             "checkpoint_root": self.checkpoint_root,
+            "keep_shuffles": self.keep_shuffles,
             "versions": {"sparkrecover": __version__, "python": platform.python_version()},
         }
 
@@ -90,6 +93,7 @@ class LaunchSpec:
             buffer_size=int(record.get("buffer_size") or DEFAULT_BUFFER_SIZE),
             checksums=bool(record.get("checksums")),
             checkpoint_root=record.get("checkpoint_root") or None,
+            keep_shuffles=_keep_mode(record.get("keep_shuffles")),
         )
 
 
@@ -181,7 +185,13 @@ def run_attempt(
         bootstrap_args += ["--plan", plan_url]
     jar = _listener_jar(spec.spark_submit, notify)
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
-    command = launcher.bootstrap_command(spec.spark_submit, spec.submit_args, bootstrap_args, listener_jar=jar)
+    keeping = shuffles.setup(
+        spec.submit_args, run_dir, spec.keep_shuffles, jar=jar, reuse=plan.shuffles if plan else None, attempt=attempt
+    )
+    submit_args = launcher.SubmitArgs(
+        [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
+    )
+    command = launcher.bootstrap_command(spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar)
     writers: list[JournalWriter] = []
 
     def journal_start(_pid: int) -> None:
@@ -192,6 +202,8 @@ def run_attempt(
         if first:
             writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
         writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
+        if keeping.reason is not None:
+            writer.emit(ev.SHUFFLE_UNSUPPORTED, reason=keeping.reason, stage=None, spark_shuffle=None)
         if plan is not None:
             writer.emit(
                 ev.PLAN_CREATED,
@@ -209,6 +221,10 @@ def run_attempt(
         for writer in writers:
             writer.close()
     _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
+    if keeping.reason is not None and spec.keep_shuffles != "auto":
+        (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
+    if code == 0 and shuffles.remove(run_dir):
+        notify("removed the kept shuffle map outputs: the run succeeded")
     return code
 
 
@@ -254,6 +270,11 @@ def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | Non
             f"on task-heavy jobs: {found.reason}"
         )
     return found.path
+
+
+def _keep_mode(recorded: Any) -> str:
+    """The recorded --keep-shuffles (runs from before it existed: the default)."""
+    return recorded if recorded in shuffles.MODES else shuffles.DEFAULT_MODE
 
 
 def _user() -> str:

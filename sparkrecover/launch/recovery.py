@@ -18,12 +18,12 @@ from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLost
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts, reading
+from sparkrecover.launch import attempts, reading, shuffles
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
-from sparkrecover.rundir.plans import Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
 
 Notify = Callable[[str], None]
 ShowPlan = Callable[["ResumePlan"], None]
@@ -40,12 +40,14 @@ class ResumePlan:
     decisions: list[PlanEntry]
     # Inferred schemas the next attempt may reuse (core/schema_reuse.py), beside the stage decisions.
     schemas: list[SchemaEntry] = field(default_factory=list)
+    # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
+    shuffles: list[KeptShuffle] = field(default_factory=list)
 
     def document(self) -> Plan:
-        return planner.plan_of(self.run_id, self.attempt, self.decisions, self.schemas)
+        return planner.plan_of(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(self.run_id, self.attempt, self.decisions, self.schemas)
+        return planner.dry_run_document(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
 
 
 @dataclass
@@ -70,6 +72,7 @@ def submit(
     checksums: bool = False,
     max_attempts: int = 1,
     checkpoint_root: str | None = None,
+    keep_shuffles: str = shuffles.DEFAULT_MODE,
     notify: Notify,
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
@@ -112,6 +115,7 @@ def submit(
         buffer_size=buffer_size,
         checksums=checksums,
         checkpoint_root=checkpoint_root,
+        keep_shuffles=keep_shuffles,
     )
     notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
     with _lease(run_dir, run_id, notify) as lease:
@@ -158,7 +162,11 @@ def plan_resume(
     evidence = StorageEvidence(run_dir, verify_level, progress)
     decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch)
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable)
+    folder = shuffles.keep_folder(run_dir)
+    kept = planner.plan_shuffles(
+        state, decisions, shuffles.size_of(folder) if folder else None, from_scratch=from_scratch
+    )
+    return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
 
 
 DAMAGED_DIR = "journal.damaged"
@@ -231,6 +239,8 @@ def resume(
             set_aside=True,
         )
         show_plan(plan)
+        if options.from_scratch and shuffles.remove(run_dir):
+            notify("removed the kept shuffle map outputs (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, code, 1, options, notify, show_plan, warn)
 

@@ -75,6 +75,9 @@ class PlanEntry:
     fingerprint: dict[str, Any] | None = None
     partitions: PartitionCount | None = None  # for continue
     tasks: KeptTasks | None = None  # for continue
+    # For a stage that runs: map tasks of the shuffles it ran, and how many of their outputs are
+    # kept and offered to the next attempt (Plan.shuffles, docs/shuffles.md).
+    shuffle_maps: PartitionCount | None = None
 
     @property
     def fingerprint_digest(self) -> str | None:
@@ -92,6 +95,8 @@ class PlanEntry:
         shown: dict[str, Any] = {"stage": self.stage, "decision": str(self.decision), "reason": self.reason}
         if self.partitions is not None:
             shown["partitions"] = asdict(self.partitions)
+        if self.shuffle_maps is not None:
+            shown["shuffle_maps"] = asdict(self.shuffle_maps)
         return shown
 
 
@@ -119,11 +124,37 @@ class SchemaEntry:
 
 
 @dataclass
+class KeptMap:
+    """One kept shuffle map output, as its ``shuffle.committed`` record describes it."""
+
+    map: int  # the map task's index
+    path: str  # its folder under <run dir>/shuffles/
+    data_bytes: int
+    index_bytes: int
+    records: int
+    row_bytes: int
+
+
+@dataclass
+class KeptShuffle:
+    """The kept map outputs of one shuffle identity that the next attempt may reuse
+    (core/shuffles.py, sparkrecover/jvm/KeepingShuffleManager.java)."""
+
+    shuffle: str  # the identity
+    stage: str | None
+    maps: list[KeptMap] = field(default_factory=list)
+
+    def summary(self) -> dict[str, Any]:
+        return {"shuffle": self.shuffle, "stage": self.stage, "kept": len(self.maps)}
+
+
+@dataclass
 class Plan:
     run: str
     attempt: int
     stages: list[PlanEntry] = field(default_factory=list)
     schemas: list[SchemaEntry] = field(default_factory=list)
+    shuffles: list[KeptShuffle] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,6 +185,7 @@ def parse_plan(document: dict[str, Any], where: str = "plan") -> Plan:
         attempt=fields.integer("attempt", 0),
         stages=[_entry(item, f"{where}: stages[{i}]") for i, item in enumerate(fields.items("stages"))],
         schemas=[_schema(item, f"{where}: schemas[{i}]") for i, item in enumerate(fields.items("schemas"))],
+        shuffles=[_shuffle(item, f"{where}: shuffles[{i}]") for i, item in enumerate(fields.items("shuffles"))],
     )
 
 
@@ -165,6 +197,7 @@ def _entry(document: Any, where: str) -> PlanEntry:
     committed = fields.optional_object("committed")
     partitions = fields.optional_object("partitions")
     tasks = fields.optional_object("tasks")
+    shuffle_maps = fields.optional_object("shuffle_maps")
     return PlanEntry(
         stage=fields.text("stage"),
         decision=Verdict(verdict),
@@ -176,6 +209,7 @@ def _entry(document: Any, where: str) -> PlanEntry:
         fingerprint=fields.optional_object("fingerprint"),
         partitions=_partitions(partitions, f"{where}.partitions") if partitions is not None else None,
         tasks=_tasks(tasks, f"{where}.tasks") if tasks is not None else None,
+        shuffle_maps=_partitions(shuffle_maps, f"{where}.shuffle_maps") if shuffle_maps is not None else None,
     )
 
 
@@ -210,6 +244,24 @@ def _tasks(document: dict[str, Any], where: str) -> KeptTasks:
 def _partitions(document: dict[str, Any], where: str) -> PartitionCount:
     fields = _Fields(document, where)
     return PartitionCount(kept=fields.integer("kept"), total=fields.integer("total"))
+
+
+def _shuffle(document: Any, where: str) -> KeptShuffle:
+    fields = _Fields(document, where)
+    maps = []
+    for i, item in enumerate(fields.items("maps")):
+        entry = _Fields(item, f"{where}.maps[{i}]")
+        maps.append(
+            KeptMap(
+                map=entry.integer("map"),
+                path=entry.text("path"),
+                data_bytes=entry.integer("data_bytes"),
+                index_bytes=entry.integer("index_bytes"),
+                records=entry.integer("records"),
+                row_bytes=entry.integer("row_bytes"),
+            )
+        )
+    return KeptShuffle(shuffle=fields.text("shuffle"), stage=fields.optional_text("stage"), maps=maps)
 
 
 def _schema(document: Any, where: str) -> SchemaEntry:

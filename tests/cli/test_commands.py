@@ -25,6 +25,7 @@ def test_resume_dry_run_json_shape(run, cli, tmp_path):
             {"stage": "b", "decision": "run", "reason": "started in attempt 1 but not committed"},
         ],
         "schemas": [],
+        "shuffles": [],
     }
     # a dry run launches nothing: no new attempt, no plan, no lease
     assert journal_files(run.dir) == files
@@ -105,3 +106,37 @@ def test_corrupt_journal_exits_3_and_says_where(run, cli, tmp_path, command):
     assert (code, out) == (3, "")
     assert f"{path}:2: malformed journal line" in " ".join(err.split())
     assert "Traceback" not in err
+
+
+def test_inspect_shows_map_progress_per_shuffle_and_the_disk_kept_files_hold(run, cli, tmp_path):
+    run.started("b")
+    run.driver.emit("shuffle.registered", stage="b", shuffle="f" * 32, spark_shuffle=0, maps=4, reduces=2, reused=0)
+    entry = {
+        "map": 1,
+        "path": f"{'f' * 32}/map-1",
+        "data_bytes": 1000,
+        "index_bytes": 24,
+        "records": 5,
+        "row_bytes": 80,
+    }
+    run.driver.emit("shuffle.committed", stage="b", shuffle="f" * 32, spark_shuffle=0, maps=[entry])
+    run.driver.emit("shuffle.unsupported", stage="b", spark_shuffle=1, reason="the map stage is INDETERMINATE")
+    run.end(137, 9)
+    kept = os.path.join(run.dir, "shuffles", "f" * 32, "map-1")
+    os.makedirs(kept)
+    with open(os.path.join(kept, "data"), "wb") as handle:
+        handle.write(b"x" * 1000)
+    code, out, err = cli("inspect", "r1", "--root", str(tmp_path / "root"), "--json")
+    assert code == 0, err
+    details = orjson.loads(out)
+    assert [(s["kept"], s["maps"], s["stage"]) for s in details["shuffles"]] == [(1, 4, "b")]
+    assert details["shuffle_bytes"] == 1000
+    assert details["shuffles_unsupported"][0]["reason"] == "the map stage is INDETERMINATE"
+    from tests.helpers import run_cli
+
+    result = run_cli("inspect", "r1", "--root", str(tmp_path / "root"))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr
+    assert f"shuffle {'f' * 12}  1/4 map outputs kept  in b" in shown
+    assert "kept shuffle files: 1000 B on disk (removed when the run succeeds)" in shown
+    assert "map outputs not kept (attempt 1): the map stage is INDETERMINATE" in shown

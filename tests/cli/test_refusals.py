@@ -116,7 +116,10 @@ def test_a_root_on_s3_without_s3fs_names_it(cli, tmp_path, monkeypatch):
 
     registry = sys.modules["fsspec.registry"]
     monkeypatch.setitem(sys.modules, "s3fs", None)  # as if s3fs were not installed
-    monkeypatch.setattr(registry, "_registry", {k: v for k, v in registry._registry.items() if k not in ("s3", "s3a")})
+    # fsspec looks protocols up through a read-only view of this very dict: drop the entries an
+    # earlier test's import of s3fs made, in place (put back after the test).
+    for protocol in ("s3", "s3a"):
+        monkeypatch.delitem(registry._registry, protocol, raising=False)
     spark_submit, marker = fake_spark_submit(tmp_path)
     code, _, err = cli("submit", "--root", "s3://bucket/runs", "--spark-submit", spark_submit, "--", "app.py")
     lines = err.strip().splitlines()

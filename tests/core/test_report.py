@@ -174,28 +174,37 @@ def test_a_finished_write_that_kept_nothing_has_no_grid(tmp_path):
     assert fold_grids(read_journal(resumed_run(tmp_path / "root").dir)) == []
 
 
+def kept_maps(*indexes: int) -> list[dict]:
+    return [
+        {"map": i, "path": f"s-1/map-{i}", "data_bytes": 10, "index_bytes": 24, "records": 1, "row_bytes": 8}
+        for i in indexes
+    ]
+
+
 def test_shuffle_map_outputs_kept_across_attempts_have_a_grid(tmp_path):
     run = SyntheticRun(tmp_path / "root").attempt()
     run.started("daily")
-    identity = {"query": "q1", "shuffle": 0}
-    for index in (0, 2):
-        run.driver.emit("shuffle.committed", stage="daily", shuffle=identity, map_index=index, maps=4)
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-1", maps=4, reduces=2, reused=0)
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", maps=kept_maps(0, 2))
     run.crash()
     run.attempt().started("daily")
-    run.driver.emit("shuffle.committed", stage="daily", shuffle=identity, map_index=1, maps=4)
-    run.driver.emit("shuffle.committed", stage="daily", shuffle={"shuffle": 0, "query": "q1"}, map_index=3, maps=4)
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-1", maps=4, reduces=2, reused=2)
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", maps=kept_maps(1))
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", maps=kept_maps(3))
     run.committed("daily").end(0)
     (grid,) = fold_grids(read_journal(run.dir))
-    assert (grid.kind, grid.name, grid.stage) == ("shuffle", '{"query":"q1","shuffle":0}', "daily")
+    assert (grid.kind, grid.name, grid.stage) == ("shuffle", "s-1", "daily")
     assert [(c.state, c.attempt) for c in grid.cells] == [("kept", 1), ("computed", 2), ("kept", 1), ("computed", 2)]
 
 
 def test_shuffle_outputs_all_kept_by_a_later_attempt_still_show(tmp_path):
     run = SyntheticRun(tmp_path / "root").attempt()
     run.started("daily")
-    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", map_index=0)
-    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", map_index=1)
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-1", maps=2, reduces=2, reused=0)
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", maps=kept_maps(0, 1))
     run.crash()
-    run.attempt().started("daily").committed("daily").end(0)
+    run.attempt().started("daily")
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-1", maps=2, reduces=2, reused=2)
+    run.committed("daily").end(0)
     (grid,) = fold_grids(read_journal(run.dir))
     assert [c.state for c in grid.cells] == ["kept", "kept"] and grid.attempt == 2

@@ -140,3 +140,33 @@ def test_the_bootstrap_falls_back_when_the_class_is_missing(spark, tmp_path, cap
     rt.writer.close()
     assert closing == {"listener": "py4j", "spark_events_dropped": 0}
     assert "late" in {r["stage"] for r in read_journal(run_dir) if r["type"] == ev.SPARK_JOB_STARTED}
+
+
+def test_kept_map_outputs_of_one_drain_become_one_shuffle_committed_per_shuffle(tmp_path):
+    from tests.helpers import install_runtime, journal
+
+    rt = install_runtime(tmp_path)
+    telemetry = Telemetry(rt)
+    lines = [
+        {"k": "shuffle.registered", "shuffle": "a", "spark_shuffle": 0, "stage": "w", "maps": 3, "reduces": 2},
+        *(
+            {
+                "k": "shuffle.map",
+                "shuffle": identity,
+                "spark_shuffle": 0,
+                "stage": "w",
+                "map": index,
+                "path": f"{identity}/map-{index}",
+                "data_bytes": 10,
+                "index_bytes": 24,
+                "records": 1,
+                "row_bytes": 8,
+            }
+            for identity, index in (("a", 0), ("b", 0), ("a", 2))
+        ),
+    ]
+    telemetry.use(JVM, lambda: [dict(line) for line in lines])
+    telemetry.sync()
+    assert [r["shuffle"] for r in journal(rt, ev.SHUFFLE_REGISTERED)] == ["a"]
+    batches = {r["shuffle"]: [m["map"] for m in r["maps"]] for r in journal(rt, ev.SHUFFLE_COMMITTED)}
+    assert batches == {"a": [0, 2], "b": [0]}

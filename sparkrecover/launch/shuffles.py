@@ -1,0 +1,213 @@
+"""Keeping shuffle map outputs: the spark-submit settings that install the keeping shuffle
+manager (sparkrecover/jvm/KeepingShuffleManager.java), and the list of kept map outputs a resumed
+attempt may reuse (docs/shuffles.md).
+
+``--keep-shuffles``:
+- ``auto`` (the default): keep them where it costs nothing, as hard links: a local master whose
+  Spark local directory is on the filesystem of the run directory. Elsewhere, off.
+- ``link``: hard links only; a map output whose link fails is not kept.
+- ``copy``: copies (measured in docs/shuffles.md): for a keep folder on another filesystem.
+- ``off``: Spark's own shuffle manager, nothing kept.
+
+Never installed over a shuffle manager the user chose (a remote shuffle service such as Celeborn or
+Uniffle sets one), with push-based shuffle, under Spark Connect, or for a run directory that is
+not a local folder: each of those is said once and journaled as ``shuffle.unsupported``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
+from sparkrecover.launch import spark_submit as launcher
+from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import KeptShuffle
+
+MODES = ("auto", "link", "copy", "off")
+DEFAULT_MODE = "auto"
+FOLDER = "shuffles"  # under the run directory
+FALLBACK = ".fallback"  # FallbackStorage's root, inside the keep folder
+_CONF = "spark.sparkrecover.shuffle."
+
+
+@dataclass
+class Setup:
+    """What one attempt does about shuffles: the options to add, or why nothing is kept."""
+
+    options: list[str] = field(default_factory=list)
+    mode: str = "off"
+    reason: str | None = None  # set when keeping was asked for (or automatic) and cannot be done
+
+
+def keep_folder(run_dir: str) -> str | None:
+    """The local folder kept map outputs live in, or None when the run directory is not local."""
+    fs, path = storage.filesystem(run_dir)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    if protocol not in ("file", "local"):
+        return None
+    return os.path.join(path, FOLDER)
+
+
+def setup(
+    parsed: launcher.SubmitArgs,
+    run_dir: str,
+    mode: str,
+    *,
+    jar: str | None,
+    reuse: list[KeptShuffle] | None = None,
+    attempt: int = 1,
+) -> Setup:
+    """The options that keep this attempt's map outputs (and reuse the plan's kept ones)."""
+    if mode == "off":
+        return Setup()
+    reason = _unsupported(parsed, jar)
+    folder = keep_folder(run_dir)
+    if reason is None and folder is None:
+        reason = f"the run directory {run_dir} is not a local folder"
+    if reason is None and mode == "auto":
+        reason = _not_free(parsed, folder or "")
+    if reason is not None:
+        return Setup(reason=reason)
+    assert folder is not None
+    os.makedirs(folder, exist_ok=True)
+    effective = "copy" if mode == "copy" else "link"
+    confs = {
+        "spark.shuffle.manager": SHUFFLE_MANAGER_CLASS,
+        _CONF + "dir": folder,
+        _CONF + "mode": effective,
+        _CONF + "script": script_digest(parsed.app),
+        # Where reducers read reused map outputs (FallbackStorage): the trailing / is required.
+        "spark.storage.decommission.fallbackStorage.path": os.path.join(folder, FALLBACK) + "/",
+    }
+    if reuse:
+        confs[_CONF + "reuse"] = write_reuse_file(folder, attempt, reuse)
+    options: list[str] = []
+    for key, value in confs.items():
+        options += ["--conf", f"{key}={value}"]
+    return Setup(options=options, mode=effective)
+
+
+def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
+    own = parsed.conf("spark.shuffle.manager")
+    if own:
+        return f"the application sets its own shuffle manager ({own}), e.g. a remote shuffle service"
+    if launcher.spark_connect(parsed):
+        return "the application talks to Spark Connect, whose server runs the shuffles"
+    if (parsed.conf("spark.shuffle.push.enabled") or "").strip().lower() == "true":
+        return "push-based shuffle (spark.shuffle.push.enabled) merges map outputs on remote services"
+    if (parsed.conf("spark.io.encryption.enabled") or "").strip().lower() == "true":
+        return "spark.io.encryption.enabled: shuffle files are encrypted with a key of one application"
+    if jar is None:
+        return "the sparkrecover jar is not available (no JDK to compile it)"
+    return None
+
+
+def _not_free(parsed: launcher.SubmitArgs, folder: str) -> str | None:
+    """Why keeping would cost a copy per map output here (``auto`` keeps only links), or None."""
+    master = parsed.master or "local[*]"
+    if not master.startswith("local"):
+        return (
+            f"--keep-shuffles auto keeps map outputs only with a local master (this one is {master}): "
+            "executors elsewhere would copy each map output; --keep-shuffles copy does that"
+        )
+    local_dir = (parsed.conf("spark.local.dir") or os.environ.get("SPARK_LOCAL_DIRS") or tempfile.gettempdir()).split(
+        ","
+    )[0]
+    try:
+        same = os.stat(_existing(local_dir)).st_dev == os.stat(_existing(folder)).st_dev
+    except OSError:
+        same = False
+    if not same:
+        return (
+            f"Spark's local directory {local_dir} is on another filesystem than the run directory, so "
+            "keeping map outputs would copy them; --keep-shuffles copy does that"
+        )
+    return None
+
+
+def _existing(path: str) -> str:
+    while path and not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path or "/"
+
+
+def script_digest(script: str) -> str:
+    """Python function bodies are not in Spark's plans: the script's bytes stand for them."""
+    digest = hashlib.sha256()
+    try:
+        with open(script, "rb") as handle:
+            digest.update(handle.read())
+    except OSError:
+        digest.update(b"unreadable:" + script.encode())
+    return digest.hexdigest()
+
+
+def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:
+    """The plan's validated kept map outputs, one tab-separated line each, for the JVM."""
+    path = os.path.join(folder, f"reuse-{attempt:04d}.tsv")
+    lines = []
+    for shuffle in reuse:
+        for output in shuffle.maps:
+            fields = (
+                shuffle.shuffle,
+                output.map,
+                output.path,
+                output.data_bytes,
+                output.index_bytes,
+                output.records,
+                output.row_bytes,
+            )
+            lines.append("\t".join(str(item) for item in fields))
+    scratch = path + ".tmp"
+    with open(scratch, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    os.replace(scratch, path)
+    return path
+
+
+def disk_usage(run_dir: str) -> int | None:
+    """Bytes the kept map outputs hold (hard links count in full), or None when there are none."""
+    folder = keep_folder(run_dir)
+    if folder is None or not os.path.isdir(folder):
+        return None
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for base, _, names in os.walk(folder):
+        for name in names:
+            try:
+                info = os.stat(os.path.join(base, name))
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) not in seen:
+                seen.add((info.st_dev, info.st_ino))
+                total += info.st_size
+    return total
+
+
+def remove(run_dir: str) -> bool:
+    """Delete the kept map outputs of a run (it succeeded, or starts from scratch)."""
+    folder = keep_folder(run_dir)
+    if folder is None or not os.path.isdir(folder):
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return True
+
+
+def size_of(keep: str) -> Any:
+    """A ``path -> size or None`` reader of files under the keep folder (what the planner checks)."""
+
+    def size(relative: str) -> int | None:
+        try:
+            return os.stat(os.path.join(keep, relative)).st_size
+        except OSError:
+            return None
+
+    return size

@@ -1,0 +1,172 @@
+"""Kept shuffle map outputs in the fold and the plan: record and evidence must agree."""
+
+from __future__ import annotations
+
+import itertools
+
+from sparkrecover.core import planner, shuffles
+from sparkrecover.core.runstate import RunState
+from sparkrecover.journal import events as ev
+from sparkrecover.rundir.plans import PartitionCount
+
+_seq = itertools.count()
+
+
+def record(event_type: str, attempt: int = 1, **payload) -> dict:
+    return {
+        "v": 1,
+        "type": event_type,
+        "run": "r",
+        "attempt": attempt,
+        "writer": "driver",
+        "seq": next(_seq),
+        "ts": "2026-11-23T00:00:00.000Z",
+        **payload,
+    }
+
+
+def kept(index: int, identity: str = "abc", data: int = 100) -> dict:
+    return {
+        "map": index,
+        "path": f"{identity}/map-{index}",
+        "data_bytes": data,
+        "index_bytes": 24,
+        "records": 10,
+        "row_bytes": 400,
+    }
+
+
+def registered(identity: str = "abc", attempt: int = 1, maps: int = 4, reused: int = 0, stage: str | None = "w"):
+    return record(
+        ev.SHUFFLE_REGISTERED,
+        attempt,
+        shuffle=identity,
+        spark_shuffle=0,
+        stage=stage,
+        maps=maps,
+        reduces=2,
+        reused=reused,
+    )
+
+
+def committed(*maps: dict, identity: str = "abc", attempt: int = 1) -> dict:
+    return record(ev.SHUFFLE_COMMITTED, attempt, shuffle=identity, spark_shuffle=0, stage="w", maps=list(maps))
+
+
+def sizes_of(files: dict[str, int]):
+    return lambda path: files.get(path)
+
+
+def on_disk(*maps: dict) -> dict[str, int]:
+    files = {}
+    for entry in maps:
+        files[f"{entry['path']}/data"] = entry["data_bytes"]
+        files[f"{entry['path']}/index"] = entry["index_bytes"]
+        files[f"{entry['path']}/meta"] = 60
+    return files
+
+
+def test_the_fold_keeps_the_union_of_every_attempts_kept_map_outputs():
+    state = RunState.from_events(
+        "r",
+        [
+            registered(),
+            committed(kept(0), kept(1)),
+            committed(kept(1)),  # a second attempt of map task 1 (speculation): once
+            registered(attempt=2, reused=2),
+            committed(kept(3), attempt=2),
+        ],
+    )
+    (shuffle,) = state.shuffles.values()
+    assert sorted(shuffle.kept) == [0, 1, 3] and shuffle.maps == 4
+    assert (
+        shuffle.reused == {1: 0, 2: 2} and shuffles.describe(shuffle) == "3/4 map outputs kept, 2 reused by attempt 2"
+    )
+
+
+def test_only_map_outputs_whose_files_match_the_record_are_offered():
+    maps = [kept(0), kept(1), kept(2), kept(3, data=0)]
+    state = RunState.from_events("r", [registered(), committed(*maps)])
+    files = on_disk(*maps)
+    del files["abc/map-0/data"]  # deleted
+    files["abc/map-1/data"] = 93  # truncated
+    del files["abc/map-2/meta"]  # never renamed into place whole
+    del files["abc/map-3/data"]  # an empty map output writes no data file: still intact
+    (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
+    assert [entry.map for entry in offer.maps] == [3]
+
+
+def test_a_map_output_whose_record_names_a_path_outside_the_keep_folder_is_never_offered():
+    bad = {**kept(0), "path": "../../etc"}
+    state = RunState.from_events("r", [registered(), committed(bad, kept(1))])
+    files = on_disk(kept(1))
+    files["../../etc/data"], files["../../etc/index"], files["../../etc/meta"] = 100, 24, 1
+    (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
+    assert [entry.map for entry in offer.maps] == [1]
+
+
+def test_a_record_missing_a_field_keeps_nothing_of_that_map_output():
+    partial = {k: v for k, v in kept(0).items() if k != "data_bytes"}
+    state = RunState.from_events("r", [registered(), committed(partial, kept(1))])
+    assert sorted(state.shuffles["abc"].kept) == [1]
+
+
+class NothingOnStorage:
+    """Evidence of a run whose outputs are all intact and whose writes kept no partition."""
+
+    def verify(self, stage):
+        return []
+
+    def committed_partitions(self, stage):
+        return set(), None
+
+    def stat(self, url):
+        raise OSError(url)
+
+
+def stage_started(name: str = "w") -> dict:
+    return record(ev.STAGE_STARTED, stage=name, kind="write", outputs=[], upstream=[])
+
+
+def test_the_plan_says_how_many_map_outputs_of_an_unfinished_stage_are_kept():
+    maps = [kept(i) for i in range(3)]
+    state = RunState.from_events("r", [stage_started(), registered(), committed(*maps)])
+    decisions = planner.make_plan(state, NothingOnStorage())
+    offered = planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)))
+    (decision,) = decisions
+    assert decision.decision == "run" and decision.shuffle_maps == PartitionCount(kept=3, total=4)
+    assert decision.reason == "started in attempt 1 but not committed, 3/4 shuffle map outputs kept"
+    assert decision.summary()["shuffle_maps"] == {"kept": 3, "total": 4}
+    assert [len(entry.maps) for entry in offered] == [3]
+
+
+def test_from_scratch_and_skipped_stages_offer_nothing():
+    maps = [kept(i) for i in range(4)]
+    events = [stage_started(), registered(), committed(*maps)]
+    state = RunState.from_events("r", events)
+    decisions = planner.make_plan(state, NothingOnStorage(), from_scratch=True)
+    assert planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)), from_scratch=True) == []
+    done = record(ev.STAGE_COMMITTED, stage="w", manifest=[], duration_s=1.0)
+    state = RunState.from_events("r", [*events, done])
+    decisions = planner.make_plan(state, NothingOnStorage())
+    assert decisions[0].decision == "skip"
+    assert planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps))) == []
+    assert decisions[0].shuffle_maps is None
+
+
+def test_no_keep_folder_offers_nothing():
+    state = RunState.from_events("r", [registered(stage=None), committed(kept(0))])
+    assert planner.plan_shuffles(state, [], None) == []
+
+
+def test_unsupported_shuffles_are_kept_for_the_views():
+    state = RunState.from_events(
+        "r", [record(ev.SHUFFLE_UNSUPPORTED, reason="the map stage is INDETERMINATE", stage="w", spark_shuffle=3)]
+    )
+    (unsupported,) = state.shuffles_unsupported
+    assert unsupported.reason.endswith("INDETERMINATE") and unsupported.spark_shuffle == 3
+
+
+def test_a_registration_without_its_map_count_is_corruption():
+    broken = record(ev.SHUFFLE_REGISTERED, shuffle="abc", reduces=2)
+    assert ev.payload_problem(broken) == "shuffle.registered event without 'maps'"

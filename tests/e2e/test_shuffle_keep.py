@@ -1,0 +1,208 @@
+"""Shuffle map outputs kept across driver death, end to end: real spark-submit, real SIGKILL of the
+driver's process group, adaptive execution on (tests/apps/shuffle_job.py). The app counts what each
+attempt computed from inside (marker files); outputs are compared as row multisets with what one
+uninterrupted run computes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Callable
+
+import orjson
+import pytest
+
+from sparkrecover.journal import read_journal
+from tests.helpers import run_cli, sparkrecover_command
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
+MAPS, ROWS = 12, 1000
+OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+
+
+@pytest.fixture
+def job(spark, tmp_path):
+    """The inputs (one Parquet file per map partition) and the paths of one run."""
+    source = tmp_path / "in"
+    spark.range(0, MAPS * ROWS, numPartitions=MAPS).write.parquet(str(source / "left"))
+    spark.range(0, 97).selectExpr("id AS rid", "id * 2 AS weight").coalesce(1).write.parquet(str(source / "right"))
+    return {
+        "root": str(tmp_path / "root"),
+        "run_dir": str(tmp_path / "root" / "night"),
+        "source": str(source),
+        "out": str(tmp_path / "out"),
+        "markers": str(tmp_path / "markers"),
+    }
+
+
+def app_args(job: dict, variant: str, sink: str = "collect") -> list[str]:
+    return [APP, job["source"], job["out"], job["markers"], variant, sink]
+
+
+def markers(job: dict, prefix: str, since_ns: int = 0) -> list[str]:
+    if not os.path.isdir(job["markers"]):
+        return []
+    return [m for m in os.listdir(job["markers"]) if m.startswith(prefix) and int(m.rsplit("-", 1)[1]) > since_ns]
+
+
+def run_until(command: list[str], done: Callable[[], bool]) -> int:
+    """Run ``command`` in its own process group, SIGKILL the group once ``done()``; returns the
+    time of the kill (ns)."""
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not done():
+            assert process.poll() is None, f"the run ended (exit {process.returncode}) before the kill point"
+            assert time.monotonic() < deadline, "the kill point was not reached in time"
+            time.sleep(0.05)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=60)
+    return time.time_ns()
+
+
+def submit_until(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
+    command = sparkrecover_command(
+        "submit", "--root", job["root"], "--run-id", "night", "--flush-interval", "0.2", "--", *OPTIONS
+    )
+    return run_until(command + app_args(job, variant, sink), done)
+
+
+def resume(job: dict) -> None:
+    done = run_cli("resume", "night", "--root", job["root"], timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def dry_run(job: dict) -> dict:
+    result = run_cli("resume", "night", "--root", job["root"], "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(result.stdout)
+
+
+def events(job: dict, kind: str, attempt: int | None = None) -> list[dict]:
+    return [
+        e for e in read_journal(job["run_dir"]) if e["type"] == kind and (attempt is None or e["attempt"] == attempt)
+    ]
+
+
+def kept_maps(job: dict) -> int:
+    return sum(len(e["maps"]) for e in events(job, "shuffle.committed", 1))
+
+
+def expected(variant: str) -> Counter:
+    """The rows one uninterrupted run of the job computes, as a multiset."""
+    totals: dict[int, list[int]] = {}
+    for value in range(MAPS * ROWS):
+        entry = totals.setdefault(value % 16, [0, 0])
+        entry[0] += 1
+        entry[1] += 2 * (value % 97) if variant == "join" else value
+    return Counter((k, n, total) for k, (n, total) in totals.items())
+
+
+def output(job: dict, spark=None) -> Counter:
+    if spark is not None:
+        return Counter((r.k, r.n, r.total) for r in spark.read.parquet(job["out"]).collect())
+    with open(job["out"]) as handle:
+        rows = [json.loads(line) for line in handle]
+    return Counter((r["k"], r["n"], r["total"]) for r in rows)
+
+
+def test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks(job):
+    submit_until(job, "agg", lambda: len(markers(job, "m-")) >= MAPS // 2)
+    kept = kept_maps(job)
+    started = len(markers(job, "m-"))
+    assert kept >= started - 4  # on local[2]: at most 2 running, at most 2 not yet journaled
+    plan = dry_run(job)
+    assert [entry["kept"] for entry in plan["shuffles"]] == [kept]
+    since = time.time_ns()
+    resume(job)
+    assert len(markers(job, "m-", since)) == MAPS - kept  # only the missing map tasks ran
+    assert output(job) == expected("agg")
+    (registered,) = events(job, "shuffle.registered", 2)
+    assert registered["reused"] == kept and registered["maps"] == MAPS
+    assert not os.path.exists(os.path.join(job["run_dir"], "shuffles"))  # removed: the run succeeded
+
+
+def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
+    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
+    (stage,) = dry_run(job)["stages"]
+    assert stage["decision"] == "run", stage
+    kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
+    assert kept == total and total % MAPS == 0
+    assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept")
+    since = time.time_ns()
+    resume(job)
+    assert markers(job, "m-", since) == []
+    assert output(job, spark) == expected("agg")
+
+
+def test_a_second_kill_during_the_resumed_map_stage_loses_nothing(job):
+    submit_until(job, "agg", lambda: len(markers(job, "m-")) >= 4)
+    first = kept_maps(job)
+    command = sparkrecover_command("resume", "night", "--root", job["root"])
+    run_until(command, lambda: len(events(job, "shuffle.committed", 2)) >= 1 and len(markers(job, "m-")) >= 9)
+    second = {m["map"] for e in events(job, "shuffle.committed") for m in e["maps"]}
+    assert len(second) > first
+    since = time.time_ns()
+    resume(job)
+    assert len(markers(job, "m-", since)) == MAPS - len(second)
+    assert output(job) == expected("agg")
+
+
+def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
+    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 2)
+    maps = sorted((m for e in events(job, "shuffle.committed", 1) for m in e["maps"]), key=lambda m: m["map"])
+    assert len(maps) == MAPS
+    keep = os.path.join(job["run_dir"], "shuffles")
+    os.remove(os.path.join(keep, maps[0]["path"], "data"))
+    with open(os.path.join(keep, maps[1]["path"], "data"), "r+b") as handle:
+        handle.truncate(maps[1]["data_bytes"] - 7)
+    assert dry_run(job)["shuffles"][0]["kept"] == MAPS - 2
+    since = time.time_ns()
+    resume(job)
+    assert len(markers(job, "m-", since)) == 2
+    assert output(job) == expected("agg")
+
+
+def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
+    submit_until(job, "indeterminate", lambda: len(markers(job, "w-")) >= 2)
+    refused = [e for e in events(job, "shuffle.unsupported", 1) if "INDETERMINATE" in e["reason"]]
+    assert len(refused) == 1  # the round-robin repartition after the groupBy
+    since = time.time_ns()
+    resume(job)
+    assert markers(job, "m-", since) == []  # the deterministic groupBy's map side is still reused
+    assert output(job) == expected("indeterminate")
+    assert len([e for e in events(job, "shuffle.unsupported", 2) if "INDETERMINATE" in e["reason"]]) == 1
+
+
+def test_a_sort_merge_join_keeps_both_sides(job):
+    submit_until(job, "join", lambda: len(markers(job, "w-")) >= 2)
+    since = time.time_ns()
+    resume(job)
+    assert markers(job, "m-", since) == []
+    reused = events(job, "shuffle.registered", 2)
+    assert len(reused) == 3 and all(e["reused"] == e["maps"] for e in reused)  # left, right, groupBy
+    assert output(job) == expected("join")
+
+
+@pytest.mark.parametrize("after", ["first map stage", "second map stage"])
+def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job, after):
+    """A fully reused map stage runs no task, so its shuffle-write metrics would say 0 rows and
+    adaptive execution would drop everything downstream as empty: the kept counts are added."""
+    if after == "first map stage":
+        # The second shuffle is registered once the first map stage is done; its map outputs
+        # are all journaled a moment later.
+        submit_until(job, "two", lambda: len(events(job, "shuffle.registered", 1)) >= 2 and kept_maps(job) >= MAPS)
+    else:
+        submit_until(job, "two", lambda: len(markers(job, "w-")) >= 2)
+    since = time.time_ns()
+    resume(job)
+    assert markers(job, "m-", since) == []
+    assert output(job) == expected("two")

@@ -1,0 +1,118 @@
+"""When submit installs the keeping shuffle manager, and what it hands the JVM."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
+from sparkrecover.launch import shuffles
+from sparkrecover.launch.spark_submit import split_submit_args
+from sparkrecover.rundir.plans import KeptMap, KeptShuffle
+
+
+def confs(setup: shuffles.Setup) -> dict[str, str]:
+    pairs = [setup.options[i + 1] for i in range(0, len(setup.options), 2) if setup.options[i] == "--conf"]
+    return dict(pair.split("=", 1) for pair in pairs)
+
+
+@pytest.fixture
+def app(tmp_path):
+    script = tmp_path / "etl.py"
+    script.write_text("print('etl')\n")
+    return str(script)
+
+
+def test_auto_keeps_links_on_a_local_master_sharing_the_run_directorys_filesystem(tmp_path, app, monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "spark-local"))
+    parsed = split_submit_args(["--master", "local[2]", app])
+    setup = shuffles.setup(parsed, str(tmp_path / "run"), "auto", jar="/x.jar")
+    assert setup.reason is None and setup.mode == "link"
+    values = confs(setup)
+    keep = str(tmp_path / "run" / "shuffles")
+    assert values["spark.shuffle.manager"] == SHUFFLE_MANAGER_CLASS
+    assert values["spark.sparkrecover.shuffle.dir"] == keep and os.path.isdir(keep)
+    assert values["spark.storage.decommission.fallbackStorage.path"] == keep + "/.fallback/"
+    assert values["spark.sparkrecover.shuffle.script"] == shuffles.script_digest(app)
+    assert "spark.sparkrecover.shuffle.reuse" not in values
+
+
+def test_auto_keeps_nothing_on_a_cluster_but_copy_does(tmp_path, app):
+    parsed = split_submit_args(["--master", "yarn", app])
+    assert "local master" in (shuffles.setup(parsed, str(tmp_path / "run"), "auto", jar="/x.jar").reason or "")
+    copying = shuffles.setup(parsed, str(tmp_path / "run"), "copy", jar="/x.jar")
+    assert copying.reason is None and confs(copying)["spark.sparkrecover.shuffle.mode"] == "copy"
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (["--conf", "spark.shuffle.manager=org.apache.celeborn.CelebornShuffleManager"], "its own shuffle manager"),
+        (["--conf", "spark.shuffle.push.enabled=true"], "push-based shuffle"),
+        (["--remote", "sc://localhost"], "Spark Connect"),
+        (["--conf", "spark.io.encryption.enabled=true"], "encrypted"),
+    ],
+)
+def test_what_cannot_keep_map_outputs_says_why_and_sets_nothing(tmp_path, app, options, says):
+    parsed = split_submit_args(["--master", "local[2]", *options, app])
+    for mode in ("auto", "link", "copy"):
+        setup = shuffles.setup(parsed, str(tmp_path / "run"), mode, jar="/x.jar")
+        assert setup.options == [] and says in (setup.reason or "")
+
+
+def test_no_jar_or_a_remote_run_directory_keeps_nothing(tmp_path, app):
+    parsed = split_submit_args(["--master", "local[2]", app])
+    assert "jar" in (shuffles.setup(parsed, str(tmp_path / "run"), "link", jar=None).reason or "")
+    remote = shuffles.setup(parsed, "memory://runs/night", "link", jar="/x.jar")
+    assert remote.options == [] and "not a local folder" in (remote.reason or "")
+    assert shuffles.setup(parsed, str(tmp_path / "run"), "off", jar="/x.jar") == shuffles.Setup()
+
+
+def test_the_plans_kept_outputs_reach_the_jvm_as_one_line_each(tmp_path, app):
+    parsed = split_submit_args(["--master", "local[2]", app])
+    entry = KeptMap(map=3, path="abc/map-3", data_bytes=100, index_bytes=24, records=10, row_bytes=400)
+    reuse = [KeptShuffle("abc", None, [entry, KeptMap(4, "abc/map-4", 100, 24, 10, 400)])]
+    setup = shuffles.setup(parsed, str(tmp_path / "run"), "link", jar="/x.jar", reuse=reuse, attempt=2)
+    path = confs(setup)["spark.sparkrecover.shuffle.reuse"]
+    assert path.endswith("reuse-0002.tsv")
+    with open(path) as handle:
+        assert handle.read().splitlines() == [
+            "abc\t3\tabc/map-3\t100\t24\t10\t400",
+            "abc\t4\tabc/map-4\t100\t24\t10\t400",
+        ]
+
+
+def test_disk_usage_counts_each_linked_file_once_and_removal_takes_the_folder(tmp_path):
+    run_dir = str(tmp_path / "run")
+    folder = tmp_path / "run" / "shuffles" / "abc" / "map-0"
+    folder.mkdir(parents=True)
+    (folder / "data").write_bytes(b"x" * 1000)
+    os.link(folder / "data", tmp_path / "run" / "shuffles" / "linked")
+    assert shuffles.disk_usage(run_dir) == 1000
+    assert shuffles.remove(run_dir) and shuffles.disk_usage(run_dir) is None
+    assert not shuffles.remove(run_dir)
+
+
+def test_kept_map_outputs_go_with_from_scratch_and_with_a_run_that_succeeds(cli, tmp_path, app):
+    from tests.helpers import fake_executable
+
+    failing = fake_executable(tmp_path / "failing" / "spark-submit", "exit 1")
+    succeeding = fake_executable(tmp_path / "succeeding" / "spark-submit", "exit 0")
+    keep = tmp_path / "runs" / "r1" / "shuffles"
+
+    def kept_file():
+        (keep / "abc" / "map-0").mkdir(parents=True, exist_ok=True)
+        (keep / "abc" / "map-0" / "data").write_bytes(b"x")
+
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r1", "--spark-submit", failing, "--", app)
+    assert code == 1, err
+    kept_file()
+    code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", failing)
+    assert code == 1 and keep.is_dir(), err  # a failed attempt keeps them for the next
+    code, _, err = cli("resume", "r1", "--root", "runs", "--from-scratch", "--spark-submit", failing)
+    # The attempt it launched made the folder again, for its own map outputs.
+    assert code == 1 and not (keep / "abc").exists(), err
+    kept_file()
+    code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", succeeding)
+    assert code == 0 and not keep.exists(), err
