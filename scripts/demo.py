@@ -22,13 +22,14 @@ SPARK_OPTIONS = ["--master", "local[*]", "--conf", "spark.ui.enabled=false", *QU
 
 
 def say(text: str) -> None:
-    """A step heading, on stderr like sparkrecover's own human output, so the two stay in order."""
-    bold = sys.stderr.isatty() and not os.environ.get("NO_COLOR")
+    """A step heading, on stdout like the reports it introduces (inspect, the plan), so the two
+    stay in order (docs/cli-output.md)."""
+    bold = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
     note(f"\n\033[1m== {text}\033[0m" if bold else f"\n== {text}")
 
 
 def note(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+    print(text, flush=True)
 
 
 def sparkrecover(*args: str, log=None) -> int:

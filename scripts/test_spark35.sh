@@ -5,18 +5,15 @@
 # without the jar the Py4J listener takes over and writes run whole; the demo pipeline and an
 # unmodified (zero-code) script are SIGKILLed and resumed; task-level resume keeps a killed write's
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
-# driver/partitions.py and driver/taskresume.py); a job commit checks the run's lease
+# driver/partitions.py and driver/taskresume.py), also after a join and an aggregation
+# (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
-<<<<<<< HEAD
-# CatalogTable.copy, alterTable); shuffle map outputs kept across a kill (KeepingShuffleManager: the
-# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage). Extra arguments go to pytest.
-=======
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
-# writer's shouldOverwrite). Extra arguments go to pytest.
->>>>>>> main
+# writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
+# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
+# of a fully reused map stage). Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -39,6 +36,7 @@ exec "$python" -m pytest \
   "tests/e2e/test_task_resume.py::test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_rest" \
   "tests/e2e/test_task_resume.py::test_a_resume_killed_during_its_write_resumes_again_exactly" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \
+  "tests/e2e/test_post_shuffle_write.py::test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions" \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \
   "tests/e2e/test_e2e_zerocode.py::test_killed_after_the_append_and_table_commit_resumes_without_duplicates" \
   tests/e2e/test_e2e_listener.py \

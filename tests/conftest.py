@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import collections
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -16,11 +19,76 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# The JVM of every spark-submit the tests start compiles with C1 only and collects with the serial
+# collector: these short-lived drivers then need about half the CPU time (docs/contributing.md has
+# the measurements). The behaviour under test is Spark's and sparkrecover's, not the JIT's.
+# $SPARKRECOVER_TEST_JVM_OPTIONS replaces the flags ("" for none); a SPARK_SUBMIT_OPTS already set
+# is left as it is.
+TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+_jvm_options = os.environ.get("SPARKRECOVER_TEST_JVM_OPTIONS", TEST_JVM_OPTIONS)
+if _jvm_options and "SPARK_SUBMIT_OPTS" not in os.environ:
+    os.environ["SPARK_SUBMIT_OPTS"] = _jvm_options
+
+# Set to a file, every spark-submit a test starts (its own, the CLI's, a fixture's) appends the
+# test's node id there, and the run ends with the counts: a measure of the suite's cost that a
+# loaded machine does not change (docs/contributing.md).
+LAUNCH_LOG_ENV = "SPARKRECOVER_TEST_LAUNCH_LOG"
+_launch_shim: str | None = None
+
+
+def _venv_bin() -> str:
+    return os.path.dirname(sys.executable)
+
+
+def pytest_configure(config):
+    """With $SPARKRECOVER_TEST_LAUNCH_LOG set: a spark-submit first on PATH that logs, then runs
+    the venv's (fixtures of a wider scope start before ``isolated`` sets PATH, so set it here)."""
+    global _launch_shim
+    log = os.environ.get(LAUNCH_LOG_ENV)
+    if not log:
+        return
+    real = shutil.which("spark-submit", path=_venv_bin() + os.pathsep + os.environ.get("PATH", ""))
+    assert real, "no spark-submit to count"
+    _launch_shim = tempfile.mkdtemp(prefix="sparkrecover-launches-")
+    shim = os.path.join(_launch_shim, "spark-submit")
+    with open(shim, "w") as handle:
+        handle.write(
+            "#!/bin/sh\n"
+            f'printf \'%s\\n\' "${{PYTEST_CURRENT_TEST%% (*}}" >> "{os.path.abspath(log)}"\n'
+            f'exec "{real}" "$@"\n'
+        )
+    os.chmod(shim, 0o755)
+    os.environ["PATH"] = _launch_shim + os.pathsep + os.environ.get("PATH", "")
+
+
+def pytest_collection_modifyitems(config, items):
+    """End-to-end tests first, the files with the most of them first: on pytest-xdist workers the
+    long files start early and the quick tests fill the last minutes. Within a file the order stays."""
+    per_file = collections.Counter(item.path for item in items if item.get_closest_marker("e2e"))
+    items.sort(key=lambda item: -per_file[item.path])
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    log = os.environ.get(LAUNCH_LOG_ENV)
+    if not log or hasattr(config, "workerinput") or not os.path.exists(log):
+        return
+    with open(log) as handle:
+        counts = collections.Counter(line.strip() for line in handle if line.strip())
+    terminalreporter.section("spark-submit launches")
+    for test, count in sorted(counts.items()):
+        terminalreporter.write_line(f"{count:3d}  {test}")
+    terminalreporter.write_line(f"{sum(counts.values())} launches by {len(counts)} tests ({log})")
+
 
 @pytest.fixture(scope="session")
 def listener_cache(tmp_path_factory):
     """One cache of the JVM listener's jar for the whole run: compiled once (javac takes seconds),
-    never in the real home folder."""
+    never in the real home folder. Under pytest-xdist the workers share it (the session's temporary
+    folder holds one per worker): the jar is moved into place whole, so concurrent builds are safe."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp().parent / "listener-cache"
+        shared.mkdir(exist_ok=True)
+        return str(shared)
     return str(tmp_path_factory.mktemp("listener-cache"))
 
 
@@ -35,16 +103,18 @@ def isolated(tmp_path, monkeypatch, listener_cache):
     monkeypatch.setenv("TERM", "dumb")
     monkeypatch.delenv("SPARKRECOVER_ROOT", raising=False)
     monkeypatch.delenv("SPARK_HOME", raising=False)
-    # The venv's bin first, so spark-submit and python are the ones this test run uses.
-    monkeypatch.setenv("PATH", os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    # The venv's bin first, so spark-submit and python are the ones this test run uses (after the
+    # counting spark-submit, when launches are counted).
+    first = [_launch_shim] if _launch_shim else []
+    monkeypatch.setenv("PATH", os.pathsep.join([*first, _venv_bin(), os.environ.get("PATH", "")]))
     from sparkrecover.cli import render
     from sparkrecover.driver import runtime
 
-    render._console = None
+    render.reset()
     runtime.install(None)
     yield tmp_path
     runtime.install(None)
-    render._console = None
+    render.reset()
 
 
 @pytest.fixture(scope="session")
@@ -52,14 +122,18 @@ def spark():
     """One local SparkSession shared by every in-process test (a JVM start costs ~10 s)."""
     from pyspark.sql import SparkSession
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("sparkrecover-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    with pytest.MonkeyPatch.context() as patch:
+        if _jvm_options and os.environ.get("SPARK_SUBMIT_OPTS") == _jvm_options:
+            # Not this long-lived JVM: the many jobs of the in-process tests pay for C2's compiles.
+            patch.delenv("SPARK_SUBMIT_OPTS")
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("sparkrecover-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .config("spark.driver.memory", "1g")
+            .getOrCreate()
+        )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -88,6 +162,17 @@ def jvm(spark, jar):
     loader.addURL(gateway.java.io.File(jar).toURI().toURL())
     spark.sparkContext._jsc.addJar(jar)
     return gateway
+
+
+@pytest.fixture(scope="session")
+def plain_runs(tmp_path_factory):
+    """The session's reference runs (tests.references.PlainRuns): each uninterrupted run of a
+    script under plain spark-submit starts once, beside the first test that wants it, and is shared."""
+    from tests.references import PlainRuns
+
+    runs = PlainRuns(tmp_path_factory.mktemp("plain-runs"))
+    yield runs
+    runs.stop_all()
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import io
 import os
@@ -9,7 +10,8 @@ import signal
 import subprocess
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
@@ -18,6 +20,7 @@ from sparkrecover.journal import read_journal
 if TYPE_CHECKING:
     from sparkrecover.driver.runtime import Runtime
 
+T = TypeVar("T")
 PIPELINE = os.path.join(
     os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sparkrecover", "demo", "pipeline.py"
 )
@@ -40,33 +43,16 @@ def memory_run_dir():
             fs.rm(base, recursive=True)
 
 
-def plain_report(out) -> str:
-    """The demo pipeline's report under plain spark-submit, without sparkrecover."""
-    from sparkrecover.launch.spark_submit import find_spark_submit
-
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    result = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, PIPELINE, str(out), "--rows", "60000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert not os.path.exists(os.path.join(str(out), ".sparkrecover"))
-    with open(os.path.join(str(out), "report.txt")) as handle:
-        return handle.read()
-
-
 def screen(text: str, tmp_path) -> str:
     """Output as a reader sees it: temp paths replaced, trailing blanks (rich pads titles) dropped."""
     return "".join(line.rstrip() + "\n" for line in text.replace(str(tmp_path), "<tmp>").splitlines())
 
 
 def on_screen(cli, tmp_path, command: str, *args: str) -> tuple[int, str, str]:
-    """``command`` over the root ``<tmp_path>/root``: exit code, stdout, and stderr as ``screen`` shows it."""
+    """``command`` over the root ``<tmp_path>/root``: exit code, stdout and stderr as ``screen``
+    shows them (stdout as printed when it is a --json document)."""
     code, out, err = cli(command, *args, "--root", str(tmp_path / "root"))
-    return code, out, screen(err, tmp_path)
+    return code, out if "--json" in args else screen(out, tmp_path), screen(err, tmp_path)
 
 
 def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
@@ -74,7 +60,7 @@ def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
     from sparkrecover.cli import app as cli
     from sparkrecover.cli import render
 
-    render._console = None
+    render.reset()
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -82,7 +68,7 @@ def run_cli_inprocess(*args: str) -> tuple[int, str, str]:
             code = 0
         except SystemExit as stop:
             code = stop.code if isinstance(stop.code, int) else 1
-    render._console = None
+    render.reset()
     return code, out.getvalue(), err.getvalue()
 
 
@@ -157,12 +143,45 @@ def zero_code_hooks(script: str):
         hooks.uninstall()
 
 
+def line_of(path: str, marker: str) -> int:
+    """The number of the first line of ``path`` holding ``marker``: tests name call sites without
+    counting lines."""
+    with open(path) as handle:
+        return next(number for number, text in enumerate(handle, 1) if marker in text)
+
+
+def marked_line(path: str, tag: str) -> int:
+    """The number of the line of ``path`` that ends with the comment ``# <tag>``."""
+    with open(path) as handle:
+        for number, text in enumerate(handle, 1):
+            if text.rstrip().endswith(f"# {tag}"):
+                return number
+    raise AssertionError(f"no line of {path} ends with # {tag}")
+
+
 def implicit_stage(app: str, marker: str, mode: str, target: str) -> str:
     """The implicit stage name (``<file>:<line>#1 <mode> <target>``) of ``app``'s first write on
-    the line holding ``marker``: tests name call sites without counting lines."""
-    with open(app) as handle:
-        line = next(number for number, text in enumerate(handle, 1) if marker in text)
-    return f"{os.path.basename(app)}:{line}#1 {mode} {target}"
+    the line holding ``marker``."""
+    return f"{os.path.basename(app)}:{line_of(app, marker)}#1 {mode} {target}"
+
+
+def dry_run(root: str, run_id: str) -> dict:
+    """The plan ``resume --dry-run --json`` prints for a run."""
+    result = run_cli("resume", run_id, "--root", root, "--dry-run", "--json")
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(result.stdout)
+
+
+def decisions(root: str, run_id: str) -> dict[str, tuple[str, str]]:
+    """The dry run's plan as {stage: (decision, reason)}."""
+    return {s["stage"]: (s["decision"], s["reason"]) for s in dry_run(root, run_id)["stages"]}
+
+
+def side_by_side(*calls: Callable[[], T]) -> list[T]:
+    """Run the calls at once, each in a thread (each starts and waits for a process of its own:
+    two spark-submits overlap their JVM starts), and return their results in order."""
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        return [future.result() for future in [pool.submit(call) for call in calls]]
 
 
 def submit_and_kill(

@@ -35,6 +35,10 @@ MAX_ATTEMPTS_HELP = (
     "After a driver failure, resume automatically up to this many attempts in all; "
     "stops early when an attempt made no progress."
 )
+RUN_JSON_HELP = (
+    "Print one JSON document on stdout at the end (run, outcome, exit code, attempts, stages, kept "
+    "partitions, time saved); the application's own stdout goes to stderr."
+)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False}
 
 
@@ -169,7 +173,7 @@ def submit(
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
@@ -215,7 +219,11 @@ def resume(
     root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
     rerun: List[str] = typer.Option(
-        [], "--rerun", metavar="STAGE", help="Run this stage again even if it is intact (repeatable)."
+        [],
+        "--rerun",
+        metavar="STAGE",
+        help="Run this stage again even if it is intact (repeatable). STAGE is its name, the "
+        "file:line#n an implicit write's name starts with, or any prefix of one name only.",
     ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
     verify: str = typer.Option(
@@ -230,7 +238,7 @@ def resume(
     spark_submit: Optional[str] = typer.Option(
         None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
@@ -370,6 +378,35 @@ def _click_errors() -> tuple[type[typer.Exit], type[typer.Abort], Any]:  # Any: 
     return typer.Exit, typer.Abort, click_exception
 
 
+# What people type to list runs, from other tools (git, docker, kubectl, pip).
+_LISTING = {"runs", "list", "ls", "ps", "status", "show", "get"}
+
+
+def _usage_message(problem: Any, argv: list[str]) -> str:
+    """A click/typer usage error in the project's one-line voice (``error: ...``), pointing to the
+    command's --help instead of typer's four-line box."""
+    message = problem.format_message()
+    given = next((arg for arg in argv if not arg.startswith("-")), "")
+    # click's context of an option error may be the group's: the command is the first word.
+    command = f"sparkrecover {given}" if given in _command_names() else "sparkrecover"
+    if message.startswith("No such command"):
+        if given in _LISTING:
+            return f"no such command {given!r}: runs are listed by 'sparkrecover inspect' (one run: inspect RUN)"
+        import difflib
+
+        guess = difflib.get_close_matches(given, list(_command_names()), n=1, cutoff=0.6)
+        hint = f": did you mean {guess[0]}?" if guess else f"; commands: {', '.join(_command_names())}"
+        return f"no such command {given!r}{hint}"
+    message = message[0].lower() + message[1:] if message[:1].isupper() and message[1:2].islower() else message
+    return f"{message.rstrip('.')} (see '{command} --help')"
+
+
+def _command_names() -> list[str]:
+    return [
+        command.name or (command.callback.__name__ if command.callback else "") for command in app.registered_commands
+    ]
+
+
 def main(argv: Optional[list[str]] = None) -> None:
     """Entry point: the project's errors become one line and their exit code, never a traceback."""
     exit_error, abort_error, click_error = _click_errors()
@@ -382,7 +419,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     except abort_error:
         code = EXIT_INTERRUPTED
     except click_error as problem:
-        problem.show()
+        print(f"error: {_usage_message(problem, list(sys.argv[1:] if argv is None else argv))}", file=sys.stderr)
         code = EXIT_USAGE if problem.exit_code == 2 else problem.exit_code
     except SparkRecoverError as problem:
         from sparkrecover.cli import render

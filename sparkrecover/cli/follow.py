@@ -23,7 +23,9 @@ from sparkrecover.core.runstate import STARTED, RunState, StageState
 from sparkrecover.journal import events as ev
 from sparkrecover.launch import reading
 
-STAGE_WIDTH = 16
+STAGE_WIDTH = 16  # the least a stage name gets; a wide terminal gives it more (_name_width)
+# What the other columns of the live view need at least: icon, bar, state and a useful detail.
+OTHER_COLUMNS = 1 + 20 + 11 + 30 + 8
 ICONS = {
     "committed": ("✓", "green"),
     "succeeded": ("✓", "green"),
@@ -42,14 +44,14 @@ def watch(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
     updates = follow.follow(reading.WatchedRun(run_dir), run_id)
     if quiet:
         last = _drain(updates)
-    elif render.console().is_terminal:
+    elif render.report().is_terminal:
         last = _live(updates, run_id)
     else:
         last = _lines(updates, run_id)
     for message in last.warnings:
         render.warning(message)
     if not quiet:
-        render.info(f"run {run_id}: {last.ended}")
+        render.info(f"run {run_id}: {last.ended}", render.report())
     return summary.run_summary(last.state, run_dir, lease_live=False)
 
 
@@ -153,11 +155,26 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
 
 
 def _headline(state: RunState) -> str:
+    """How far the run is. The stages known are those any attempt recorded so far (a resumed
+    attempt knows its whole pipeline from the earlier ones; a first attempt only what it reached)."""
     last = state.last_attempt
     if last is None:
         return "waiting for the first events"
     done = sum(1 for s in state.stages.values() if s.status == "committed")
-    return f"attempt {last.number}, {done}/{len(state.stages)} stages done"
+    known = len(state.stages)
+    if last.number == 1 and not last.ended:
+        return f"attempt 1, {done} stage{'s' if done != 1 else ''} done of {known} reached so far"
+    return f"attempt {last.number}, {done}/{known} stages done"
+
+
+def _name_width(names: list[str], columns: int) -> int:
+    """Stage names whole when the terminal has room, never less than STAGE_WIDTH."""
+    longest = max([STAGE_WIDTH, *(len(name) for name in names)])
+    return max(STAGE_WIDTH, min(longest, columns - OTHER_COLUMNS))
+
+
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
@@ -168,21 +185,30 @@ def _live(updates: Iterator[follow.Update], run_id: str) -> follow.Update:
         BarColumn(bar_width=20),
         TextColumn("{task.fields[state]:<11}", table_column=Column(no_wrap=True)),
         TextColumn("{task.fields[detail]}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)),
-        console=render.console(),
+        console=render.report(),
         transient=False,
         expand=True,
     )
     rows: dict[str, TaskID] = {}
+    columns = render.report().width
     with progress:
         overall = progress.add_task(
-            f"run {run_id[:STAGE_WIDTH]:<{STAGE_WIDTH + 2}}", total=None, state="running", detail=""
+            f"run {_cut(run_id, STAGE_WIDTH):<{STAGE_WIDTH + 2}}", total=None, state="running", detail=""
         )
+        width = STAGE_WIDTH
         for update in updates:
             state, live = update.state, not update.ended
+            shown = {name: render.stage_name(name) for name in state.stages}
+            wider = _name_width([run_id, *shown.values()], columns)
+            if wider != width:  # a longer name arrived: every row and the run's line line up again
+                width = wider
+                progress.update(overall, description=f"run {_cut(run_id, width - 2):<{width}}")
+                for name, task in rows.items():
+                    progress.update(task, description=f"  {_cut(shown[name], width):<{width}}")
             for name, stage in state.stages.items():
                 view = _stage_view(stage, state, live)
                 if name not in rows:
-                    rows[name] = progress.add_task(f"  {name[:STAGE_WIDTH]:<{STAGE_WIDTH}}", **view)
+                    rows[name] = progress.add_task(f"  {_cut(shown[name], width):<{width}}", **view)
                 else:
                     progress.update(rows[name], **view)
             finished = sum(1 for s in state.stages.values() if s.status == "committed")

@@ -1,4 +1,11 @@
-"""All terminal output: human text on stderr through rich (NO_COLOR honoured), JSON on stdout."""
+"""All terminal output, through rich (NO_COLOR honoured), on two consoles (docs/cli-output.md):
+
+- ``report()``, stdout: what a command exists to show (inspect's details and run list, replay's
+  timeline, resume --dry-run's plan, every --json document), so ``| grep``, ``| less`` and
+  ``> file`` get it;
+- ``console()``, stderr: messages, warnings, errors and progress bars, and everything ``submit``
+  and ``resume`` say, since the application's own stdout passes through theirs.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +22,8 @@ from rich.text import Text
 
 from sparkrecover.core import humanize
 
-_console: Console | None = None
+_console: Console | None = None  # stderr
+_report: Console | None = None  # stdout
 
 DECISION_STYLE = {"skip": "green", "run": "yellow", "rerun": "magenta", "lost": "red", "continue": "cyan"}
 STATUS_STYLE = {
@@ -49,35 +57,95 @@ EVENT_STYLE = {
 UNBOUNDED_WIDTH = 100_000
 
 
+def _new_console(stderr: bool) -> Console:
+    # COLUMNS, NO_COLOR and TERM are read from the environment by rich itself.
+    made = Console(stderr=stderr, highlight=False, soft_wrap=False)
+    if not made.is_terminal and not os.environ.get("COLUMNS"):
+        # rich assumes 80 columns off a terminal: it would cut stage names and run ids into
+        # pieces and inspect would drop columns. Nobody's screen is that narrow here.
+        made.width = UNBOUNDED_WIDTH
+    return made
+
+
 def console() -> Console:
+    """stderr: messages, warnings, errors, progress bars."""
     global _console
     if _console is None:
-        # COLUMNS, NO_COLOR and TERM are read from the environment by rich itself.
-        _console = Console(stderr=True, highlight=False, soft_wrap=False)
-        if not _console.is_terminal and not os.environ.get("COLUMNS"):
-            # rich assumes 80 columns off a terminal: it would cut stage names and run ids into
-            # pieces and inspect would drop columns. Nobody's screen is that narrow here.
-            _console.width = UNBOUNDED_WIDTH
+        _console = _new_console(stderr=True)
     return _console
+
+
+def report() -> Console:
+    """stdout: what the command exists to show."""
+    global _report
+    if _report is None:
+        _report = _new_console(stderr=False)
+    return _report
+
+
+def reset() -> None:
+    """Forget both consoles (tests redirect sys.stdout and sys.stderr between commands)."""
+    global _console, _report
+    _console = _report = None
 
 
 # Messages are never wrapped by rich: one message stays one line in a log or a cron mail, for
 # grep; a terminal wraps it on screen by itself.
-def info(message: str) -> None:
-    console().print(Text(message), soft_wrap=True)
+def info(message: str, to: Console | None = None) -> None:
+    (to or console()).print(Text(message), soft_wrap=True)
 
 
-def warning(message: str) -> None:
-    console().print(Text.assemble(("warning: ", "yellow bold"), message), soft_wrap=True)
+def warning(message: str, to: Console | None = None) -> None:
+    (to or console()).print(Text.assemble(("warning: ", "yellow bold"), message), soft_wrap=True)
 
 
-def error(message: str) -> None:
-    console().print(Text.assemble(("error: ", "red bold"), message), soft_wrap=True)
+def error(message: str, to: Console | None = None) -> None:
+    (to or console()).print(Text.assemble(("error: ", "red bold"), message), soft_wrap=True)
 
 
 def emit_json(document: Any) -> None:
     sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     sys.stdout.flush()
+
+
+def stage_name(name: str, to: Console | None = None) -> str:
+    """A stage name as a table shows it: on a terminal an implicit write's absolute target
+    (``app.py:36#1 overwrite /home/me/jobs/out/daily``) is made relative to the working folder, or
+    to ``~``, so that names fit a screen; on a pipe and in --json, whole (docs/cli-output.md)."""
+    if not (to or report()).is_terminal:
+        return name
+    head, sep, target = name.rpartition(" ")
+    if not sep or not target.startswith(os.sep):
+        return name
+    here = os.getcwd()
+    if target == here or target.startswith(here + os.sep):
+        return f"{head} {os.path.relpath(target, here)}"
+    home = os.path.expanduser("~")
+    if home != os.sep and target.startswith(home + os.sep):
+        return f"{head} ~{target[len(home) :]}"
+    return name
+
+
+def command_summary(run_dir: str, run_id: str, first_attempt: int, exit_code: int, json_output: bool) -> None:
+    """How ``submit`` and ``resume`` end: the --json document on stdout, or a few lines on stderr
+    after the application's output (docs/cli-output.md)."""
+    from sparkrecover.core import summary
+    from sparkrecover.errors import SparkRecoverError
+    from sparkrecover.launch import reading
+
+    try:
+        state = reading.load_state(run_dir, run_id)
+    except SparkRecoverError as problem:  # the run happened; only its summary cannot be read back
+        warning(f"no summary: the journal of run {run_id} cannot be read back: {problem}")
+        if json_output:
+            emit_json({"run": run_id, "run_dir": run_dir, "exit_code": exit_code})
+        return
+    document = {**summary.command_summary(state, first_attempt, exit_code), "run_dir": run_dir}
+    if json_output:
+        emit_json(document)
+        return
+    for line in summary.command_lines(document):
+        info(line)
 
 
 def _styled(value: str, styles: dict[str, str]) -> Text:
@@ -109,20 +177,23 @@ def file_progress(enabled: bool = True) -> Iterator[Callable[[int], None] | None
         yield lambda files: progress.advance(task, files)
 
 
-def plan(document: dict[str, Any], title: str | None = None) -> None:
+def plan(document: dict[str, Any], title: str | None = None, to: Console | None = None) -> None:
+    """The plan, on stdout (resume --dry-run, replay) unless ``to`` says otherwise (the stderr of
+    submit and resume, whose stdout is the application's)."""
+    to = to or report()
     # The title is a line of its own: as a table title, rich would wrap it to the table's width.
-    info(title or f"resume plan for run {document['run']}, attempt {document['attempt']}")
+    info(title or f"resume plan for run {document['run']}, attempt {document['attempt']}", to)
     table = Table()
     table.add_column("stage")
     table.add_column("decision")
     table.add_column("reason", overflow="fold")
     for row in document["stages"]:
-        table.add_row(row["stage"], _styled(row["decision"], DECISION_STYLE), row["reason"])
+        table.add_row(stage_name(row["stage"], to), _styled(row["decision"], DECISION_STYLE), row["reason"])
     if not document["stages"]:
         table.add_row("-", "-", "no stage was recorded: everything runs")
-    console().print(table)
+    to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
-        info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})")
+        info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------
@@ -150,7 +221,7 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
             found.append(("skipped", row["skipped"]["attempt"], row["skipped"]["reason"]))
         for what, attempt, reason in found:
             grouped.setdefault((what, attempt, humanize.first_line(reason, 500) or "no reason given"), []).append(
-                row["stage"]
+                stage_name(row["stage"])
             )
     notes = [
         f"{', '.join(names)}: {what} in attempt {attempt}: {reason}"
@@ -158,10 +229,26 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
     ]
     for row in stages:
         progress = row.get("partitions")
-        if progress and row["status"] != "running":
+        if not progress or row["status"] == "running":
+            continue
+        name = stage_name(row["stage"])
+        if "kept" in progress:
+            origin = ", ".join(
+                f"{count:,} in attempt {attempt}" for attempt, count in progress["by_attempt"].items() if count
+            )
             notes.append(
-                f"{row['stage']}: {progress['committed']}/{progress['total']} partitions committed "
-                "before it stopped (resume keeps them)"
+                f"{name}: {progress['kept']:,}/{progress['total']:,} partitions kept from earlier attempts, "
+                f"{progress['computed']:,} computed in attempt {row['attempt']} ({origin})"
+            )
+        elif progress["committed"]:
+            notes.append(
+                f"{name}: {progress['committed']:,}/{progress['total']:,} partitions committed before it "
+                "stopped (resume keeps those whose files survive)"
+            )
+        else:
+            notes.append(
+                f"{name}: none of its {progress['total']:,} partitions committed before it stopped "
+                "(resume writes it whole)"
             )
     return notes
 
@@ -171,8 +258,10 @@ def _exit_text(row: dict[str, Any]) -> str:
     return text + (f" ({row['signal_name']})" if row.get("signal_name") else "")
 
 
-_STAGE_COLUMNS = {  # column -> (value of a stage row, shown on a narrow terminal too)
-    "stage": (lambda row: row["stage"], True),
+_STAGE_COLUMNS: dict[
+    str, tuple[Callable[[dict[str, Any]], str | Text], bool]
+] = {  # column -> (value of a stage row, shown on a narrow terminal too)
+    "stage": (lambda row: stage_name(row["stage"]), True),
     "status": (lambda row: _styled(row["status"], STATUS_STYLE), True),
     "attempt": (lambda row: str(row["attempt"] or "-"), True),
     "duration": (lambda row: humanize.duration(row["duration_s"]), True),
@@ -189,7 +278,7 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
     columns = [name for name, (_, narrow) in _STAGE_COLUMNS.items() if wide or narrow]
     table = Table(title="stages", title_justify="left")
     for column in columns:
-        stage_width = min(12, max([5, *(len(row["stage"]) for row in rows)]))
+        stage_width = min(12, max([5, *(len(stage_name(row["stage"])) for row in rows)]))
         table.add_column(
             column,
             no_wrap=column != "stage",
@@ -205,7 +294,7 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
 
 
 def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
-    out = console()
+    out = report()
     out.print(Text.assemble(("run ", "bold"), (summary["run"], "bold"), "  ", _styled(summary["status"], STATUS_STYLE)))
     out.print(f"app:        {summary.get('app') or '-'}")
     out.print(f"root:       {summary['root']}")
@@ -217,7 +306,11 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     )
     if summary["stopped_in"]:
         out.print(
-            Text.assemble("stopped in: ", (", ".join(summary["stopped_in"]), "bold"), " (started, never committed)")
+            Text.assemble(
+                "stopped in: ",
+                (", ".join(map(stage_name, summary["stopped_in"])), "bold"),
+                " (started, never committed)",
+            )
         )
     out.print(_stages_table(summary["stages"], wide=out.width >= 100))
     last = summary["attempts"][-1]["attempt"] if summary["attempts"] else 0
@@ -256,14 +349,14 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
     if summary.get("journal_degraded"):
-        warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run")
+        warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run", out)
     if hint:
         out.print(Text(hint, style="dim"), soft_wrap=True)
 
 
 def runs_table(rows: list[dict[str, Any]], root: str) -> None:
     if not rows:
-        info(f"no runs under {root}")
+        info(f"no runs under {root}", report())
         return
     table = Table(title=f"runs under {root}", title_justify="left")
     for column in ("run", "app", "status", "attempts", "stages", "last activity (UTC)", "duration"):
@@ -284,9 +377,9 @@ def runs_table(rows: list[dict[str, Any]], root: str) -> None:
             humanize.timestamp(row["last_activity"]),
             humanize.duration(row["duration_s"]),
         )
-    console().print(table)
+    report().print(table)
     for problem in problems:  # whole lines, not folded into a cell: they name a file and a line
-        console().print(Text(problem), soft_wrap=True)
+        report().print(Text(problem), soft_wrap=True)
 
 
 # -- replay ---------------------------------------------------------------------------------------
@@ -308,7 +401,7 @@ def timeline(
     """One line per event; a date line whenever the (UTC) day changes (``day`` is the day of the
     lines already printed; the last day is returned). On a terminal long lines are cut at its
     width; on a pipe they are printed whole, for grep."""
-    out = console()
+    out = report()
     # Without colour there is nothing for rich to do but slow a million lines down: write them.
     plain = out.no_color or out.color_system is None
     lines: list[Any] = []
@@ -324,7 +417,7 @@ def timeline(
         head = (
             f"{index:>6}  " if numbered else ""
         ) + f"{record['ts'][11:23]}  {record['attempt']:>3} {record['writer']:<6}  "
-        tail = f"  {record.get('stage') or '-':<{stage_width}}  {facts(record)}"
+        tail = f"  {stage_name(record.get('stage') or '-', out):<{stage_width}}  {facts(record)}"
         kind = f"{record['type']:<22}"
         lines.append(head + kind + tail if plain else Text.assemble(head, (kind, _event_style(record["type"])), tail))
         if len(lines) >= 1000:  # one write per chunk, not per line
@@ -337,7 +430,7 @@ def timeline(
 def _print_lines(lines: list[Any], plain: bool) -> None:
     if not lines:
         return
-    out = console()
+    out = report()
     if plain and not out.is_terminal:
         out.file.write("\n".join(lines) + "\n")
         out.file.flush()
@@ -351,20 +444,22 @@ def _print_lines(lines: list[Any], plain: bool) -> None:
 
 def verify_report(document: dict[str, Any]) -> None:
     streams = ", ".join(f"{s['attempt']}/{s['writer']} {s['events']:,}" for s in document["streams"])
+    out = report()
     info(
         f"journal of run {document['run']} at {document['run_dir']}: {document['segments']} segment(s), "
-        f"{document['events']:,} events" + (f" ({streams})" if streams else "")
+        f"{document['events']:,} events" + (f" ({streams})" if streams else ""),
+        out,
     )
     for finding in document["warnings"]:
-        warning(f"{finding['where']}: {finding['message']}")
+        warning(f"{finding['where']}: {finding['message']}", out)
     for finding in document["problems"]:
-        error(f"{finding['where']}: {finding['message']}")
+        error(f"{finding['where']}: {finding['message']}", out)
     if document["omitted"]:
-        warning(f"{document['omitted']} more finding(s) not shown")
+        warning(f"{document['omitted']} more finding(s) not shown", out)
     problems, warnings = len(document["problems"]), len(document["warnings"])
     verdict = Text("journal corrupt", style="red bold") if problems else Text("journal OK", style="green bold")
     verdict.append(
         f": {problems} problem{'s' if problems != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}",
         style="",
     )
-    console().print(verdict)
+    out.print(verdict)

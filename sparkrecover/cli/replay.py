@@ -13,8 +13,6 @@ from sparkrecover.launch import reading
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
-MAX_STAGE_WIDTH = 24
-
 
 def run(*, run: str, root: str | None, until: str | None, verify: bool, json_output: bool) -> int:
     # Bad input fails before any storage is touched.
@@ -48,18 +46,23 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
             document["plan"] = plan
         render.emit_json(document)
         return 0
-    render.info(f"journal of run {run_id} at {run_dir}: {len(records):,} events")
-    width = min(MAX_STAGE_WIDTH, max([5, *(len(r.get("stage") or "") for r in shown)]))
+    render.info(f"journal of run {run_id} at {run_dir}: {len(records):,} events", render.report())
+    # As wide as the longest name (as shown: shortened on a terminal), so every fact lines up.
+    width = max([5, *(len(render.stage_name(r.get("stage") or "")) for r in shown)])
     render.timeline(shown, replay.fact, stage_width=width)
     if plan is None:
         committed = sum(1 for row in details["stages"] if row["status"] in ("committed", "skipped"))
         render.info(
             f"end of the journal: run {details['status']}, {committed}/{len(details['stages'])} stages "
-            f"committed, {len(details['attempts'])} attempt(s)"
+            f"committed, {len(details['attempts'])} attempt(s)",
+            render.report(),
         )
         return 0
     stop = shown[-1]
-    render.info(f"\nstopped after event {kept} ({replay.address(stop)} at {stop['ts']}); the run as it stood then:")
+    render.info(
+        f"\nstopped after event {kept} ({replay.address(stop)} at {stop['ts']}); the run as it stood then:",
+        render.report(),
+    )
     render.run_details(details)
     render.plan(
         plan,

@@ -7,6 +7,7 @@ from contextlib import ExitStack
 from sparkrecover.cli import render
 from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
+from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import reading, recovery
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
@@ -48,7 +49,9 @@ def run(
         else:
             render.plan(document)
             if complete:
-                render.info(f"run {run_id} already completed successfully; resume would launch nothing")
+                render.info(
+                    f"run {run_id} already completed successfully; resume would launch nothing", render.report()
+                )
         return 0
     if not from_scratch:  # a damaged journal can be resumed --from-scratch only (recovery.plan_resume)
         state = reading.load_state(run_dir, run_id, render.warning)
@@ -60,7 +63,7 @@ def run(
             "(use --rerun STAGE or --from-scratch to run stages again)"
         )
         return 0
-    shown: list[recovery.ResumePlan] = []
+    first = next_attempt(run_dir)  # the attempts this command launches are those from here on
     options = recovery.ResumeOptions(
         extra_options=tuple(extra),
         spark_submit=spark_submit,
@@ -68,21 +71,20 @@ def run(
         rerun=rerun,
         from_scratch=from_scratch,
         max_attempts=max_attempts,
+        stdout_to_stderr=json_output,
     )
     with ExitStack() as bar:
         progress = bar.enter_context(render.file_progress(enabled=not json_output))
 
         def show(plan: recovery.ResumePlan) -> None:
             bar.close()  # the progress bar goes before the plan, and before the driver's output
-            shown.append(plan)
             if not json_output:
-                render.plan(plan.dry_run())
+                render.plan(plan.dry_run(), to=render.console())
 
         code = recovery.resume(
             run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
         )
-    if json_output:
-        render.emit_json({**shown[-1].dry_run(), "exit_code": code} if shown else {"run": run_id, "exit_code": code})
-    elif shown:
+    render.command_summary(run_dir, run_id, first, code, json_output)
+    if not json_output:
         render.info(f"to see the run as a page: {command_for(run_id, root)}")
     return code

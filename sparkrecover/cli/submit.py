@@ -6,6 +6,7 @@ import difflib
 
 from sparkrecover.cli import render
 from sparkrecover.errors import SparkRecoverError, UsageError
+from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import recovery
 from sparkrecover.launch import spark_submit as launcher
 from sparkrecover.launch.shuffles import MODES
@@ -53,6 +54,8 @@ def run(
     if keep_shuffles not in MODES:
         raise UsageError(f"--keep-shuffles {keep_shuffles}: expected one of {', '.join(MODES)}")
     root_url = storage.resolve_root(root)
+    # The attempts this command launches are those from here on (an existing run is resumed).
+    first = next_attempt(runs.run_dir_of(root_url, runs.check_run_id(run_id))) if run_id is not None else 1
     run_id, code = recovery.submit(
         root_url,
         run_id,
@@ -66,17 +69,18 @@ def run(
         keep_shuffles=keep_shuffles,
         notify=render.info,
         warn=render.warning,
-        show_plan=lambda plan: None if json_output else render.plan(plan.dry_run()),
+        show_plan=lambda plan: None if json_output else render.plan(plan.dry_run(), to=render.console()),
+        stdout_to_stderr=json_output,
     )
-    if json_output:
-        render.emit_json({"run": run_id, "run_dir": runs.run_dir_of(root_url, run_id), "exit_code": code})
-    else:
+    run_dir = runs.run_dir_of(root_url, run_id)
+    render.command_summary(run_dir, run_id, first, code, json_output)
+    if not json_output:
         if code != 0:
             render.warning(
                 f"run {run_id} ended with exit code {code}; to continue where it stopped: "
                 f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}")
             )
-        report_hint(runs.run_dir_of(root_url, run_id), run_id, root, failed=code != 0)
+        report_hint(run_dir, run_id, root, failed=code != 0)
     return code
 
 

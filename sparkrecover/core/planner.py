@@ -34,18 +34,40 @@ from sparkrecover.rundir.plans import (
 SKIP, RUN, RERUN, LOST, CONTINUE = Verdict.SKIP, Verdict.RUN, Verdict.RERUN, Verdict.LOST, Verdict.CONTINUE
 
 
-def make_plan(
-    state: RunState, evidence: Evidence, *, rerun: Iterable[str] = (), from_scratch: bool = False
-) -> list[PlanEntry]:
-    requested = set(rerun)
-    unknown = requested - set(state.stages)
-    if unknown:
-        from sparkrecover.errors import UsageError
+def stage_named(given: str, names: list[str], run_id: str) -> str:
+    """The stage ``--rerun`` means: its whole name, the name's first word (an implicit write's
+    ``file:line#n``, what tables show first), or any prefix of one name only."""
+    from sparkrecover.errors import UsageError
 
-        raise UsageError(f"--rerun names no stage of run {state.run_id}: {', '.join(sorted(unknown))}")
+    if given in names:
+        return given
+    matches = [name for name in names if name.split(" ", 1)[0] == given] or [
+        name for name in names if name.startswith(given)
+    ]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UsageError(
+            f"--rerun {given!r} names {len(matches)} stages of run {run_id}: {'; '.join(matches)}; "
+            "give more of the name"
+        )
+    valid = "; ".join(names) if names else "it recorded none"
+    raise UsageError(f"--rerun {given!r} names no stage of run {run_id}; its stages: {valid}")
+
+
+def make_plan(
+    state: RunState,
+    evidence: Evidence,
+    *,
+    rerun: Iterable[str] = (),
+    from_scratch: bool = False,
+    verified: str = "output verified",
+) -> list[PlanEntry]:
+    """``verified`` says how a skipped stage's output was checked, in its reason."""
+    requested = {stage_named(given, list(state.stages), state.run_id) for given in rerun}
     decisions: dict[str, PlanEntry] = {}
     for name, stage in state.stages.items():
-        decisions[name] = _first_decision(stage, evidence, name in requested, from_scratch)
+        decisions[name] = _first_decision(stage, evidence, name in requested, from_scratch, verified)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
     if not from_scratch:
@@ -54,7 +76,9 @@ def make_plan(
     return [decisions[name] for name in state.stages]
 
 
-def _first_decision(stage: StageState, evidence: Evidence, requested: bool, from_scratch: bool) -> PlanEntry:
+def _first_decision(
+    stage: StageState, evidence: Evidence, requested: bool, from_scratch: bool, verified: str = "output verified"
+) -> PlanEntry:
     def decide(decision: Verdict, reason: str) -> PlanEntry:
         return PlanEntry(
             stage.name,
@@ -94,7 +118,7 @@ def _first_decision(stage: StageState, evidence: Evidence, requested: bool, from
         return decide(RERUN, f"input changed: {changed[0]}{more}")
     if (stage.started or {}).get("verifiable") is False:
         return decide(SKIP, f"committed in attempt {stage.committed_attempt}")
-    return decide(SKIP, f"committed in attempt {stage.committed_attempt}, output verified")
+    return decide(SKIP, f"committed in attempt {stage.committed_attempt}, {verified}")
 
 
 def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) -> None:
@@ -121,6 +145,9 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
         kept=kept,
         partitions=total,
         shape=write.get("shape"),
+        # The partition specs adaptive execution chose for the write: the driver keeps nothing if
+        # the resumed attempt's differ, and says so.
+        specs=write.get("specs"),
         empty=[p for p in kept if stage.committed_tasks[p][1] == 0],
     )
 

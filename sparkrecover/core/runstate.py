@@ -47,6 +47,8 @@ class StageState:
     # had the same shape (the same partitions reading the same input slices).
     write: dict[str, Any] | None = None
     committed_tasks: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    # A committed write that kept partitions of earlier attempts: what came from where (inspect).
+    kept_write: dict[str, Any] | None = None
 
     @property
     def partitions(self) -> dict[str, int] | None:
@@ -76,7 +78,11 @@ class StageState:
             return None
         if self.committed.get("rows") is not None:
             return int(self.committed["rows"])
-        return self.output_records.get(self.committed["attempt"])
+        computed = self.output_records.get(self.committed["attempt"])
+        kept = (self.kept_write or {}).get("kept_rows")
+        # Spark counts only the partitions the committing attempt computed; the target also holds
+        # the kept ones, whose rows their own attempts counted.
+        return computed + kept if computed is not None and kept is not None else computed
 
 
 @dataclass
@@ -107,6 +113,10 @@ class AttemptState:
             return "succeeded"
         if self.signal in (signals.SIGINT, signals.SIGTERM) or self.exit_code == 130:
             return "interrupted"
+        if self.signal is not None:
+            # Killed (SIGKILL, the OOM killer, a segfault): the same event as a driver that died
+            # with its CLI, which left no exit code; one name for both (docs/cli-output.md).
+            return "crashed"
         return "failed"
 
 
@@ -293,11 +303,41 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
+    stage.kept_write = _kept_write(stage, record["attempt"])
     stage.write, stage.committed_tasks = None, {}  # the write is whole: no partial progress left
     attempt.committed.append(stage.name)
     stage.records_lost = None
     if record.get("upstream") is not None:
         stage.upstream = list(record["upstream"])
+
+
+def _kept_write(stage: StageState, attempt: int) -> dict[str, Any] | None:
+    """At the commit of a write that kept partitions of earlier attempts: how many were kept,
+    computed, from which attempt, and the rows the kept ones hold (None if any was not counted)."""
+    write = stage.write
+    if write is None or write.get("attempt") != attempt or not write.get("kept"):
+        return None
+    kept = [p for p in write["kept"] if p in stage.committed_tasks]
+    total = int(write.get("partitions") or 0)
+    by_attempt: dict[str, int] = {}
+    for partition in kept:
+        key = str(stage.committed_tasks[partition][0])
+        by_attempt[key] = by_attempt.get(key, 0) + 1
+    by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + total - len(kept)
+    rows = [stage.committed_tasks[p][1] for p in kept]
+    return {
+        "kept": len(kept),
+        "computed": total - len(kept),
+        "total": total,
+        "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0]))),
+        # Which partitions each earlier attempt computed (the rest the committing attempt did).
+        "kept_from": {
+            key: sorted(p for p in kept if str(stage.committed_tasks[p][0]) == key)
+            for key in sorted(by_attempt, key=int)
+            if key != str(attempt)
+        },
+        "kept_rows": sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None,
+    }
 
 
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:

@@ -45,9 +45,26 @@ def _event_note(record: dict[str, Any] | None) -> dict[str, Any] | None:
     return {"attempt": record["attempt"], "reason": record.get("reason")} if record else None
 
 
+def _partitions(stage: StageState) -> dict[str, Any] | None:
+    """Task-level progress: of an unfinished write, the partitions committed (by attempt); of a
+    committed write that kept some, kept, computed and by attempt. None for a write that was whole."""
+    progress = stage.partitions
+    if progress is not None:
+        by_attempt: dict[str, int] = {}
+        for attempt, _rows in stage.committed_tasks.values():
+            by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + 1
+        return {**progress, "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0])))}
+    if stage.kept_write is not None:
+        return {key: stage.kept_write[key] for key in ("kept", "computed", "total", "by_attempt", "kept_from")}
+    return None
+
+
 def _stage_row(stage: StageState, last_number: int, live: bool) -> dict[str, Any]:
     committed = stage.committed
     running = live and stage.status == STARTED and stage.attempt == last_number
+    # The tasks of an unfinished write that committed count too: Spark reports a stage's tasks
+    # only when it completes, and the attempt died before.
+    unfinished = stage.partitions["committed"] if stage.partitions else 0
     return {
         "stage": stage.name,
         "kind": stage.kind,
@@ -60,9 +77,9 @@ def _stage_row(stage: StageState, last_number: int, live: bool) -> dict[str, Any
         "spark_jobs": stage.spark_jobs,
         "spark_stages": stage.spark_stages,
         "failed_spark_stages": stage.failed_spark_stages,
-        "tasks": stage.tasks,
+        "tasks": max(stage.tasks, unfinished),
         "failed_tasks": stage.failed_tasks,
-        "partitions": stage.partitions,
+        "partitions": _partitions(stage),
         "reason": _stage_note(stage, last_number),
         "error": (stage.failed or {}).get("error") if stage.status == "failed" else None,
         "skipped": _event_note(stage.skipped),
@@ -161,3 +178,99 @@ def runs_overview(items: list[tuple[str, str, RunState | None, str | None, bool]
         )
     rows.sort(key=lambda row: row.get("last_activity") or "", reverse=True)
     return rows
+
+
+def _saved_by(decision: dict[str, Any], stage: StageState | None) -> float:
+    """Seconds a plan's decision spared the attempt: a skipped stage's recorded duration; for kept
+    partitions, the resumed write's time per computed partition times the partitions kept (an
+    estimate: partitions of one write take about as long as each other)."""
+    if stage is None or not stage.committed:
+        return 0.0
+    took = float(stage.committed.get("duration_s") or 0.0)
+    if decision.get("decision") == "skip":
+        return took
+    kept = decision.get("partitions") or {}
+    computed = int(kept.get("total") or 0) - int(kept.get("kept") or 0)
+    if decision.get("decision") == "continue" and computed > 0:
+        return took / computed * int(kept.get("kept") or 0)
+    return 0.0
+
+
+def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict[str, Any]:
+    """What one ``submit`` or ``resume`` did, from its first attempt on (automatic retries
+    included): the document ``--json`` prints and the summary the command ends with."""
+    ours = [attempt for number, attempt in sorted(state.attempts.items()) if number >= first_attempt]
+    last = state.last_attempt
+    last_number = last.number if last else 0
+    planned: dict[str, dict[str, Any]] = {}
+    saved = 0.0
+    for attempt in ours:
+        for decision in (attempt.plan or {}).get("stages") or []:
+            saved += _saved_by(decision, state.stages.get(decision.get("stage", "")))
+        if attempt is ours[-1]:
+            planned = {entry["stage"]: entry for entry in (attempt.plan or {}).get("stages") or []}
+    stages: list[dict[str, Any]] = []
+    for stage in state.stages.values():
+        entry = planned.get(stage.name, {})
+        stages.append(
+            {
+                "stage": stage.name,
+                # A first attempt has no plan: everything runs. No attempt launched: no decision.
+                "decision": entry.get("decision", "run") if ours else None,
+                "outcome": stage_status(stage, last_number),
+                "attempt": stage.committed_attempt or stage.attempt,
+                "partitions": entry.get("partitions"),
+                "reason": entry.get("reason"),
+            }
+        )
+    return {
+        "run": state.run_id,
+        "outcome": state.status(),
+        "exit_code": exit_code,
+        "attempts": [
+            {
+                "attempt": attempt.number,
+                "outcome": attempt.outcome,
+                "exit_code": attempt.exit_code,
+                "signal_name": humanize.signal_name(attempt.signal) if attempt.signal else None,
+                "plan": None if attempt.plan is None else plan_counts(attempt.plan),
+            }
+            for attempt in ours
+        ],
+        "stages": stages,
+        "kept_partitions": sum(int((row["partitions"] or {}).get("kept") or 0) for row in stages),
+        "saved_s": round(saved, 3),
+    }
+
+
+def command_lines(document: dict[str, Any]) -> list[str]:
+    """The summary ``submit`` and ``resume`` end with, after the application's own output."""
+    attempts = document["attempts"]
+    numbers = [row["attempt"] for row in attempts]
+    which = (
+        f"attempt {numbers[0]}"
+        if len(numbers) == 1
+        else f"attempts {numbers[0]}-{numbers[-1]}"
+        if numbers
+        else "no attempt launched"
+    )
+    lines = [f"run {document['run']}: {document['outcome']} (exit {document['exit_code']}), {which}"]
+    if not attempts:
+        return lines
+    counts: dict[str, int] = {}
+    for row in document["stages"]:
+        counts[row["decision"]] = counts.get(row["decision"], 0) + 1
+    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost")}
+    if document["stages"]:
+        parts = [f"{done['skip']} skipped"]
+        if done["continue"]:
+            parts.append(f"{done['continue']} continued ({document['kept_partitions']:,} partitions kept)")
+        parts.append(f"{done['run'] + done['rerun']} run")
+        if done["lost"]:
+            parts.append(f"{done['lost']} lost")
+        lines.append(f"stages: {', '.join(parts)} (of {len(document['stages'])})")
+    else:
+        lines.append("stages: none recorded")
+    if document["saved_s"]:
+        lines.append(f"recovery saved about {humanize.duration(document['saved_s'])} of work done by earlier attempts")
+    return lines

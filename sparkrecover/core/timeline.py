@@ -192,12 +192,37 @@ def _write_started(r: dict[str, Any]) -> str:
     text = f"{r.get('partitions')} partitions" + (f", {kept} kept from earlier attempts" if kept else "")
     if not r.get("reusable"):
         text += f"; partitions not reusable: {humanize.first_line(r.get('reason'))}"
+    elif r.get("reason"):  # reusable later, but nothing of an earlier attempt kept now
+        text += f"; nothing kept: {humanize.first_line(r.get('reason'))}"
     return text
 
 
 def _task_committed(r: dict[str, Any]) -> str:
     written = f", {r['records']:,} rows" if isinstance(r.get("records"), int) else ""
     return f"partition {r.get('partition')} (task attempt {r.get('task_attempt', 0)}){written}"
+
+
+def _read(r: dict[str, Any]) -> str:
+    paths = r.get("paths") or []
+    where = " ".join(paths[:2]) + (f" (+{len(paths) - 2} more)" if len(paths) > 2 else "")
+    return f"{r.get('format')} {where}".rstrip()
+
+
+def _schema_inferred(r: dict[str, Any]) -> str:
+    columns = len((r.get("schema") or {}).get("fields") or [])
+    count = int(r.get("input_count") or 0)
+    return (
+        f"{_read(r)}: {columns} column{'s' if columns != 1 else ''} inferred from {count:,} "
+        f"input file{'s' if count != 1 else ''} in {humanize.duration(r.get('duration_s'))}"
+    )
+
+
+def _schema_reused(r: dict[str, Any]) -> str:
+    count = int(r.get("input_count") or 0)
+    return (
+        f"{_read(r)}: schema inferred in attempt {r.get('inferred_in')} reused, {count:,} "
+        f"input file{'s' if count != 1 else ''} unchanged, {humanize.duration(r.get('duration_s'))}"
+    )
 
 
 def _shuffle_registered(r: dict[str, Any]) -> str:
@@ -239,6 +264,8 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.JOURNAL_DEGRADED: _degraded,
     ev.DRIVER_ENDED: _exit,
     ev.ATTEMPT_ENDED: _exit,
+    ev.SCHEMA_INFERRED: _schema_inferred,
+    ev.SCHEMA_REUSED: _schema_reused,
 }
 
 

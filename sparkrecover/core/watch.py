@@ -11,6 +11,10 @@ events to one ``RunState``. The run has ended when
 The lease is read *before* the journal on every poll: a CLI writes ``attempt.ended`` before it
 releases the lease, so once the lease is seen gone, the poll that follows sees that record if
 there is one, and a clean end is never mistaken for a crash.
+
+A run that is not running when following starts, and did not succeed, is watched for
+``START_GRACE`` seconds before following ends: a follower started just before ``resume`` would
+otherwise stop on the last attempt's end while the next one is being planned and launched.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import RunNotFoundError
 
 POLL_INTERVAL = 0.5  # seconds; on an object store each poll is one LIST plus a GET per grown segment
+START_GRACE = 5.0  # seconds a follower waits for a resume of a run that is not running when it starts
 
 
 @dataclass
@@ -51,12 +56,19 @@ class Watched(Protocol):
 
 
 def follow(
-    run: Watched, run_id: str, *, interval: float | None = None, sleep: Callable[[float], None] = time.sleep
+    run: Watched,
+    run_id: str,
+    *,
+    interval: float | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    grace: float | None = None,
 ) -> Iterator[Update]:
     """One ``Update`` per poll; the last one has ``ended`` set."""
     interval = POLL_INTERVAL if interval is None else interval
+    grace = START_GRACE if grace is None else grace
     tail = run
     state = RunState(run_id)
+    waited, seen_live = 0.0, False
     while True:
         live = run.lease_live()
         new = tail.poll()
@@ -64,7 +76,11 @@ def follow(
             raise RunNotFoundError(f"no run {run_id!r} at {run.run_dir}")
         for record in new:
             state.apply(record)
+        seen_live = seen_live or live
         ended = _ended(state, live)
+        if ended is not None and not seen_live and waited < grace and not state.succeeded:
+            ended = None  # maybe a resume is taking the lease: give it a moment
+            waited += interval
         if ended is None:
             yield Update(state, new, live)
             sleep(interval)

@@ -48,52 +48,71 @@ _CLOCK = re.compile(
     r"current_timezone|unix_timestamp)\(",
     re.IGNORECASE,
 )
-# A shuffle exchange in a physical plan's text (not BroadcastExchange).
-_SHUFFLE = re.compile(r"(?<![A-Za-z])Exchange ")
-_FILE_SCAN = "org.apache.spark.sql.execution.datasources.FileScanRDD"
+# A range partitioning exchange in a physical plan's text (orderBy, repartitionByRange).
+_RANGE = re.compile(r"Exchange rangepartitioning\(")
 
 
 @dataclass
 class WriteShape:
     """What a write's partitions are. ``digest`` is equal across applications only when the
-    partition count and every partition's input slices are equal."""
+    partition count, every partition's input slices (a shuffle's map side included) and the
+    partition specs of every shuffle read are equal."""
 
     partitions: int
     reusable: bool  # partition i holds the same rows in another application
     reason: str | None  # why not (one sentence), when not reusable
     slices: list[str] = field(default_factory=list)  # per partition: digest of its input slices
     digest: str = ""
+    # Per shuffle the write reads: its partitions' specs ("3", "3-5" coalesced, "3[0-4]" a skew
+    # split), as adaptive execution chose them; and their digest (None: no shuffle is read).
+    specs: list[str] = field(default_factory=list)
+    specs_digest: str | None = None
+    # The frame's query ran its map stages for the probe (``toRdd``): the write must run that
+    # same RDD (``without_partitions``), or it would plan and run them a second time.
+    executed: bool = False
 
 
 def shape_of(frame: Any) -> WriteShape:
     """The shape of the write of ``frame`` through ``without_partitions``: the RDD probed is
     ``queryExecution().toRdd()``, which that write runs one to one. With adaptive execution and a
-    shuffle in the plan, ``toRdd`` runs the shuffle's map stages now (the write then reuses them:
-    the frame's QueryExecution is computed once)."""
+    shuffle in the plan, ``toRdd`` runs the shuffle's map stages now, inside a SQL execution of
+    its own (as the write would); the write then reads them through ``without_partitions``, so
+    the frame's QueryExecution runs once."""
     try:
         qe = frame._jdf.queryExecution()
     except AttributeError:
         return WriteShape(0, False, "Spark Connect: the driver cannot see the query's plan")
+    shape = WriteShape(0, False, None)
     try:
         reason = _plan_reason(qe)
-        rdd = _query_rdd(frame.sparkSession._jvm, qe)
+        jvm = frame.sparkSession._jvm
+        rdd = _query_rdd(jvm, qe)
+        shape.executed = True
         count = int(rdd.getNumPartitions())
         if reason is None:
             reason = _rdd_reason(rdd)
-        slices = _slices(frame.sparkSession._jvm, rdd, count)
+        slices, specs, ranges = _probe(jvm, rdd, count)
+        met, read = ranges
+        if reason is None and (met != read or (not met and _RANGE.search(str(qe.executedPlan())))):
+            reason = (
+                "the write reads a range partitioning whose bounds could not be read: they come from "
+                "a sample of rows, which may differ in another application"
+            )
     except Exception as error:  # a probe that fails must never fail the write
-        return WriteShape(0, False, f"the write could not be probed ({type(error).__name__}: {_first_line(error)})")
-    digest = hashlib.sha256(f"{count}\n".encode() + "\n".join(slices).encode()).hexdigest()[:32]
-    return WriteShape(count, reason is None, reason, slices, digest)
+        shape.reason = f"the write could not be probed ({type(error).__name__}: {_first_line(error)})"
+        return shape
+    shape.specs = specs
+    shape.specs_digest = hashlib.sha256("\n".join(specs).encode()).hexdigest()[:32] if specs else None
+    text = f"{count}\n" + "\n".join(slices) + "\n--\n" + "\n".join(specs)
+    shape.digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    shape.partitions, shape.reusable, shape.reason, shape.slices = count, reason is None, reason, slices
+    return shape
 
 
 def _query_rdd(jvm: Any, qe: Any) -> Any:
     """``qe.toRdd()`` inside a SQL execution of its own, as a write's would run: the map stages it
-    runs belong to the query, so kept shuffle map outputs can be identified (docs/shuffles.md).
-    Without the jar: plain ``toRdd``."""
-    if _on_classpath(jvm, SHUFFLE_MANAGER_CLASS):
-        return _jvm_class(jvm, SHUFFLE_MANAGER_CLASS).queryRdd(qe)
-    return qe.toRdd()
+    runs belong to the query (Spark's UI, and whatever reads ``spark.sql.execution.id``)."""
+    return _jvm_class(jvm, PROBE_CLASS).execute(qe)
 
 
 def _plan_reason(qe: Any) -> str | None:
@@ -101,31 +120,33 @@ def _plan_reason(qe: Any) -> str | None:
         return "the query is not deterministic (rand, uuid, shuffle, a non-deterministic UDF, ...)"
     if _CLOCK.search(qe.analyzed().toString()):
         return "the plan reads the current time (current_timestamp, now, current_date, ...)"
-    if _SHUFFLE.search(qe.executedPlan().toString()):
-        return (
-            "the write reads a shuffle (repartition, groupBy, join, orderBy, ...), whose partitions "
-            "Spark calls UNORDERED: partition i may hold other rows in another application"
-        )
     return None
 
 
 def _rdd_reason(rdd: Any) -> str | None:
+    """Spark's own verdict, as it gives it when a fetch failure makes it recompute part of a
+    stage: DETERMINATE and UNORDERED (after a shuffle: the same rows in another order, which a
+    file write turns into the same output) are reused; INDETERMINATE (rows that depend on the
+    order of a shuffle's output) is not."""
     level = str(rdd.outputDeterministicLevel().toString())
-    if level == "DETERMINATE":
+    if level != "INDETERMINATE":
         return None
     return f"the write's RDD is {level} in Spark's terms: partition i may hold other rows in another application"
 
 
-def _slices(jvm: Any, rdd: Any, count: int) -> list[str]:
-    """Per partition of ``rdd``: a digest of the leaf input it reads, found by following narrow
-    dependencies down to the leaves (files: path, start, length, modification time). Computed in
-    the JVM (``WriteShapeProbe``) in one call: a walk through Py4J costs seconds per 10,000
-    partitions."""
-    text = str(_jvm_class(jvm, PROBE_CLASS).slices(rdd))
-    found = text.split("\n") if text else []
+def _probe(jvm: Any, rdd: Any, count: int) -> tuple[list[str], list[str], tuple[int, int]]:
+    """Per partition of ``rdd``: a digest of the input it reads, following narrow dependencies
+    down to the leaves (files: path, start, length, modification time) and shuffle dependencies
+    up to their map side; the specs of each shuffle read; and how many range partitionings were
+    met and had their bounds read. Computed in the JVM (``WriteShapeProbe``) in one call: a walk
+    through Py4J costs seconds per 10,000 partitions."""
+    text = str(_jvm_class(jvm, PROBE_CLASS).probe(rdd))
+    digests, specs, ranges = text.split("\n--")
+    found = digests.split("\n") if digests else []
     if len(found) != count:
         raise RuntimeError(f"the probe saw {len(found)} partitions of {count}")
-    return found
+    _, met, read = ranges.split()
+    return found, [line for line in specs.split("\n") if line], (int(met), int(read))
 
 
 def without_partitions(frame: Any, kept: Collection[int]) -> Any:

@@ -27,7 +27,7 @@ from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
-from sparkrecover.rundir.plans import PlanEntry
+from sparkrecover.rundir.plans import KeptTasks, PlanEntry
 
 
 @dataclass
@@ -40,6 +40,10 @@ class TaskPlan:
     @property
     def reusable(self) -> bool:
         return self.reason is None
+
+
+# The partition specs a write.started lists in full up to this many characters (a digest always).
+SPECS_JOURNALED = 20_000
 
 
 @dataclass
@@ -103,11 +107,9 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
-        if tasks.shape != shape.digest or tasks.partitions != shape.partitions:
-            plan.reason = (
-                "its partitions changed since the attempt that committed them (input slices, count "
-                "or the script's code)"
-            )
+        changed = _changed(tasks, shape)
+        if changed is not None:
+            plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
             plan.kept = sorted(
@@ -117,6 +119,22 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     return plan
+
+
+def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:
+    """Why partition i of this attempt is not partition i of the attempt that committed the kept
+    tasks, or None. Adaptive execution chooses post-shuffle partitions from map-output sizes, and a
+    range partitioning's bounds come from a seeded sample, neither of which need repeat: they are
+    compared first, to say so."""
+    if tasks.shape == shape.digest and tasks.partitions == shape.partitions:
+        return None
+    if tasks.specs != shape.specs_digest:
+        return (
+            "the post-shuffle partitions differ from the attempt that committed them (adaptive "
+            "execution coalesces and splits them from map-output sizes; a range partitioning samples "
+            f"its bounds): {tasks.partitions} partitions then, {shape.partitions} now"
+        )
+    return "its partitions changed since the attempt that committed them (input slices, count or the script's code)"
 
 
 def _unsupported(target: Target) -> str | None:
@@ -174,17 +192,23 @@ def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
         partitions=plan.shape.partitions,
         staging=staging,
         shape=plan.shape.digest,
-        reusable=plan.reusable,
+        # Whether this attempt's partitions can be kept by a later one; ``reason`` says why this
+        # one keeps none (its shape, or a fallback from an earlier attempt's).
+        reusable=plan.shape.reusable,
         reason=plan.reason,
         kept=plan.kept,
+        specs=plan.shape.specs_digest,
+        partition_specs=plan.shape.specs if sum(map(len, plan.shape.specs)) <= SPECS_JOURNALED else None,
     )
 
 
 def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]) -> Any:
     """The write through the partition wrapper (every attempt, so partition *i* means the same
     rows), under the resuming commit protocol when partitions are kept. ``writer`` is the
-    DataFrameWriter ``do_write`` saves through."""
-    if not plan.reusable:
+    DataFrameWriter ``do_write`` saves through. A write whose query the probe ran (its shuffles'
+    map stages computed) goes through the wrapper too, kept or not, reusable or not: the user's
+    writer would plan the query again and run those stages a second time."""
+    if not plan.reusable and not plan.shape.executed:
         return do_write()
     frame = partitions.without_partitions(target.frame, plan.kept)
     _point_writer_at(writer, frame)

@@ -151,6 +151,7 @@ def run_attempt(
     lease_token: str | None = None,
     notify: Callable[[str], None] = lambda message: None,
     warn: Callable[[str], None] | None = None,
+    stdout_to_stderr: bool = False,
 ) -> int:
     """One spark-submit of the bootstrap; returns the application's exit code. The caller holds
     the run's lease.
@@ -208,13 +209,18 @@ def run_attempt(
             writer.emit(
                 ev.PLAN_CREATED,
                 plan=f"{runs.PLANS_DIR}/{attempt:04d}.json",
-                stages=[{"stage": s.stage, "decision": str(s.decision), "reason": s.reason} for s in plan.stages],
+                # With kept partitions (continue): the end-of-command summary counts them.
+                stages=[entry.summary() for entry in plan.stages],
             )
         writer.flush()
 
     try:
         code = launcher.run_child(
-            command, launcher.child_environment(spec.submit_args), cwd=spec.cwd, started=journal_start
+            command,
+            launcher.child_environment(spec.submit_args),
+            cwd=spec.cwd,
+            started=journal_start,
+            stdout_to_stderr=stdout_to_stderr,
         )
         writers[0].emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:

@@ -59,6 +59,8 @@ class ResumeOptions:
     from_scratch: bool = False
     max_attempts: int = 1
     app_args_now: list[str] | None = None
+    # --json: the application's stdout goes to stderr, so that stdout holds one JSON document.
+    stdout_to_stderr: bool = False
 
 
 def submit(
@@ -76,6 +78,7 @@ def submit(
     notify: Notify,
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
+    stdout_to_stderr: bool = False,
 ) -> tuple[str, int]:
     """Start a run, or carry on with an existing one of that id; returns (run id, exit code).
 
@@ -106,6 +109,7 @@ def submit(
             spark_submit=spark_submit,
             max_attempts=max_attempts,
             app_args_now=parsed.app_args,
+            stdout_to_stderr=stdout_to_stderr,
         )
         return run_id, resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
     spec = attempts.LaunchSpec(
@@ -117,10 +121,19 @@ def submit(
         checkpoint_root=checkpoint_root,
         keep_shuffles=keep_shuffles,
     )
+    storage.make_folder(run_dir)  # a root that cannot be made fails here, before anything is launched
     notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
     with _lease(run_dir, run_id, notify) as lease:
         code = attempts.run_attempt(
-            run_dir, run_id, 1, spec, first=True, notify=notify, warn=warn, lease_token=lease.token
+            run_dir,
+            run_id,
+            1,
+            spec,
+            first=True,
+            notify=notify,
+            warn=warn,
+            lease_token=lease.token,
+            stdout_to_stderr=stdout_to_stderr,
         )
         # Retries relaunch this very command line: its secrets are in memory, never in the journal.
         retry = ResumeOptions(
@@ -128,6 +141,7 @@ def submit(
             spark_submit=spark_submit,
             max_attempts=max_attempts,
             app_args_now=parsed.app_args,
+            stdout_to_stderr=stdout_to_stderr,
         )
         return run_id, _retry(lease, code, 1, retry, notify, show_plan, warn)
 
@@ -160,7 +174,16 @@ def plan_resume(
             raise
         state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
     evidence = StorageEvidence(run_dir, verify_level, progress)
-    decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch)
+    verified = "output verified"
+    if verify_level == "checksum" and not state.run.get("checksums"):
+        # Without digests the checksum level checks what footer does: say so, not "verified".
+        verified = "output verified by size and footer (no checksums were recorded)"
+        if warn:
+            warn(
+                f"--verify checksum: run {run_id} was recorded without checksums (submit --checksums records "
+                "them); outputs were checked by file sizes, _SUCCESS and Parquet/ORC footers instead"
+            )
+    decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch, verified=verified)
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
     folder = shuffles.keep_folder(run_dir)
     kept = planner.plan_shuffles(
@@ -262,6 +285,7 @@ def _launch(
         notify=notify,
         warn=warn,
         lease_token=lease.token,
+        stdout_to_stderr=options.stdout_to_stderr,
     )
 
 

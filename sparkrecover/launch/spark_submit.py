@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import shutil
@@ -150,10 +151,25 @@ def check_application(parsed: SubmitArgs) -> None:
             "PySpark applications (a .py primary resource)"
         )
     if not parsed.app.endswith(".py"):
+        typo = _typo_before(parsed)
+        if typo:
+            raise UsageError(f"{typo} ({parsed.app} was taken for the application)")
         raise UsageError(f"{parsed.app}: expected a Python script (.py) as the application")
     if not os.path.isfile(parsed.app) and parsed.deploy_mode == "client":
         raise UsageError(f"{parsed.app}: no such file")
     check_deploy_mode(parsed)
+
+
+def _typo_before(parsed: SubmitArgs) -> str | None:
+    """Why the application was taken to be what it is, when the option just before it is a typo
+    of one that takes a value (``--mastr local[2] app.py``: ``local[2]`` became the application)."""
+    if not parsed.options:
+        return None
+    name = parsed.options[-1].split("=", 1)[0]
+    if "=" in parsed.options[-1] or name in OPTIONS_WITH_VALUE or name in SWITCHES:
+        return None
+    guess = difflib.get_close_matches(name, sorted(OPTIONS_WITH_VALUE), n=1, cutoff=0.75)
+    return f"no such spark-submit option {name}: did you mean {guess[0]}?" if guess else None
 
 
 def check_deploy_mode(parsed: SubmitArgs) -> None:
@@ -342,14 +358,21 @@ def child_environment(parsed: SubmitArgs) -> dict[str, str]:
 
 
 def run_child(
-    command: list[str], env: dict[str, str], cwd: str | None = None, started: Callable[[int], None] = lambda pid: None
+    command: list[str],
+    env: dict[str, str],
+    cwd: str | None = None,
+    started: Callable[[int], None] = lambda pid: None,
+    stdout_to_stderr: bool = False,
 ) -> int:
     """Run spark-submit; SIGINT and SIGTERM are passed on to it; returns its exit code
     (128+N when it died of signal N). ``started`` is called with its pid once it really runs, so
     that a spark-submit that cannot be started leaves nothing journaled; if ``started`` fails,
-    the child is killed (nobody would be recording it)."""
+    the child is killed (nobody would be recording it). ``stdout_to_stderr``: the child's stdout
+    goes to our stderr (fd 2), leaving our stdout to one JSON document (``--json``)."""
     try:
-        child = subprocess.Popen(command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None)
+        child = subprocess.Popen(
+            command, env=env, cwd=cwd if cwd and os.path.isdir(cwd) else None, stdout=2 if stdout_to_stderr else None
+        )
     except OSError as error:
         raise LaunchError(f"could not start {command[0]}: {error.strerror or error}") from None
     try:

@@ -48,6 +48,8 @@ class KeptTasks:
     kept: list[int]  # partitions whose committed task output is kept
     partitions: int  # the write's partition count, which the resumed write must run again
     shape: str | None = None  # digest of the write's shape when they committed (driver/partitions.py)
+    # Digest of the post-shuffle partition specs they were committed under (None: no shuffle read).
+    specs: str | None = None
     empty: list[int] = field(default_factory=list)  # kept partitions that wrote no rows
 
 

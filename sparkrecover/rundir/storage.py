@@ -54,6 +54,10 @@ def normalize(url: str, cwd: str | None = None) -> str:
 def resolve_root(root: str | None) -> str:
     """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (docs/design.md §2); a local root that is,
     or lies under, a regular file is a usage error here, before any command reads or writes."""
+    if root is not None and not root.strip():
+        # A shell variable that was never set (`--root "$ROOT"`): running under ./.sparkrecover
+        # instead would launch the whole job where nobody will look for it.
+        raise UsageError("--root is empty: give a folder or URL, or leave --root out for the default")
     given = root or os.environ.get(ROOT_ENV) or DEFAULT_ROOT
     url = normalize(given)
     if is_local(url) and not _can_be_folder(url):
@@ -72,6 +76,18 @@ def _can_be_folder(path: str) -> bool:
             return True
         path = parent
     return os.path.isdir(path)
+
+
+def make_folder(url: str) -> None:
+    """Create a local folder (and its parents); one line and exit 3 when the disk says no. An
+    object store has no folders to make: its first write makes the prefix."""
+    if not is_local(url):
+        return
+    path = normalize(url)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise StorageError(f"cannot create {path}: {error.strerror or error}") from None
 
 
 def join(url: str, *parts: str) -> str:

@@ -3,8 +3,8 @@
     one_write.py OUT MARKERS PARTS [VARIANT]
 
 VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends to OUT),
-``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, which Spark
-calls INDETERMINATE), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
+``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, whose input
+Spark sorts first: UNORDERED), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
 an ``@sr.stage(outputs=[OUT])`` function), ``pipeline`` (a small checkpoint first, the write as the
 checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages).
 

@@ -229,5 +229,5 @@ def test_usage_errors_exit_2_with_a_message_not_a_crash(cli, args, tmp_path, mon
     monkeypatch.setattr(tempfile, "tempdir", None)
     code, out, err = cli(*args)
     assert (code, out) == (2, "")
-    assert "Error:" in err and "Traceback" not in err and "internal error" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
     assert not glob.glob(str(tmp_path / "sparkrecover-crash-*"))

@@ -80,11 +80,12 @@ def test_inspect_json(run, cli, tmp_path):
 
 
 def test_inspect_without_runs(cli, tmp_path):
+    os.makedirs(tmp_path / "empty")
     code, out, err = cli("inspect", "--root", str(tmp_path / "empty"), "--json")
     assert (code, orjson.loads(out)) == (0, {"root": str(tmp_path / "empty"), "runs": []})
-    code, out, err = cli("inspect")  # the default root, ./.sparkrecover, does not exist either
-    assert (code, out) == (0, "")
-    assert "no runs" in err
+    code, out, err = cli("inspect")  # the default root, ./.sparkrecover, does not exist: no run yet
+    assert (code, err) == (0, "")
+    assert "no runs" in out
 
 
 @pytest.mark.parametrize("command", [["inspect", "nope"], ["resume", "nope", "--dry-run"], ["resume", "nope"]])

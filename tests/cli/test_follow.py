@@ -77,11 +77,10 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
     code, out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     thread.join()
     assert time.monotonic() - started < 10
-    assert (code, out) == (0, "")
-    lines = screen(err, tmp_path).splitlines()
+    assert (code, err) == (0, "following run nightly; this ends with the run (Ctrl-C stops following, not the run)\n")
+    lines = screen(out, tmp_path).splitlines()
     # Spark's own jobs and stages show only when something failed.
-    assert lines[:14] == [
-        "following run nightly; this ends with the run (Ctrl-C stops following, not the run)",
+    assert lines[:13] == [
         "── 2026-11-22 ──",
         "03:00:00.500    1 cli     run.started             -                 /jobs/etl.py --day 2026-11-21  "
         "(spark-submit --master local[2])",
@@ -101,7 +100,7 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
         "run nightly: attempt 1 ended: succeeded (exit 0)",
     ]
     # then the run as inspect shows it
-    assert lines[14:16] == ["run nightly  succeeded", "app:        /jobs/etl.py"]
+    assert lines[13:15] == ["run nightly  succeeded", "app:        /jobs/etl.py"]
     assert (
         "│ clean  │ committed │       1 │     2.0s │     - │ 3.0 KiB │    1 │            1 │     3 │ 1 stage, 2 tasks │"
     ) in lines
@@ -134,10 +133,10 @@ def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
 
 def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
-    code, _out, err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
+    code, out, _err = cli("inspect", "nightly", "--follow", "--root", str(tmp_path / "root"))
     assert code == 0
-    assert "run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end" in err
-    assert "stopped in: daily (started, never committed)" in err
+    assert "run nightly: attempt 1 crashed: nobody holds the run's lease and the attempt never recorded its end" in out
+    assert "stopped in: daily (started, never committed)" in out
 
 
 def test_follow_waits_for_a_journal_while_the_lease_is_held(tmp_path):
@@ -161,7 +160,7 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
         writer.flush()
     monkeypatch.setenv("TERM", "xterm")  # a dumb terminal gets the final picture only, as it should
     screen_file = io.StringIO()
-    render._console = Console(file=screen_file, force_terminal=True, width=100, color_system=None)
+    render._report = Console(file=screen_file, force_terminal=True, width=100, color_system=None)
 
     def end():
         run.committed("clean")

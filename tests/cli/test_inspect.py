@@ -42,9 +42,9 @@ def inspect(cli, tmp_path, *args):
 def test_clean_run(cli, tmp_path):
     journals.clean_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
-    assert (code, out) == (0, "")
+    assert (code, err) == (0, "")
     assert (
-        err
+        out
         == """\
 run nightly  succeeded
 app:        /jobs/etl.py
@@ -72,9 +72,9 @@ attempts
 def test_crashed_run_says_where_it_died_and_what_to_run_next(cli, tmp_path):
     journals.crashed_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
-    assert (code, out) == (0, "")
+    assert (code, err) == (0, "")
     assert (
-        err
+        out
         == """\
 run nightly  crashed
 app:        /jobs/etl.py
@@ -104,20 +104,20 @@ what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-ru
 def test_resumed_run(cli, tmp_path):
     journals.resumed_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
-    assert (code, out, err) == (0, "", RESUMED)
+    assert (code, out, err) == (0, RESUMED, "")
 
 
 def test_run_directory_url_shows_the_same(cli, tmp_path):
     run = journals.resumed_run(tmp_path / "root")
     code, out, err = cli("inspect", "file://" + run.dir)
-    assert (code, out, screen(err, tmp_path)) == (0, "", RESUMED)
+    assert (code, screen(out, tmp_path), err) == (0, RESUMED, "")
 
 
 def test_invalidated_stage_shows_why_and_failed_attempt(cli, tmp_path):
     journals.invalidated_run(tmp_path / "root")
     code, out, err = inspect(cli, tmp_path, "nightly")
-    assert (code, out) == (0, "")
-    lines = err.splitlines()
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
     assert lines[:5] == [
         "run nightly  succeeded",
         "app:        /jobs/etl.py",
@@ -160,15 +160,15 @@ def test_failed_run_shows_the_error_and_failures(cli, tmp_path):
     run.spark_work("clean", tasks=8, failed_tasks=4, failure="Job aborted due to stage failure")
     run.failed("clean", "Py4JJavaError: An error occurred while calling o99.save.\n\tat Foo.bar")
     run.end(1, error="Py4JJavaError: An error occurred while calling o99.save.")
-    _code, _out, err = inspect(cli, tmp_path, "nightly")
-    lines = err.splitlines()
+    _code, out, _err = inspect(cli, tmp_path, "nightly")
+    lines = out.splitlines()
     assert lines[0] == "run nightly  failed"
-    assert "stopped in" not in err  # it failed in clean, it did not stop there unseen
+    assert "stopped in" not in out  # it failed in clean, it did not stop there unseen
     assert lines[10] == (
         "│ clean  │ failed    │       1 │        - │     - │       - │    1 │            1 │     8 │ 1 stage, 4 tasks │"
     )
     assert "  clean: failed in attempt 1: Py4JJavaError: An error occurred while calling o99.save." in lines
-    assert "│ 1       │ failed  │ 1    │ 2026-11-22 03:00:01 │" in err
+    assert "│ 1       │ failed  │ 1    │ 2026-11-22 03:00:01 │" in out
     assert lines[-2:] == [
         "last error: Py4JJavaError: An error occurred while calling o99.save.",
         "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run",
@@ -180,13 +180,13 @@ def test_killed_attempt_shows_its_signal(cli, tmp_path):
     _code, out, _ = inspect(cli, tmp_path, "nightly", "--json")
     attempt = orjson.loads(out)["attempts"][0]
     assert (attempt["outcome"], attempt["exit_code"], attempt["signal"], attempt["signal_name"]) == (
-        "failed",
+        "crashed",
         137,
         9,
         "SIGKILL",
     )
-    _code, out, err = inspect(cli, tmp_path, "nightly")
-    assert "│ 1       │ failed  │ 137 (SIGKILL) │" in err
+    _code, out, _err = inspect(cli, tmp_path, "nightly")
+    assert "│ 1       │ crashed │ 137 (SIGKILL) │" in out
 
 
 def test_json_carries_what_the_tables_show(cli, tmp_path):
@@ -238,9 +238,9 @@ def test_runs_newest_first(cli, tmp_path):
     later.tick(3600)
     journals.SyntheticRun(root, "hourly", clock=later).attempt().done("orders").end(0)
     code, out, err = cli("inspect", "--root", str(root))
-    assert (code, out) == (0, "")
+    assert (code, err) == (0, "")
     assert (
-        screen(err, tmp_path)
+        screen(out, tmp_path)
         == """\
 runs under <tmp>/root
 ┏━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━┳━━━━━━━━━━━━━━━━━━━━━┳━━━━━━━━━━┓
@@ -276,14 +276,15 @@ def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path
     )
     code, out, err = inspect(cli, tmp_path)
     assert code == 0
-    assert "│ nightly │ -   │ unreadable │ -        │ -      │ -                   │ -        │" in err
-    assert "  nightly: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. " in err
+    assert "│ nightly │ -   │ unreadable │ -        │ -      │ -                   │ -        │" in out
+    assert "  nightly: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. " in out
     code, out, err = inspect(cli, tmp_path, "--json")
     assert orjson.loads(out)["runs"][0]["status"] == "unreadable"
 
 
 def test_empty_root(cli, tmp_path):
-    assert inspect(cli, tmp_path) == (0, "", "no runs under <tmp>/root\n")
+    (tmp_path / "root").mkdir()
+    assert inspect(cli, tmp_path) == (0, "no runs under <tmp>/root\n", "")
     code, out, err = inspect(cli, tmp_path, "--json")
     assert (code, orjson.loads(out), err) == (0, {"root": str(tmp_path / "root"), "runs": []}, "")
 
@@ -291,11 +292,11 @@ def test_empty_root(cli, tmp_path):
 def test_narrow_terminal_keeps_the_columns_that_matter(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")
     journals.crashed_run(tmp_path / "root")
-    _code, _out, err = inspect(cli, tmp_path, "nightly")
-    assert "┃ stage  ┃ status     ┃ attempt ┃ duration ┃ written ┃ tasks ┃ failures ┃" in err
-    assert "│ daily  │ unfinished │       1 │        - │       - │     4 │ 1 task   │" in err
+    _code, out, _err = inspect(cli, tmp_path, "nightly")
+    assert "┃ stage  ┃ status     ┃ attempt ┃ duration ┃ written ┃ tasks ┃ failures ┃" in out
+    assert "│ daily  │ unfinished │       1 │        - │       - │     4 │ 1 task   │" in out
     # messages are never cut: a terminal wraps them, a log keeps them whole for grep
-    assert "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run\n" in err
+    assert "what resume would do now: sparkrecover resume nightly --root <tmp>/root --dry-run\n" in out
 
 
 @pytest.mark.parametrize(
@@ -319,14 +320,14 @@ def test_on_a_pipe_tables_keep_every_column_and_whole_names(cli, tmp_path, monke
     run_id = "nightly-enrichment-of-customer-orders-for-the-loyalty-programme-2026-11-21"
     journals.SyntheticRun(tmp_path / "root", run_id).attempt().done("orders").started(stage, ("orders",)).end(1)
     for command in (["inspect", run_id], ["inspect"], ["resume", run_id, "--dry-run"]):
-        code, _, err = on_screen(cli, tmp_path, *command)
+        code, out, err = on_screen(cli, tmp_path, *command)
         assert code == 0, err
-        rows = [line for line in err.splitlines() if line.startswith("│")]
-        assert rows, err
-        assert any(f"│ {stage} " in row for row in rows) or any(f"│ {run_id} " in row for row in rows), err
-        assert all(row.split("│")[1].strip() for row in rows), err  # no cell wrapped onto a second line
-    code, _, err = on_screen(cli, tmp_path, "inspect", run_id)
-    header = next(line for line in err.splitlines() if line.startswith("┃ stage"))
+        rows = [line for line in out.splitlines() if line.startswith("│")]
+        assert rows, out
+        assert any(f"│ {stage} " in row for row in rows) or any(f"│ {run_id} " in row for row in rows), out
+        assert all(row.split("│")[1].strip() for row in rows), out  # no cell wrapped onto a second line
+    code, out, _ = on_screen(cli, tmp_path, "inspect", run_id)
+    header = next(line for line in out.splitlines() if line.startswith("┃ stage"))
     assert [cell.strip() for cell in header.strip("┃").split("┃")] == [
         "stage",
         "status",

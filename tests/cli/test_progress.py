@@ -25,7 +25,7 @@ def big_run(root):
     return run.done("clean", ("orders",)).crash()
 
 
-def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path):
+def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path, capsys):
     big_run(tmp_path / "root")
     screen = terminal(monkeypatch)
     assert (
@@ -45,7 +45,8 @@ def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path)
     )
     drawn = screen.getvalue()
     assert "verifying outputs" in drawn and "1,202 files" in drawn  # 1,200 in orders, 2 in clean
-    assert "resume plan for run nightly, attempt 2" in drawn
+    # the bar on stderr, the plan (what a dry run exists to show) on stdout
+    assert "resume plan for run nightly, attempt 2" in capsys.readouterr().out
 
 
 def test_no_progress_with_json_even_on_a_terminal(monkeypatch, tmp_path, capsys):

@@ -91,9 +91,9 @@ def replay_cli(cli, tmp_path, *args):
 def test_timeline_of_a_resumed_run(cli, tmp_path):
     journals.resumed_run(tmp_path / "root")
     code, out, err = replay_cli(cli, tmp_path, "nightly")
-    assert (code, out) == (0, "")
+    assert (code, err) == (0, "")
     assert (
-        err == TIMELINE_OF_THE_RESUMED_RUN + "end of the journal: run succeeded, 3/3 stages committed, 2 attempt(s)\n"
+        out == TIMELINE_OF_THE_RESUMED_RUN + "end of the journal: run succeeded, 3/3 stages committed, 2 attempt(s)\n"
     )
 
 
@@ -103,9 +103,9 @@ def test_timeline_of_a_resumed_run(cli, tmp_path):
 def test_until_shows_the_run_then_and_what_resume_would_have_decided(cli, tmp_path, until):
     journals.resumed_run(tmp_path / "root")
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--until", until)
-    assert (code, out) == (0, "")
+    assert (code, err) == (0, "")
     timeline = TIMELINE_OF_THE_RESUMED_RUN.splitlines(keepends=True)
-    assert err == "".join(timeline[:24]) + STATE_AT_EVENT_21
+    assert out == "".join(timeline[:24]) + STATE_AT_EVENT_21
 
 
 def test_until_checks_outputs_as_they_are_now(cli, tmp_path):
@@ -171,7 +171,7 @@ def test_json_emits_the_normalized_events(cli, tmp_path):
 
 def test_the_invalidated_and_failed_events_read_as_one_line_each(cli, tmp_path):
     journals.invalidated_run(tmp_path / "root")
-    _code, _out, err = replay_cli(cli, tmp_path, "nightly")
+    _code, err, _err = replay_cli(cli, tmp_path, "nightly")
     assert (
         "    15  03:00:07.500    1 driver  stage.failed            daily   Py4JJavaError: An error occurred "
         "while calling o123.save.\n"
@@ -186,7 +186,7 @@ def test_unknown_event_types_are_shown_with_their_payload(cli, tmp_path):
     run = journals.SyntheticRun(tmp_path / "root").attempt()
     run.driver.emit("spark.task.speculated", stage="orders", task=7, host="worker-2")
     run.end(0)
-    _code, _out, err = replay_cli(cli, tmp_path, "nightly")
+    _code, err, _err = replay_cli(cli, tmp_path, "nightly")
     assert '     4  03:00:02.000    1 driver  spark.task.speculated   orders  {"task":7,"host":"worker-2"}\n' in err
 
 
@@ -255,11 +255,11 @@ def test_verify_a_sound_journal(cli, tmp_path):
     journals.resumed_run(tmp_path / "root")
     assert verify(cli, tmp_path) == (
         0,
-        "",
         """\
 journal of run nightly at <tmp>/root/nightly: 4 segment(s), 29 events (1/cli 2, 1/driver 15, 2/cli 3, 2/driver 9)
 journal OK: 0 problems, 0 warnings
 """,
+        "",
     )
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--verify", "--json")
     report = orjson.loads(out)
@@ -280,13 +280,13 @@ def test_verify_reports_a_torn_tail_as_a_warning(cli, tmp_path):
     edit_lines(segment(run), lambda lines: [*lines[:-2], lines[-2][:25]])
     assert verify(cli, tmp_path) == (
         0,
-        "",
         """\
 journal of run nightly at <tmp>/root/nightly: 2 segment(s), 16 events (1/cli 2, 1/driver 14)
 warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:15: torn last line (25 bytes; the writer stopped \
 mid-write); readers drop it
 journal OK: 0 problems, 1 warning
 """,
+        "",
     )
 
 
@@ -295,12 +295,12 @@ def test_verify_exits_3_on_corruption_naming_file_and_line(cli, tmp_path):
     edit_lines(segment(run), lambda lines: [*lines[:3], b'{"v": 1, "type": "stage.comm', *lines[4:]])
     assert verify(cli, tmp_path) == (
         3,
-        "",
         """\
 journal of run nightly at <tmp>/root/nightly: 2 segment(s), 16 events (1/cli 2, 1/driver 14)
 error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:4: malformed journal line
 journal corrupt: 1 problem, 0 warnings
 """,
+        "",
     )
     code, out, err = replay_cli(cli, tmp_path, "nightly", "--verify", "--json")
     assert (code, err) == (3, "")
@@ -343,7 +343,7 @@ journal corrupt: 1 problem, 0 warnings
 def test_verify_finds_each_kind_of_corruption(cli, tmp_path, damage, finding):
     run = journals.crashed_run(tmp_path / "root")
     edit_lines(segment(run), damage)
-    code, _out, err = verify(cli, tmp_path)
+    code, err, _err = verify(cli, tmp_path)  # the report is stdout: findings included
     assert code == 3
     assert f"error: <tmp>/root/nightly/journal/{finding}\n" in err
     assert err.endswith("journal corrupt: 1 problem, 0 warnings\n")
@@ -354,8 +354,8 @@ def test_verify_finds_a_missing_segment_and_ignores_stray_files(cli, tmp_path):
     os.rename(segment(run), segment(run, index=1))
     open(os.path.join(run.dir, "journal", "notes.txt"), "w").close()
     code, out, err = verify(cli, tmp_path)
-    assert (code, out) == (3, "")
-    assert err.splitlines()[1:] == [
+    assert (code, err) == (3, "")
+    assert out.splitlines()[1:] == [
         "warning: <tmp>/root/nightly/journal/notes.txt: not a journal segment name; readers ignore this file",
         "error: <tmp>/root/nightly/journal/0001-driver-000001.jsonl: segment 000000 of attempt 1/driver is missing "
         "before this one",
@@ -387,7 +387,7 @@ def test_verify_forgives_what_the_writer_itself_reported_dropped(cli, tmp_path):
             )
             + b"\n"
         )
-    code, _out, err = verify(cli, tmp_path)
+    code, err, _err = verify(cli, tmp_path)  # the report is stdout: findings included
     assert code == 0, err
     assert (
         "warning: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: seq jumps from 1 to 5: 3 events "
@@ -404,7 +404,7 @@ def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
     writer.emit("run.started", app="a.py")
     writer.emit("attempt.started", pid=1)
     writer.close()
-    code, _out, err = verify(cli, tmp_path)
+    code, err, _err = verify(cli, tmp_path)  # the report is stdout: findings included
     assert code == 0
     assert (
         "warning: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:2: time goes back from "

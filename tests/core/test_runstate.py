@@ -25,7 +25,8 @@ def event(type_, seq, attempt=1, writer="cli", **payload):
     [
         ({"exit_code": 0, "signal": None}, "succeeded"),
         ({"exit_code": 1, "signal": None}, "failed"),
-        ({"exit_code": 137, "signal": 9}, "failed"),
+        ({"exit_code": 137, "signal": 9}, "crashed"),
+        ({"exit_code": 139, "signal": 11}, "crashed"),
         ({"exit_code": 130, "signal": 2}, "interrupted"),
         ({"exit_code": 143, "signal": 15}, "interrupted"),
         (None, "crashed"),
@@ -54,7 +55,7 @@ def test_the_last_attempt_decides_the_run_status():
             event("attempt.ended", 3, attempt=2, exit_code=0),
         ],
     )
-    assert [a.outcome for a in state.attempts.values()] == ["failed", "succeeded"]
+    assert [a.outcome for a in state.attempts.values()] == ["crashed", "succeeded"]
     assert state.status() == "succeeded" and state.last_attempt.number == 2
 
 

@@ -103,7 +103,7 @@ def test_the_plan_and_the_dry_run_carry_the_schemas(run, raw, cli, tmp_path):
             "reason": "inputs unchanged",
         }
     ]
-    code, _, err = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run")
-    assert code == 0 and f"reuse the schema of json {raw} (inputs unchanged)\n" in err
+    code, out, _ = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run")
+    assert code == 0 and f"reuse the schema of json {raw} (inputs unchanged)\n" in out
     code, out, _ = cli("resume", "r1", "--root", str(tmp_path / "root"), "--dry-run", "--json", "--from-scratch")
     assert json.loads(out)["schemas"] == []

@@ -33,7 +33,7 @@ def task_folder(
     return folder
 
 
-def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=None, kept=()):
+def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=None, kept=(), specs=None):
     run.driver.emit(
         "write.started",
         stage=stage,
@@ -42,6 +42,7 @@ def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=No
         reusable=reusable,
         reason=reason,
         kept=list(kept),
+        specs=specs,
         staging=os.path.join(run.outputs[stage], "_temporary", "0"),
     )
     return run
@@ -183,12 +184,39 @@ def test_inspect_and_replay_show_progress_inside_a_write(run, cli, tmp_path):
     write_started(run, "w")
     committed_tasks(run, "w", 0, 1, 2).end(137, 9)
     root = os.path.dirname(run.dir)
-    code, out, err = cli("inspect", "r1", "--root", root)
+    code, out, _err = cli("inspect", "r1", "--root", root)
     assert code == 0
-    assert "w: 3/8 partitions committed before it stopped (resume keeps them)" in err
+    assert "w: 3/8 partitions committed before it stopped (resume keeps those whose files survive)" in out
     code, out, _ = cli("inspect", "r1", "--root", root, "--json")
     (stage,) = orjson.loads(out)["stages"]
-    assert stage["partitions"] == {"committed": 3, "total": 8}
-    code, _, err = cli("replay", "r1", "--root", root)
-    assert "write.started" in err and "8 partitions" in err
-    assert "partition 2 (task attempt 0), 100 rows" in err
+    assert stage["partitions"] == {"committed": 3, "total": 8, "by_attempt": {"1": 3}}
+    code, out, _ = cli("replay", "r1", "--root", root)
+    assert "write.started" in out and "8 partitions" in out
+    assert "partition 2 (task attempt 0), 100 rows" in out
+
+
+def test_a_post_shuffle_write_hands_its_partition_specs_to_the_driver(run):
+    """The driver compares the specs adaptive execution chose with the resumed attempt's."""
+    run.started("w")
+    write_started(run, "w", specs="aqe1")
+    committed_tasks(run, "w", 0, 3).end(137, 9)
+    for partition in (0, 3):
+        task_folder(run.outputs["w"], partition)
+    decision = decision_of(run)
+    assert decision.decision == "continue" and decision.tasks.specs == "aqe1"
+
+
+def test_an_attempt_that_fell_back_keeps_its_own_tasks_for_the_next_resume(run):
+    """Attempt 2 kept nothing (other specs than attempt 1's), but its partitions are reusable:
+    what it committed before dying is kept by attempt 3."""
+    run.started("w")
+    write_started(run, "w", specs="aqe1")
+    committed_tasks(run, "w", 0, 1).end(137, 9)
+    run.start_attempt().started("w")
+    reason = "the post-shuffle partitions differ from the attempt that committed them"
+    write_started(run, "w", partitions=4, shape="s2", reason=reason, specs="aqe2")
+    committed_tasks(run, "w", 2).end(137, 9)
+    task_folder(run.outputs["w"], 2, job="202611230302")
+    decision = decision_of(run)
+    assert decision.decision == "continue", decision.reason
+    assert decision.tasks.kept == [2] and decision.tasks.specs == "aqe2"

@@ -14,20 +14,20 @@ from sparkrecover.driver import mlsaves
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.launch.evidence import StorageEvidence
-from tests.helpers import install_runtime, journal, zero_code_hooks
+from tests.helpers import install_runtime, journal, marked_line
 
 pytest.importorskip("numpy")  # pyspark.ml and pyspark.mllib need it
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):
-        mlsaves.install()
-        try:
-            yield
-        finally:
-            mlsaves.uninstall()
+def ml_hooks(hooked):
+    """Model and pipeline saves hooked too, as the bootstrap hooks them."""
+    mlsaves.install()
+    try:
+        yield
+    finally:
+        mlsaves.uninstall()
 
 
 def resume(tmp_path, rt):
@@ -81,17 +81,12 @@ def tree(path) -> dict[str, bytes]:
     return found
 
 
-def line_of(marker: str) -> int:
-    with open(__file__) as handle:
-        return next(n for n, text in enumerate(handle, 1) if text.rstrip().endswith(f"# {marker}"))
-
-
 def test_an_mllib_model_save_is_one_stage_of_the_whole_folder(spark, tmp_path):
     rt = install_runtime(tmp_path)
     model, out = isotonic(spark), tmp_path / "model"
     save_mllib(spark, model, out)
     records = saves(rt)
-    name = f"{HERE}:{line_of('mllib save')}#1 errorifexists {out}"
+    name = f"{HERE}:{marked_line(__file__, 'mllib save')}#1 errorifexists {out}"
     assert [(r["type"], r["stage"]) for r in records] == [(ev.STAGE_STARTED, name), (ev.STAGE_COMMITTED, name)]
     files = [entry[0] for entry in records[1]["manifest"][0]["files"]]
     # Metadata (an RDD's saveAsTextFile) and data (a DataFrame's parquet) inside the JVM: neither
@@ -147,11 +142,11 @@ def test_ml_saves_and_overwrites_are_stages_and_a_pipeline_is_one(spark, tmp_pat
     pipeline = Pipeline(stages=[Binarizer(inputCol="x", outputCol="y"), model])
     pipeline.save(str(tmp_path / "pipeline"))  # pipeline save
     names = [r["stage"] for r in saves(rt) if r["type"] == ev.STAGE_COMMITTED]
-    ml = line_of("ml save")
+    ml = marked_line(__file__, "ml save")
     assert names == [
         f"{HERE}:{ml}#1 errorifexists {tmp_path / 'lr'}",
         f"{HERE}:{ml}#1 overwrite {tmp_path / 'lr'}",
-        f"{HERE}:{line_of('pipeline save')}#1 errorifexists {tmp_path / 'pipeline'}",
+        f"{HERE}:{marked_line(__file__, 'pipeline save')}#1 errorifexists {tmp_path / 'pipeline'}",
     ]
     assert len(Pipeline.load(str(tmp_path / "pipeline")).getStages()) == 2
     assert len(PipelineModel(stages=[model]).stages) == 1

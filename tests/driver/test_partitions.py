@@ -175,7 +175,7 @@ def test_the_protocol_refuses_dynamic_partition_overwrite(spark, jvm, tmp_path):
         spark.conf.unset("spark.sql.sources.partitionOverwriteMode")
 
 
-def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, tmp_path):
+def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, jvm, tmp_path):
     from pyspark.sql import functions as F
 
     source = str(tmp_path / "source")
@@ -188,8 +188,6 @@ def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, tmp_path)
 
     assert "not deterministic" in partitions.shape_of(plain.withColumn("r", F.rand(42))).reason
     assert "current time" in partitions.shape_of(plain.withColumn("t", F.current_timestamp())).reason
-    shuffled = partitions.shape_of(plain.repartition(4))
-    assert not shuffled.reusable and "shuffle" in shuffled.reason
 
     spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
     try:
@@ -277,3 +275,37 @@ def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
     assert {line["stage"] for line in committed} == {"write-it"}
     assert {line["spark_job"] for line in committed} <= jobs and len(jobs) >= 1
     assert all(line["task_attempt"] == 0 and line["bytes"] > 0 and line["records"] == 100 for line in committed)
+
+
+def test_a_shuffle_s_map_side_and_specs_are_part_of_the_shape(spark, jvm, tmp_path):
+    """After a shuffle, partition i is kept when Spark calls it UNORDERED (the same rows): its
+    shape covers the map side's input slices and the specs adaptive execution chose."""
+    from pyspark.sql import functions as F
+
+    source, other = str(tmp_path / "source"), str(tmp_path / "other")
+    spark.range(0, 6000, 1, 6).selectExpr("id", "id % 40 AS k").write.parquet(source)
+    spark.range(0, 6000, 1, 6).selectExpr("id", "id % 40 AS k").write.parquet(other)
+
+    def grouped(path):
+        return spark.read.parquet(path).groupBy("k").agg(F.sum("id").alias("s"))
+
+    shape = partitions.shape_of(grouped(source))
+    assert shape.reusable and shape.executed, shape.reason
+    assert shape.specs and shape.specs_digest and len(shape.slices) == shape.partitions
+    again = partitions.shape_of(grouped(source))
+    assert (again.digest, again.specs) == (shape.digest, shape.specs)
+    elsewhere = partitions.shape_of(grouped(other))  # the same plan over other map-side files
+    assert elsewhere.specs == shape.specs and elsewhere.slices != shape.slices
+
+    # Round-robin after a shuffle without Spark's local sort: INDETERMINATE, never kept.
+    spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
+    try:
+        indeterminate = partitions.shape_of(grouped(source).repartition(3))
+    finally:
+        spark.conf.unset("spark.sql.execution.sortBeforeRepartition")
+    assert not indeterminate.reusable and "INDETERMINATE" in indeterminate.reason
+    assert partitions.shape_of(grouped(source).repartition(3)).reusable  # sorted first: UNORDERED
+
+    # A range partitioning's bounds are sampled with a seed made of an RDD id: in the specs.
+    ordered = partitions.shape_of(spark.read.parquet(source).orderBy("id"))
+    assert ordered.reusable and any(line.startswith("range ") for line in ordered.specs)

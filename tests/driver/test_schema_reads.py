@@ -16,16 +16,16 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import Plan
-from tests.helpers import install_runtime, journal, zero_code_hooks
+from tests.helpers import install_runtime, journal
 
 HERE = os.path.basename(__file__)
 
 
 @pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):  # as the bootstrap does: call sites relative to the script's folder
-        schema_reads.install()
-        yield  # zero_code_hooks puts every hooked method back, the reader's too
+def schema_hooks(hooked):
+    """Reads that infer a schema hooked too, as the bootstrap hooks them (the hooks fixture puts
+    every hooked method back, the reader's too)."""
+    schema_reads.install()
 
 
 def write_lines(path, rows) -> None:

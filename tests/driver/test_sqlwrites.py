@@ -9,13 +9,9 @@ import pytest
 
 from sparkrecover.driver import sqlwrites, writes
 from sparkrecover.journal import events as ev
-from tests.helpers import install_runtime, journal, zero_code_hooks
+from tests.helpers import install_runtime, journal
 
-
-@pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):
-        yield
+pytestmark = pytest.mark.usefixtures("hooked")
 
 
 @pytest.mark.parametrize(

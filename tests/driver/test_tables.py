@@ -14,15 +14,10 @@ from sparkrecover.driver import runtime, tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.launch.evidence import StorageEvidence
-from tests.helpers import install_runtime, journal, zero_code_hooks
+from tests.helpers import install_runtime, journal, marked_line
 
 HERE = os.path.basename(__file__)
-
-
-@pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):
-        yield
+pytestmark = pytest.mark.usefixtures("hooked")
 
 
 @pytest.fixture
@@ -31,14 +26,6 @@ def db(spark, tmp_path):
     spark.sql(f"CREATE DATABASE IF NOT EXISTS tbl LOCATION '{tmp_path / 'tbl.db'}'")
     yield "tbl"
     spark.sql("DROP DATABASE IF EXISTS tbl CASCADE")
-
-
-def line_of(marker: str) -> int:
-    with open(__file__) as handle:
-        for number, text in enumerate(handle, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return number
-    raise AssertionError(marker)
 
 
 def plan(rt):
@@ -161,7 +148,7 @@ def test_create_drop_and_truncate_of_recorded_tables_are_stages(spark, tmp_path,
     spark.sql(f"CREATE TABLE tbl.other (id BIGINT) USING parquet LOCATION '{tmp_path / 'other'}'")
     runtime.install(rt)
     sql(spark, "DROP TABLE tbl.other")  # no stage wrote it: its drop is not one
-    site = f"{HERE}:{line_of('sql call')}"
+    site = f"{HERE}:{marked_line(__file__, 'sql call')}"
     named = [r["stage"] for r in journal(rt, ev.STAGE_STARTED)]
     assert named == [
         f"{site}#1 create table tbl.t5",

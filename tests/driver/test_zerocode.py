@@ -15,24 +15,10 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.launch.evidence import StorageEvidence
 from sparkrecover.rundir import manifests, storage
-from tests.helpers import install_runtime, journal, numbers, zero_code_hooks
+from tests.helpers import install_runtime, journal, marked_line, numbers
 
 HERE = os.path.basename(__file__)
-
-
-@pytest.fixture(autouse=True)
-def patched():
-    with zero_code_hooks(__file__):
-        yield
-
-
-def line_of(marker: str) -> int:
-    """The line of this file holding ``marker`` in a comment: call sites without counting."""
-    with open(__file__) as handle:
-        for number, text in enumerate(handle, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return number
-    raise AssertionError(marker)
+pytestmark = pytest.mark.usefixtures("hooked")
 
 
 def writes_started(rt) -> list[dict]:
@@ -70,7 +56,7 @@ def test_a_write_is_named_by_call_site_ordinal_mode_and_target(spark, tmp_path):
         numbers(spark, 5).write.mode("append").parquet(out)  # loop
     numbers(spark, 5).write.parquet(str(tmp_path / "other"))  # default mode
     started = writes_started(rt)
-    loop, default = line_of("loop"), line_of("default mode")
+    loop, default = marked_line(__file__, "loop"), marked_line(__file__, "default mode")
     assert [r["stage"] for r in started] == [
         f"{HERE}:{loop}#1 append {out}",
         f"{HERE}:{loop}#2 append {out}",
@@ -324,7 +310,7 @@ def test_a_write_from_the_users_script_is_named_by_the_scripts_line(spark, tmp_p
     out = str(tmp_path / "direct")
     numbers(spark, 5).write.mode("overwrite").parquet(out)  # direct write
     (started,) = writes_started(rt)
-    assert started["call_site"] == f"{HERE}:{line_of('direct write')}"
+    assert started["call_site"] == f"{HERE}:{marked_line(__file__, 'direct write')}"
 
 
 def test_own_frames_are_told_apart_by_module_not_by_folder():
@@ -455,7 +441,7 @@ def test_sql_statements_that_write_are_implicit_stages(spark, tmp_path, tables):
         "DROP VIEW v1",
     ):
         assert run_sql(spark, statement) is not None
-    site = f"{HERE}:{line_of('sql call')}"
+    site = f"{HERE}:{marked_line(__file__, 'sql call')}"
     assert [(r["stage"], r["mode"], r["target"]) for r in writes_started(rt)] == [
         (f"{site}#1 errorifexists table s1", "errorifexists", "table s1"),
         (f"{site}#1 append table s1", "append", "table s1"),

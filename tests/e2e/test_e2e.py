@@ -8,29 +8,17 @@ import os
 import orjson
 import pytest
 
-from tests.helpers import events_of, plain_report, run_cli, submit_and_kill
+from tests.helpers import decisions, events_of, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
-
-
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """The report of the pipeline under plain spark-submit, without sparkrecover."""
-    return plain_report(tmp_path_factory.mktemp("plain"))
-
-
-def dry_run(root: str, run_id: str) -> dict:
-    result = run_cli("resume", run_id, "--root", root, "--dry-run", "--json")
-    assert result.returncode == 0, result.stderr
-    return {s["stage"]: (s["decision"], s["reason"]) for s in orjson.loads(result.stdout)["stages"]}
 
 
 def attempt_events(run_dir: str, attempt: int) -> list[dict]:
     return [e for e in events_of(run_dir) if e["attempt"] == attempt]
 
 
-def test_killed_run_resumes_skipping_finished_stages(tmp_path, uninterrupted):
+def test_killed_run_resumes_skipping_finished_stages(tmp_path, pipeline_reference):
     root, out = str(tmp_path / "root"), str(tmp_path / "out")
     run_dir = submit_and_kill(root, "nightly", [out, *APP_ARGS], after_stage="clean")
     first = attempt_events(run_dir, 1)
@@ -39,7 +27,7 @@ def test_killed_run_resumes_skipping_finished_stages(tmp_path, uninterrupted):
 
     result = run_cli("resume", "nightly", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == uninterrupted
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
 
     second = attempt_events(run_dir, 2)
     assert {e["stage"]: e["reason"] for e in second if e["type"] == "stage.skipped"} == {
@@ -73,32 +61,32 @@ def _kill_while_daily_runs(tmp_path, name: str) -> tuple[str, str, str]:
     return root, out, run_dir
 
 
-def test_lost_output_nothing_needs_is_reported_not_recomputed(tmp_path, uninterrupted):
+def test_lost_output_nothing_needs_is_reported_not_recomputed(tmp_path, pipeline_reference):
     root, out, run_dir = _kill_while_daily_runs(tmp_path, "lost")
     victim = sorted(glob.glob(os.path.join(run_dir, "checkpoints", "orders", "part-*")))[0]
     os.remove(victim)
-    plan = dry_run(root, "lost")
+    plan = decisions(root, "lost")
     assert plan["orders"][0] == "lost" and os.path.basename(victim) in plan["orders"][1]
     assert plan["clean"][0] == "skip"
 
     result = run_cli("resume", "lost", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == uninterrupted
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
     second = attempt_events(run_dir, 2)
     assert "orders" not in [e["stage"] for e in second if e["type"] in ("stage.started", "stage.committed")]
     assert [e["stage"] for e in second if e["type"] == "stage.skipped"] == ["orders", "clean"]
 
 
-def test_lost_output_that_is_needed_reruns_its_producer_and_downstream(tmp_path, uninterrupted):
+def test_lost_output_that_is_needed_reruns_its_producer_and_downstream(tmp_path, pipeline_reference):
     root, out, run_dir = _kill_while_daily_runs(tmp_path, "needed")
     os.remove(sorted(glob.glob(os.path.join(run_dir, "checkpoints", "clean", "part-*")))[0])
-    plan = dry_run(root, "needed")
+    plan = decisions(root, "needed")
     assert plan["orders"][0] == "skip"
     assert plan["clean"][0] == "rerun" and "needed by daily" in plan["clean"][1]
     assert plan["daily"][0] == "run"
 
     result = run_cli("resume", "needed", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == uninterrupted
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
     second = attempt_events(run_dir, 2)
     assert [e["stage"] for e in second if e["type"] == "stage.committed"] == ["clean", "daily", "publish"]

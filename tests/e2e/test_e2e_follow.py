@@ -52,7 +52,7 @@ def test_follow_a_real_run_to_its_end_then_replay_it(tmp_path):
         if submit.poll() is None:
             submit.kill()
     assert followed.returncode == 0, followed.stderr[-3000:]
-    lines = followed.stderr.splitlines()
+    lines = followed.stdout.splitlines()  # the report; "following run ..." is on stderr
     committed = [line.split()[4] for line in lines if " stage.committed " in line]
     assert committed == ["orders", "clean", "daily", "publish"]
     assert "run live: attempt 1 ended: succeeded (exit 0)" in lines
@@ -62,7 +62,7 @@ def test_follow_a_real_run_to_its_end_then_replay_it(tmp_path):
     assert "run live  succeeded" in lines
 
     verified = run_cli("replay", "live", "--root", root, "--verify")
-    assert (verified.returncode, verified.stderr.splitlines()[-1]) == (0, "journal OK: 0 problems, 0 warnings")
+    assert (verified.returncode, verified.stdout.splitlines()[-1]) == (0, "journal OK: 0 problems, 0 warnings")
 
     events = orjson.loads(run_cli("replay", "live", "--root", root, "--json").stdout)["events"]
     clean = next(e["index"] for e in events if e["type"] == "stage.committed" and e["stage"] == "clean")

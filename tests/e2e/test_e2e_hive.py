@@ -9,21 +9,16 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
-import sys
 
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
 from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.references import plain_env
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "hive_app.py")
-PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
 EXPECTED = ["events,400,400", "legacy,100,100"]  # what the plain run below writes
-
-
-def stage_of(marker: str, mode: str, target: str) -> str:
-    return implicit_stage(APP, marker, mode, target)
 
 
 def report(out: str) -> list[str]:
@@ -45,11 +40,11 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
             [find_spark_submit(), *SPARK_OPTIONS, APP, str(plain / "out")],
             stdout=subprocess.DEVNULL,
             stderr=handle,
-            env=PLAIN_ENV,
+            env=plain_env(),
             cwd=plain,
         )
     out, root = str(work / "out"), str(tmp_path / "root")
-    insert = stage_of("INSERT INTO events", "append", "table events")
+    insert = implicit_stage(APP, "INSERT INTO events", "append", "table events")
     try:
         # Killed after the SQL INSERT: the CREATE TABLE AS before it (row 2) and the insert (row 3)
         # are both behind the kill.
@@ -77,17 +72,17 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     assert all(m["files"] for m in committed.values())
     # The inserts' manifests describe the tables now; each CREATE TABLE AS is skipped through the
     # insert that changed its table since (issue 14 item 3), not reported lost.
-    inserts = (stage_of("INSERT INTO legacy", "append", "table legacy"), insert)
+    inserts = (implicit_stage(APP, "INSERT INTO legacy", "append", "table legacy"), insert)
     assert [e["reason"] for e in second if e["stage"] in inserts] == ["committed in attempt 1, output verified"] * 2
     creates = [e["reason"] for e in second if "errorifexists table" in e["stage"]]
     assert len(creates) == 2 and all("changed its output since" in reason for reason in creates), creates
     assert [(e["type"], e["stage"]) for e in second] == [
-        ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
-        ("stage.skipped", stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")),
-        ("stage.skipped", stage_of("INSERT INTO legacy", "append", "table legacy")),
+        ("stage.skipped", implicit_stage(APP, "CREATE TABLE events", "errorifexists", "table events")),
+        ("stage.skipped", implicit_stage(APP, "CREATE TABLE legacy", "errorifexists", "table legacy")),
+        ("stage.skipped", implicit_stage(APP, "INSERT INTO legacy", "append", "table legacy")),
         ("stage.skipped", insert),
-        ("stage.committed", stage_of("write.insertInto", "append", "table events")),
-        ("stage.committed", stage_of(".csv(", "overwrite", f"{out}/report")),
+        ("stage.committed", implicit_stage(APP, "write.insertInto", "append", "table events")),
+        ("stage.committed", implicit_stage(APP, ".csv(", "overwrite", f"{out}/report")),
     ]
 
 
@@ -96,7 +91,7 @@ def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(
     runs its job: the metastore already holds that table (Spark creates a Hive table before it
     fills it). The resume skips the first, drops what the second left and creates it again."""
     out, root = str(tmp_path / "out"), str(tmp_path / "root")
-    legacy = stage_of("CREATE TABLE legacy", "errorifexists", "table legacy")
+    legacy = implicit_stage(APP, "CREATE TABLE legacy", "errorifexists", "table legacy")
     run_dir = submit_and_kill(
         root,
         "ctas",
@@ -114,7 +109,7 @@ def test_killed_while_a_hive_format_table_is_created_resumes_to_the_same_tables(
     assert report(out) == EXPECTED
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] in ("stage.skipped", "stage.committed")]
     assert [(e["type"], e["stage"]) for e in second][:2] == [
-        ("stage.skipped", stage_of("CREATE TABLE events", "errorifexists", "table events")),
+        ("stage.skipped", implicit_stage(APP, "CREATE TABLE events", "errorifexists", "table events")),
         ("stage.committed", legacy),
     ]
     (restarted,) = [

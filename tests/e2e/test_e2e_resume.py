@@ -13,7 +13,17 @@ import orjson
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, submit_and_kill, wait_for
+from tests.helpers import (
+    PIPELINE,
+    SPARK_OPTIONS,
+    decisions,
+    events_of,
+    run_cli,
+    side_by_side,
+    sparkrecover_command,
+    submit_and_kill,
+    wait_for,
+)
 
 pytestmark = pytest.mark.e2e
 TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "tiny.py")
@@ -40,18 +50,24 @@ def stage_events(run_dir, attempt, types=("stage.skipped", "stage.invalidated", 
     ]
 
 
-def dry_run(root, run_id):
-    result = run_cli("resume", run_id, "--root", root, "--dry-run", "--json")
-    assert result.returncode == 0, result.stderr
-    return {s["stage"]: (s["decision"], s["reason"]) for s in orjson.loads(result.stdout)["stages"]}
-
-
 def test_changed_code_reruns_that_stage_and_downstream_only(tmp_path):
-    app = tmp_path / "pipeline.py"
+    app, edited = tmp_path / "pipeline.py", tmp_path / "edited.py"
     shutil.copy(PIPELINE, app)
-    root, out = str(tmp_path / "root"), str(tmp_path / "out")
-    run_dir = submit_and_kill(root, "edited", [out, "--rows", "20000"], after_stage="daily", app=str(app))
-    app.write_text(app.read_text().replace('where("amount > 0")', 'where("amount > 500")'))
+    edited.write_text(app.read_text().replace('where("amount > 0")', 'where("amount > 500")'))
+    assert edited.read_text() != app.read_text()
+    root, out, scratch = str(tmp_path / "root"), str(tmp_path / "out"), tmp_path / "scratch"
+    # The edited script under plain spark-submit, beside the run that is killed before the edit.
+    plain, run_dir = side_by_side(
+        lambda: subprocess.run(
+            [find_spark_submit(), *SPARK_OPTIONS, str(edited), str(scratch), "--rows", "20000"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        ),
+        lambda: submit_and_kill(root, "edited", [out, "--rows", "20000"], after_stage="daily", app=str(app)),
+    )
+    app.write_text(edited.read_text())
     result = run_cli("resume", "edited", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert stage_events(run_dir, 2) == [
@@ -62,14 +78,6 @@ def test_changed_code_reruns_that_stage_and_downstream_only(tmp_path):
         ("stage.committed", "daily", None),
         ("stage.committed", "publish", None),
     ]
-    scratch = tmp_path / "scratch"
-    plain = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, str(app), str(scratch), "--rows", "20000"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-    )
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert open(os.path.join(out, "report.txt")).read() == (scratch / "report.txt").read_text()
 
@@ -80,7 +88,7 @@ def test_changed_input_file_is_seen_before_launch(tmp_path, tiny_input):
     assert died.returncode == 137, died.stderr[-3000:]
     with open(tiny_input, "a") as handle:
         handle.write("c,5\n")
-    decision, reason = dry_run(root, "inputs")["load"]
+    decision, reason = decisions(root, "inputs")["load"]
     assert (decision, reason) == ("rerun", f"input changed: {tiny_input}")
     resumed = run_cli("resume", "inputs", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -275,7 +283,7 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
     assert [e["stage"] for e in first if e["type"] in ("stage.started", "stage.committed")] == ["load", "load"]
     assert [e["type"] for e in first if e["type"] == "lease.lost"] == ["lease.lost"]
     assert os.stat(report).st_mtime_ns == written and open(report).read() == "a,4\nb,2\n"
-    assert dry_run(root, "frozen") == {
+    assert decisions(root, "frozen") == {
         "load": ("skip", "committed in attempt 1, output verified"),
         "total": ("skip", "committed in attempt 2, output verified"),
         "report": ("skip", "committed in attempt 2, output verified"),

@@ -20,7 +20,6 @@ from tests.helpers import (
     PIPELINE,
     SPARK_OPTIONS,
     events_of,
-    plain_report,
     run_cli,
     sparkrecover_command,
     submit_and_kill,
@@ -36,12 +35,6 @@ pytestmark = pytest.mark.e2e
 # -- end to end: real spark-submit, journal on S3 --------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The pipeline's report under plain spark-submit, without sparkrecover."""
-    return plain_report(tmp_path_factory.mktemp("plain"))
-
-
 def all_bytes_under(url: str) -> bytes:
     fs, path = storage.filesystem(url)
     fs.invalidate_cache()
@@ -49,7 +42,7 @@ def all_bytes_under(url: str) -> bytes:
 
 
 @pytest.mark.e2e
-def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_path, s3, monkeypatch, reference):
+def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_path, s3, monkeypatch, pipeline_reference):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     root, out, checkpoints = s3.prefix, str(tmp_path / "out"), str(tmp_path / "checkpoints")
     run_dir = submit_and_kill(
@@ -57,7 +50,7 @@ def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_pat
     )
     result = run_cli("resume", "nightly", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == reference
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
 
     second = [e for e in events_of(run_dir) if e["attempt"] == 2]
     assert {e["stage"] for e in second if e["type"] == "stage.skipped"} == {"orders", "clean"}
@@ -76,7 +69,7 @@ def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_pat
 
 
 @pytest.mark.e2e
-def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, s3, reference):
+def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, s3, pipeline_reference):
     root, out = s3.prefix, str(tmp_path / "out")
     run_dir = storage.join(root, "outage")
     process = subprocess.Popen(
@@ -113,7 +106,7 @@ def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, 
         if process.poll() is None:
             process.kill()
     assert process.returncode == 0, err[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == reference
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
     spark_log = re.compile(r"^(\d\d/\d\d/\d\d \d\d:|\s+at |py4j\.)")
     warnings = " ".join(line for line in err.splitlines() if not spark_log.match(line))
     assert "the journal's storage failed from" in " ".join(warnings.split()), warnings[-3000:]
@@ -173,7 +166,7 @@ def s3a_options(endpoint: str) -> list[str]:
 
 @pytest.mark.e2e
 @pytest.mark.skipif(not s3a_jars(), reason="no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)")
-def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, reference):
+def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, pipeline_reference):
     root, out = s3.prefix + "/runs", str(tmp_path / "out")
     checkpoints = s3.prefix + "/data"
     run_dir = submit_and_kill(
@@ -197,7 +190,7 @@ def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, 
     ]
     result = run_cli("resume", "lake", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert open(os.path.join(out, "report.txt")).read() == reference
+    assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
     second = [e for e in events_of(run_dir) if e["attempt"] == 2]
     assert {e["stage"] for e in second if e["type"] == "stage.skipped"} == {"orders", "clean"}
     fs = fsspec.filesystem("s3")

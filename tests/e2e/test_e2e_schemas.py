@@ -10,15 +10,10 @@ import os
 import orjson
 import pytest
 
-from tests.helpers import events_of, run_cli, submit_and_kill
+from tests.helpers import events_of, line_of, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "schema_app.py")
-
-
-def line_of(marker: str) -> int:
-    with open(APP) as handle:
-        return next(number for number, text in enumerate(handle, 1) if marker in text)
 
 
 def test_a_resumed_run_reuses_the_inferred_schema_of_unchanged_input(tmp_path):
@@ -28,7 +23,7 @@ def test_a_resumed_run_reuses_the_inferred_schema_of_unchanged_input(tmp_path):
         (raw / f"part-{part}.json").write_text(
             "".join(json.dumps({"id": part * 10 + i, "kind": "ab"[i % 2], "value": i / 2}) + "\n" for i in range(10))
         )
-    clean = f"schema_app.py:{line_of('.parquet(f')}#1 overwrite {out}/clean"
+    clean = f"schema_app.py:{line_of(APP, '.parquet(f')}#1 overwrite {out}/clean"
     run_dir = submit_and_kill(root, "etl", [str(raw), out], after_stage=clean, cwd=str(tmp_path), app=APP)
     first = [e for e in events_of(run_dir) if e["type"] == "schema.inferred"]
     assert [(e["attempt"], e["format"], e["paths"], e["input_count"]) for e in first] == [(1, "json", [str(raw)], 3)]
@@ -44,7 +39,7 @@ def test_a_resumed_run_reuses_the_inferred_schema_of_unchanged_input(tmp_path):
         "inputs unchanged",
     )
     shown = run_cli("resume", "etl", "--root", root, "--dry-run")
-    assert f"reuse the schema of json {raw} (inputs unchanged)" in shown.stderr
+    assert f"reuse the schema of json {raw} (inputs unchanged)" in shown.stdout
 
     result = run_cli("resume", "etl", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]

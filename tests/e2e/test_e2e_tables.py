@@ -8,20 +8,15 @@ import glob
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from sparkrecover.launch.spark_submit import find_spark_submit
 from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "table_app.py")
-PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-
-
-def stage_of(marker: str, mode: str, target: str) -> str:
-    return implicit_stage(APP, marker, mode, target)
 
 
 def lines(folder: str) -> list[str]:
@@ -37,20 +32,23 @@ def plain_run(folder) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         timeout=600,
-        env=PLAIN_ENV,
+        env=plain_env(),
         cwd=folder,
     )
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """The app under plain spark-submit: its outputs, and an empty warehouse after it."""
-    folder = tmp_path_factory.mktemp("plain")
-    result = plain_run(folder)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "tables: []" in result.stdout
-    assert os.listdir(folder / "spark-warehouse") == []
-    return lines(str(folder / "out" / "report")), lines(str(folder / "out" / "t3"))
+@pytest.fixture
+def uninterrupted(plain_runs):
+    """The app under plain spark-submit (beside the test's killed run): once done, its outputs,
+    and an empty warehouse after it."""
+    plain = plain_runs.start(APP, f"{FOLDER}/out")
+
+    def outputs() -> tuple[list[str], list[str]]:
+        assert "tables: []" in plain.wait().stdout
+        assert os.listdir(plain.path("spark-warehouse")) == []
+        return lines(plain.path("out", "report")), lines(plain.path("out", "t3"))
+
+    return outputs
 
 
 @pytest.mark.parametrize(
@@ -61,13 +59,13 @@ def uninterrupted(tmp_path_factory):
     ],
 )
 def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted, after):
-    report, copy = uninterrupted
-    assert [line.split(",")[1] for line in report] == ["13", "13", "14"]  # t2 after overwrite + insert
     work = tmp_path / "work"
     work.mkdir()
     out, root = str(work / "out"), str(tmp_path / "root")
-    run_dir = submit_and_kill(root, "tables", [out], after_stage=stage_of(*after), cwd=str(work), app=APP)
+    run_dir = submit_and_kill(root, "tables", [out], after_stage=implicit_stage(APP, *after), cwd=str(work), app=APP)
     assert not os.path.exists(os.path.join(out, "t3"))
+    report, copy = uninterrupted()
+    assert [line.split(",")[1] for line in report] == ["13", "13", "14"]  # t2 after overwrite + insert
 
     result = run_cli("resume", "tables", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]

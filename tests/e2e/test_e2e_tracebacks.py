@@ -10,11 +10,15 @@ import sys
 
 import pytest
 
+import sparkrecover
 from sparkrecover.launch.spark_submit import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, run_cli
+from tests.helpers import SPARK_OPTIONS, run_cli, side_by_side
 
 pytestmark = pytest.mark.e2e
 FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "failing.py")
+# sparkrecover's own code, wherever it is installed: a checkout folder named "sparkrecover" (what
+# `git clone` makes) holds the application's frames too, and they are not ours.
+PACKAGE_DIR = os.path.dirname(os.path.realpath(sparkrecover.__file__))
 
 
 def traceback_of(output: str) -> list[str]:
@@ -35,6 +39,22 @@ def traceback_of(output: str) -> list[str]:
         if not line.startswith((" ", "Traceback")):
             break  # the exception line ends it
     return [line for line in kept if line.startswith(("Traceback", '  File "')) or not line.startswith(" ")]
+
+
+def frame_files(traceback: list[str]) -> list[str]:
+    return [m.group(1) for line in traceback if (m := re.match(r'  File "(.*)", line \d+', line))]
+
+
+def ours_or_runpy(path: str) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(PACKAGE_DIR + os.sep) or os.path.basename(real) == "runpy.py"
+
+
+def test_frames_are_told_by_where_they_are_not_by_a_folder_name():
+    inside = os.path.join(PACKAGE_DIR, "driver", "bootstrap.py")
+    a_clone = os.path.join(os.path.dirname(PACKAGE_DIR) + "-clone", "sparkrecover", "tests", "apps", "failing.py")
+    frames = frame_files([f'  File "{inside}", line 3, in main', f'  File "{a_clone}", line 9, in <module>'])
+    assert [ours_or_runpy(path) for path in frames] == [True, False]
 
 
 def plain(app: str, *args: str) -> subprocess.CompletedProcess:
@@ -59,9 +79,11 @@ def test_a_failing_application_fails_as_under_plain_spark_submit(tmp_path, mode)
         app = str(tmp_path / "broken.py")
         with open(app, "w") as handle:
             handle.write("import sys\n\nif True\n    sys.exit(0)\n")
-    bare = plain(app, mode, str(out))
-    ours = run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, app, mode, str(out))
+    bare, ours = side_by_side(
+        lambda: plain(app, mode, str(out)),
+        lambda: run_cli("submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, app, mode, str(out)),
+    )
     assert bare.returncode != 0 and ours.returncode == bare.returncode, ours.stderr[-3000:]
     expected = traceback_of(bare.stdout + bare.stderr)
     assert traceback_of(ours.stdout + ours.stderr) == expected
-    assert not any("sparkrecover" in line or "runpy" in line for line in expected if line.startswith("  File"))
+    assert frame_files(expected) and not any(ours_or_runpy(path) for path in frame_files(expected))

@@ -7,7 +7,6 @@ import glob
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pyspark
@@ -19,21 +18,17 @@ from tests.helpers import (
     events_of,
     implicit_stage,
     run_cli,
+    side_by_side,
     sparkrecover_command,
     submit_and_kill,
     wait_for,
 )
+from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "zerocode_app.py")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "examples", "src", "main", "python")
 SEED = '{"id": 1}\n{"id": 2}\n'
-PLAIN_ENV = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-
-
-def stage_of(marker: str, mode: str, target: str) -> str:
-    """The implicit stage name of the app's write on the line holding ``marker``."""
-    return implicit_stage(APP, marker, mode, target)
 
 
 def prepare(folder) -> str:
@@ -58,37 +53,30 @@ def event_ids(out: str) -> list[int]:
     return sorted(ids)
 
 
-@pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    """The app under plain spark-submit: its report, and proof sparkrecover stays out of it."""
-    folder = tmp_path_factory.mktemp("plain")
-    out = prepare(folder)
-    result = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, APP, out],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=PLAIN_ENV,
-        cwd=folder,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert not (folder / ".sparkrecover").exists()
-    assert event_ids(out) == [1, 2, *range(100, 140)]
-    return csv_lines(os.path.join(out, "report"))
+@pytest.fixture
+def uninterrupted(plain_runs):
+    """The app under plain spark-submit (beside the test's killed run): its report, once done."""
+    plain = plain_runs.start(APP, f"{FOLDER}/out", seed=prepare)
+
+    def report() -> list[str]:
+        assert event_ids(plain.path("out")) == [1, 2, *range(100, 140)]
+        return csv_lines(plain.path("out", "report"))
+
+    return report
 
 
 def test_killed_after_the_append_and_table_commit_resumes_without_duplicates(tmp_path, uninterrupted):
     out, root = prepare(tmp_path), str(tmp_path / "root")
-    base = stage_of('.parquet(f"{out}/base")', "overwrite", f"{out}/base")
-    append = stage_of('mode("append")', "append", f"{out}/events")
-    table = stage_of("saveAsTable", "errorifexists", "table events_copy")
+    base = implicit_stage(APP, '.parquet(f"{out}/base")', "overwrite", f"{out}/base")
+    append = implicit_stage(APP, 'mode("append")', "append", f"{out}/events")
+    table = implicit_stage(APP, "saveAsTable", "errorifexists", "table events_copy")
     run_dir = submit_and_kill(root, "zc", [out], after_stage=table, cwd=str(tmp_path), app=APP)
     assert event_ids(out) == [1, 2, *range(100, 140)]
 
     result = run_cli("resume", "zc", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert event_ids(out) == [1, 2, *range(100, 140)]  # each row exactly once
-    assert csv_lines(os.path.join(out, "report")) == uninterrupted
+    assert csv_lines(os.path.join(out, "report")) == uninterrupted()
     second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"].startswith("stage.")]
     assert [(e["type"], e["stage"]) for e in second if e["type"] != "stage.started"][:3] == [
         ("stage.skipped", base),
@@ -102,7 +90,7 @@ def test_killed_after_the_append_and_table_commit_resumes_without_duplicates(tmp
 
 def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path, uninterrupted):
     out, root = prepare(tmp_path), str(tmp_path / "root")
-    append = stage_of('mode("append")', "append", f"{out}/events")
+    append = implicit_stage(APP, 'mode("append")', "append", f"{out}/events")
     run_dir = os.path.join(root, "half")
     # Commit algorithm 2 moves each finished task's files into the target at once: a job killed
     # half way leaves part files there, as well as its _temporary folder.
@@ -144,7 +132,7 @@ def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path,
     assert event_ids(out) == [1, 2, *range(100, 140)]
     assert not set(partial) & set(glob.glob(os.path.join(out, "events", "*")))
     assert not os.path.exists(os.path.join(out, "events", "_temporary"))
-    assert csv_lines(os.path.join(out, "report")) == uninterrupted
+    assert csv_lines(os.path.join(out, "report")) == uninterrupted()
     (restarted,) = [
         e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.started" and e["stage"] == append
     ]
@@ -163,16 +151,26 @@ def test_pyspark_examples_print_the_same_under_submit(tmp_path, example):
     (resources / "people.txt").write_text("Michael, 29\nAndy, 30\nJustin, 19\n")
     script = os.path.normpath(os.path.join(EXAMPLES, example))
     args = [] if example.startswith("sql/") else [str(words)]
-    plain = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, script, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=PLAIN_ENV,
-        cwd=tmp_path,
-    )
-    wrapped = run_cli(
-        "submit", "--root", str(tmp_path / "root"), "--", *SPARK_OPTIONS, script, *args, cwd=str(tmp_path), timeout=600
+    plain, wrapped = side_by_side(
+        lambda: subprocess.run(
+            [find_spark_submit(), *SPARK_OPTIONS, script, *args],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=plain_env(),
+            cwd=tmp_path,
+        ),
+        lambda: run_cli(
+            "submit",
+            "--root",
+            str(tmp_path / "root"),
+            "--",
+            *SPARK_OPTIONS,
+            script,
+            *args,
+            cwd=str(tmp_path),
+            timeout=600,
+        ),
     )
     assert plain.stdout and (wrapped.returncode, wrapped.stdout) == (plain.returncode, plain.stdout), wrapped.stderr[
         -3000:
@@ -182,25 +180,14 @@ def test_pyspark_examples_print_the_same_under_submit(tmp_path, example):
 RDD_APP = os.path.join(os.path.dirname(APP), "rdd_app.py")
 
 
-def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    result = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, RDD_APP, str(plain / "out")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=PLAIN_ENV,
-        cwd=plain,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    expected = csv_lines(str(plain / "out" / "report"))
-    assert len(expected) == 5
-
+def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path, plain_runs):
+    plain = plain_runs.start(RDD_APP, f"{FOLDER}/out")  # goes on beside the killed run
     out, root = str(tmp_path / "out"), str(tmp_path / "root")
     pickled = implicit_stage(RDD_APP, "saveAsPickleFile", "errorifexists", f"{out}/pickled")
     run_dir = submit_and_kill(root, "rdd", [out], after_stage=pickled, cwd=str(tmp_path), app=RDD_APP)
     assert not os.path.exists(os.path.join(out, "report", "_SUCCESS"))
+    expected = csv_lines(plain.path("out", "report"))
+    assert len(expected) == 5
 
     result = run_cli("resume", "rdd", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -217,28 +204,17 @@ def test_killed_after_an_rdd_save_resumes_without_file_already_exists(tmp_path):
 SQL_APP = os.path.join(os.path.dirname(APP), "sql_app.py")
 
 
-def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path):
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    result = subprocess.run(
-        [find_spark_submit(), *SPARK_OPTIONS, SQL_APP, str(plain / "out")],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=PLAIN_ENV,
-        cwd=plain,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    expected = csv_lines(str(plain / "out" / "report"))
-    assert [line.split(",")[0] for line in expected] == ["0", "1", "2"]
-    assert sum(int(line.split(",")[1]) for line in expected) == 40
-
+def test_killed_after_a_sql_insert_into_resumes_with_each_row_once(tmp_path, plain_runs):
+    plain = plain_runs.start(SQL_APP, f"{FOLDER}/out")  # goes on beside the killed run
     work = tmp_path / "work"
     work.mkdir()
     out, root = str(work / "out"), str(tmp_path / "root")
     insert = implicit_stage(SQL_APP, "INSERT INTO events", "append", "table events")
     run_dir = submit_and_kill(root, "sql", [out], after_stage=insert, cwd=str(work), app=SQL_APP)
     assert not os.path.exists(os.path.join(out, "report"))
+    expected = csv_lines(plain.path("out", "report"))
+    assert [line.split(",")[0] for line in expected] == ["0", "1", "2"]
+    assert sum(int(line.split(",")[1]) for line in expected) == 40
 
     result = run_cli("resume", "sql", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -14,11 +14,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-import orjson
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.helpers import run_cli, sparkrecover_command
+from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
@@ -80,12 +79,6 @@ def resume(job: dict) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
 
 
-def dry_run(job: dict) -> dict:
-    result = run_cli("resume", "night", "--root", job["root"], "--dry-run", "--json")
-    assert result.returncode == 0, result.stderr
-    return orjson.loads(result.stdout)
-
-
 def events(job: dict, kind: str, attempt: int | None = None) -> list[dict]:
     return [
         e for e in read_journal(job["run_dir"]) if e["type"] == kind and (attempt is None or e["attempt"] == attempt)
@@ -119,7 +112,7 @@ def test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks(job):
     kept = kept_maps(job)
     started = len(markers(job, "m-"))
     assert kept >= started - 4  # on local[2]: at most 2 running, at most 2 not yet journaled
-    plan = dry_run(job)
+    plan = dry_run(job["root"], "night")
     assert [entry["kept"] for entry in plan["shuffles"]] == [kept]
     since = time.time_ns()
     resume(job)
@@ -132,7 +125,7 @@ def test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks(job):
 
 def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
     submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
-    (stage,) = dry_run(job)["stages"]
+    (stage,) = dry_run(job["root"], "night")["stages"]
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
     assert kept == total and total % MAPS == 0
@@ -164,7 +157,7 @@ def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
     os.remove(os.path.join(keep, maps[0]["path"], "data"))
     with open(os.path.join(keep, maps[1]["path"], "data"), "r+b") as handle:
         handle.truncate(maps[1]["data_bytes"] - 7)
-    assert dry_run(job)["shuffles"][0]["kept"] == MAPS - 2
+    assert dry_run(job["root"], "night")["shuffles"][0]["kept"] == MAPS - 2
     since = time.time_ns()
     resume(job)
     assert len(markers(job, "m-", since)) == 2

@@ -15,7 +15,7 @@ import pytest
 
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
+from tests.helpers import SPARK_OPTIONS, dry_run, events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
@@ -39,9 +39,9 @@ def task_commits(run_dir: str, attempt: int) -> int:
     return sum(1 for stage in state.stages.values() for by, _ in stage.committed_tasks.values() if by == attempt)
 
 
-def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite") -> int:
-    """Submit the app and SIGKILL it once ``commits`` task commits are journaled; returns the time
-    of the kill (ns)."""
+def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite", app: str = APP) -> int:
+    """Submit the app (or a copy of it) and SIGKILL it once ``commits`` task commits are journaled;
+    returns the time of the kill (ns)."""
     return run_until(
         sparkrecover_command(
             "submit",
@@ -53,7 +53,7 @@ def submit_until(root: str, out: str, markers: str, commits: int, variant: str =
             "0.2",
             "--",
             *SPARK_OPTIONS,
-            APP,
+            app,
             out,
             markers,
             str(PARTS),
@@ -133,10 +133,9 @@ def test_a_resume_killed_during_its_write_resumes_again_exactly(spark, tmp_path)
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
 
 
-def dry_run(root: str) -> dict:
-    result = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
-    assert result.returncode == 0, result.stderr
-    (stage,) = orjson.loads(result.stdout)["stages"]
+def planned(root: str) -> dict:
+    """The dry run's plan for the app's one write."""
+    (stage,) = dry_run(root, "night")["stages"]
     return stage
 
 
@@ -160,7 +159,7 @@ def test_append_partitioned_and_declared_writes_keep_their_tasks_too(spark, tmp_
         seed = [(i, i * 3) for i in range(-5, 0)]
     before = files_by_partition(out) if seed else {}
     killed_at = submit_until(root, out, markers, commits=6, variant=variant)
-    stage = dry_run(root)
+    stage = planned(root)
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
     resumed = run_cli("resume", "night", "--root", root)
@@ -174,12 +173,14 @@ def test_append_partitioned_and_declared_writes_keep_their_tasks_too(spark, tmp_
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
 
 
-def test_an_indeterminate_write_reruns_whole_and_the_plan_says_why(spark, tmp_path):
+def test_a_write_after_a_round_robin_repartition_keeps_its_partitions(spark, tmp_path):
+    """Spark sorts a round-robin repartition's input first, so its partitions are UNORDERED, not
+    INDETERMINATE: partition i holds the same rows again (INDETERMINATE writes:
+    tests/e2e/test_post_shuffle_write.py)."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     submit_until(root, out, markers, commits=4, variant="shuffled")
-    stage = dry_run(root)
-    assert stage["decision"] == "run" and "partitions" not in stage
-    assert "no partition is kept" in stage["reason"] and "shuffle" in stage["reason"]
+    stage = planned(root)
+    assert stage["decision"] == "continue", stage
     resumed = run_cli("resume", "night", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
@@ -195,7 +196,7 @@ def test_a_kill_during_the_job_commit_reruns_the_write_whole(spark, tmp_path):
     task = sorted(glob.glob(os.path.join(out, "_temporary", "0", "task_*")))[0]
     moved = next(name for name in os.listdir(task) if name.startswith("part-"))
     os.rename(os.path.join(task, moved), os.path.join(out, moved))
-    stage = dry_run(root)
+    stage = planned(root)
     assert stage["decision"] == "run", stage
     assert "job commit had begun" in stage["reason"]
     resumed = run_cli("resume", "night", "--root", root)
@@ -208,7 +209,7 @@ def test_a_write_whose_query_changed_keeps_nothing_and_says_why(spark, tmp_path)
     """Rule 5 holds inside a write: kept partitions were computed by the old query."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     killed_at = submit_until(root, out, markers, commits=5)
-    assert dry_run(root)["decision"] == "continue"
+    assert planned(root)["decision"] == "continue"
     resumed = run_cli("resume", "night", "--root", root, env={**os.environ, "ONE_WRITE_NOTE": "v2"})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS
@@ -227,27 +228,8 @@ def test_an_edited_script_keeps_nothing(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     app = tmp_path / "one_write.py"
     app.write_text(open(APP).read())
-    killed_at = run_until(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "night",
-            "--flush-interval",
-            "0.2",
-            "--",
-            *SPARK_OPTIONS,
-            str(app),
-            out,
-            markers,
-            str(PARTS),
-        ),
-        os.path.join(root, "night"),
-        1,
-        5,
-    )
-    assert dry_run(root)["decision"] == "continue"
+    killed_at = submit_until(root, out, markers, commits=5, app=str(app))
+    assert planned(root)["decision"] == "continue"
     app.write_text(open(APP).read() + "\n# edited after the crash\n")
     resumed = run_cli("resume", "night", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

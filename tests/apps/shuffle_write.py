@@ -1,0 +1,77 @@
+"""A nightly job's shape: a map side, a shuffle (join, aggregation, sort, ...), one big write.
+
+    shuffle_write.py OUT MARKERS SHAPE [MAPS] [WRITES]
+
+SHAPE: ``join`` (sort-merge join), ``agg`` (groupBy), ``sort`` (orderBy), ``repcol``
+(``repartition(WRITES, col)``), ``etl`` (a join, then an aggregation), ``indeterminate`` (``etl``
+then a round-robin ``repartition`` that Spark calls INDETERMINATE: its input is UNORDERED and
+``spark.sql.execution.sortBeforeRepartition`` is off).
+
+Adaptive execution is on; each reduce partition stays a partition of its own unless ``ADVISORY``
+(an advisory partition size) is set: then adaptive execution coalesces them to that size.
+Each task that computes a map partition leaves ``map-<partition>-<task id>-<ns>`` in MARKERS, each
+that computes a post-shuffle partition ``write-<partition>-<task id>-<ns>`` (sleeping
+``SHUFFLE_WRITE_SLEEP`` seconds, default 0.5), so a test can count what an attempt computed.
+"""
+
+import os
+import sys
+import time
+
+from pyspark import TaskContext
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType
+
+out, markers, shape = sys.argv[1], sys.argv[2], sys.argv[3]
+maps = int(sys.argv[4]) if len(sys.argv) > 4 else 8
+writes = int(sys.argv[5]) if len(sys.argv) > 5 else 8
+ROWS = 100
+_seen: set[int] = set()  # task attempts that left their marker (a Python worker runs many)
+
+
+def marking(kind: str, sleep: float):
+    def mark(value):
+        context = TaskContext.get()
+        if context.taskAttemptId() not in _seen:
+            _seen.add(context.taskAttemptId())
+            name = f"{kind}-{context.partitionId()}-{context.taskAttemptId()}-{time.time_ns()}"
+            open(os.path.join(markers, name), "w").close()
+            time.sleep(sleep)
+        return value
+
+    return F.udf(mark, LongType())
+
+
+spark = (
+    SparkSession.builder.appName("shuffle-write")
+    .config("spark.sql.adaptive.enabled", "true")
+    .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+    .config("spark.sql.shuffle.partitions", str(writes))
+    .config("spark.sql.adaptive.coalescePartitions.enabled", "ADVISORY" in os.environ)
+    .config("spark.sql.adaptive.advisoryPartitionSizeInBytes", os.environ.get("ADVISORY", "64m"))
+    .getOrCreate()
+)
+os.makedirs(markers, exist_ok=True)
+on_map = marking("map", float(os.environ.get("SHUFFLE_MAP_SLEEP", "0")))
+on_write = marking("write", float(os.environ.get("SHUFFLE_WRITE_SLEEP", "0.5")))
+left = spark.range(0, maps * ROWS, numPartitions=maps).withColumn("v", on_map("id"))
+right = spark.range(0, 50).selectExpr("id AS k", "id * 7 AS w")
+joined = left.join(right, left.id % 50 == right.k).select("id", "v", "w")
+if shape == "join":
+    frame = joined
+elif shape == "agg":
+    frame = left.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"))
+elif shape == "sort":
+    frame = left.orderBy(F.col("v").desc())
+elif shape == "repcol":
+    frame = left.repartition(writes, "id")
+elif shape in ("etl", "indeterminate"):
+    frame = joined.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"), F.sum("w").alias("t"))
+    if shape == "indeterminate":
+        spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
+        frame = frame.repartition(writes)
+else:
+    raise SystemExit(f"unknown shape {shape}")
+frame.withColumn("x", on_write(F.lit(1))).write.mode("overwrite").parquet(out)
+spark.stop()

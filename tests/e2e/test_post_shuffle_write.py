@@ -1,0 +1,131 @@
+"""A write after a shuffle, end to end (real spark-submit, real SIGKILL, adaptive execution on):
+its map stages run once under ``submit``, and a killed write keeps its committed post-shuffle
+partitions unless Spark calls them INDETERMINATE or adaptive execution chose other partitions."""
+
+from __future__ import annotations
+
+import collections
+import os
+import subprocess
+
+import pytest
+
+from sparkrecover.launch.spark_submit import find_spark_submit
+from tests.e2e.test_task_resume import planned, run_until
+from tests.helpers import events_of, run_cli, sparkrecover_command
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_write.py")
+OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+MAPS, WRITES = 6, 8
+
+
+def computed(markers: str, kind: str, since_ns: int = 0) -> list[int]:
+    """The partitions of ``kind`` (map, write) tasks computed after ``since_ns``, one per task."""
+    found = []
+    for name in os.listdir(markers):
+        what, partition, _task, stamp = name.split("-")
+        if what == kind and int(stamp) > since_ns:
+            found.append(int(partition))
+    return sorted(found)
+
+
+def expected_etl() -> collections.Counter:
+    """What the ``etl`` shape writes, computed here: the join keeps every id (k = id % 50 always
+    matches), the aggregation groups by id % (WRITES * 5)."""
+    groups: dict[int, list[int]] = {}
+    for i in range(MAPS * 100):
+        sums = groups.setdefault(i % (WRITES * 5), [0, 0])
+        sums[0] += i
+        sums[1] += (i % 50) * 7
+    return collections.Counter((g, s, t, 1) for g, (s, t) in groups.items())
+
+
+def written(spark, out: str) -> collections.Counter:
+    return collections.Counter(tuple(row) for row in spark.read.parquet(out).select("g", "s", "t", "x").collect())
+
+
+@pytest.mark.parametrize("shape", ["join", "agg", "sort", "repcol"])
+def test_submit_computes_exactly_the_partitions_plain_spark_submit_computes(tmp_path, shape):
+    counts = {}
+    for how in ("plain", "submit"):
+        out, markers = str(tmp_path / how / "out"), str(tmp_path / how / "markers")
+        args = [*OPTIONS, APP, out, markers, shape, str(MAPS), str(WRITES)]
+        if how == "plain":
+            command = [find_spark_submit(), *args]
+        else:
+            command = sparkrecover_command("submit", "--root", str(tmp_path / "root"), "--run-id", "night", "--", *args)
+        env = {**os.environ, "SHUFFLE_WRITE_SLEEP": "0"}
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        counts[how] = (computed(markers, "map"), computed(markers, "write"))
+    assert counts["submit"] == counts["plain"]
+    assert len(counts["plain"][0]) >= MAPS  # every map partition at least once (a sort samples first)
+
+
+def submit_until(root: str, out: str, markers: str, shape: str, commits: int) -> int:
+    command = sparkrecover_command(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        "night",
+        "--flush-interval",
+        "0.2",
+        "--",
+        *OPTIONS,
+        APP,
+        out,
+        markers,
+        shape,
+        str(MAPS),
+        str(WRITES),
+    )
+    return run_until(command, os.path.join(root, "night"), 1, commits)
+
+
+def test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    killed_at = submit_until(root, out, markers, "etl", commits=4)
+    stage = planned(root)
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert 4 <= kept < WRITES and stage["partitions"]["total"] == WRITES
+    assert stage["reason"].startswith(f"{kept}/{WRITES} partitions kept")
+
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed(markers, "write", killed_at)) == WRITES - kept  # kept ones were not computed
+    assert written(spark, out) == expected_etl()
+    started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    assert [(e["attempt"], len(e["kept"])) for e in started] == [(1, 0), (2, kept)]
+    # The specs adaptive execution chose, journaled: two shuffles read (the join's sides are one
+    # stage's input; the aggregation's output is the write's), the same in both attempts.
+    assert started[0]["specs"] == started[1]["specs"] and started[0]["partition_specs"][-1] == " ".join(
+        str(p) for p in range(WRITES)
+    )
+
+
+def test_an_indeterminate_write_after_a_shuffle_reruns_whole_and_exact(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    killed_at = submit_until(root, out, markers, "indeterminate", commits=4)
+    stage = planned(root)
+    assert stage["decision"] == "run" and "INDETERMINATE" in stage["reason"], stage
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed(markers, "write", killed_at)) == WRITES
+    assert written(spark, out) == expected_etl()
+
+
+def test_other_partition_specs_from_adaptive_execution_keep_nothing_and_say_why(spark, tmp_path):
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    killed_at = submit_until(root, out, markers, "etl", commits=4)
+    assert planned(root)["decision"] == "continue"
+    # Coalescing on: adaptive execution merges the small reducers into fewer partitions.
+    env = {**os.environ, "ADVISORY": "64m"}
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    assert started[-1]["kept"] == [] and "post-shuffle partitions differ" in started[-1]["reason"]
+    assert started[-1]["partitions"] < WRITES and computed(markers, "write", killed_at)
+    assert written(spark, out) == expected_etl()
