@@ -215,14 +215,15 @@ def test_the_two_set_up_commands_open_the_readme_and_exist():
 
 def source_files() -> list[str]:
     found = []
-    for top in ("sparkrecover", "scripts"):
+    for top in ("sparkrecover", "scripts", "tests"):
         for folder, _, names in os.walk(os.path.join(ROOT, top)):
             found += [
                 os.path.relpath(os.path.join(folder, n), ROOT)
                 for n in sorted(names)
                 if n.endswith((".py", ".java", ".sh"))
             ]
-    return found
+    # This file's own examples of wrong citations are what its checks must find.
+    return [path for path in found if path != os.path.join("tests", "test_docs.py")]
 
 
 def foreign_citations(path: str, text: str) -> list[str]:
