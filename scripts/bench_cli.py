@@ -1,4 +1,4 @@
-"""CLI start (DESIGN §9): ``sparkrecover --help`` in a new process, and what it imports.
+"""CLI start (docs/design.md §9): ``sparkrecover --help`` in a new process, and what it imports.
 
     .venv/bin/python scripts/bench_cli.py [--runs 10]
 

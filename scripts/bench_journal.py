@@ -1,4 +1,4 @@
-"""Journal writer throughput with bounded memory, on local disk and on an S3 API (DESIGN §9).
+"""Journal writer throughput with bounded memory, on local disk and on an S3 API (docs/design.md §9).
 
     .venv/bin/python scripts/bench_journal.py [--events N] [--s3-events N] [--no-s3]
 

@@ -1,4 +1,4 @@
-"""Listener and bootstrap overhead (DESIGN §9): plain spark-submit vs sparkrecover submit.
+"""Listener and bootstrap overhead (docs/design.md §9): plain spark-submit vs sparkrecover submit.
 
     .venv/bin/python scripts/bench_overhead.py [--tasks 20000] [--pairs 5] [--no-py4j]
 

@@ -1,4 +1,4 @@
-"""Planning time (DESIGN §9): ``resume --dry-run`` over a journal of a million events.
+"""Planning time (docs/design.md §9): ``resume --dry-run`` over a journal of a million events.
 
     .venv/bin/python scripts/bench_planner.py [--events 1000000] [--stages 100] [--files 10000] [--dir DIR]
 

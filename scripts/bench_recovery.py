@@ -1,4 +1,4 @@
-"""Recovery time (DESIGN §9): a 4-stage pipeline killed during stage 4, then resumed.
+"""Recovery time (docs/design.md §9): a 4-stage pipeline killed during stage 4, then resumed.
 
     .venv/bin/python scripts/bench_recovery.py [--rows 6000000] [--rounds 4]
 

@@ -1,5 +1,5 @@
-"""Shuffles and task-level resume (DESIGN §9): a join and an aggregation over a map side of 24
-partitions of about 1 s each, then one write of 40 partitions of about 1 s each, killed after 70 %
+"""Shuffles and task-level resume (docs/design.md §9): a join and an aggregation over a map side of
+24 partitions of about 1 s each, then one write of 40 partitions of about 1 s each, killed after 70 %
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
     .venv/bin/python scripts/bench_shuffle_resume.py [--maps 24] [--writes 40] [--seconds 1.0] [--keep-cost]

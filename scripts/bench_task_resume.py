@@ -1,5 +1,5 @@
-"""Task-level resume (DESIGN §9): one write of 80 partitions of about 1 s each, killed after 50 %,
-70 % and 90 % of its partitions committed, then resumed.
+"""Task-level resume (docs/design.md §9): one write of 80 partitions of about 1 s each, killed after
+50 %, 70 % and 90 % of its partitions committed, then resumed.
 
     .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...]
 

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/fetch_s3a_jars.py [TARGET_DIR]     # default: <venv>/s3a-jars
 
 pyspark does not bundle hadoop-aws. The sagemaker-pyspark sdist on PyPI ships hadoop-aws 3.3.1
-and the AWS SDK v1 bundle it was built against; with a few numeric settings (see README, "Journal
+and the AWS SDK v1 bundle it was built against; with a few numeric settings (docs/operations.md, "Journal
 on S3") they run on pyspark 4.x's Hadoop 3.5 client well enough for the tests' s3a:// reads and
 writes against a moto server. Production clusters should use the hadoop-aws matching their
 Hadoop instead. Idempotent; exits 0 with a note when PyPI cannot be reached (the s3a test skips).

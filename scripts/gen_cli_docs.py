@@ -48,7 +48,8 @@ def document() -> str:
         "# sparkrecover command-line reference",
         "",
         "Generated from `--help` by `scripts/gen_cli_docs.py`: do not edit by hand (a test fails when",
-        "this file drifts from the CLI). Exit codes and the journal are described in the README.",
+        "this file drifts from the CLI). How the commands behave and their exit codes: [commands.md](commands.md);",
+        "the journal: [journal.md](journal.md).",
         "",
     ]
     for path in [[], *([name] for name in commands())]:

@@ -1,4 +1,4 @@
-"""The project's exceptions. Each carries the exit code the CLI turns it into (DESIGN §8)."""
+"""The project's exceptions. Each carries the exit code the CLI turns it into (docs/design.md §8)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The closed sets of words the journal and the plan use: a stage's status as the journal leaves
-it, and what resume decides for it (DESIGN §8). Each member *is* its text, so it compares,
+it, and what resume decides for it (docs/design.md §8). Each member *is* its text, so it compares,
 formats and serializes as the string the journal and plans hold."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class StageStatus(TextEnum):
 
 class Verdict(TextEnum):
     SKIP = "skip"  # committed, output verified: not run
-    RUN = "run"  # started or failed, never committed: runs (rule 2)
+    RUN = "run"  # started or failed, never committed: runs (§4 rule 2)
     RERUN = "rerun"  # committed, but runs again (asked for, lost and needed, upstream reruns)
-    LOST = "lost"  # committed, output gone, nothing that runs needs it (rule 4)
+    LOST = "lost"  # committed, output gone, nothing that runs needs it (§4 rule 4)
     CONTINUE = "continue"  # a write that started: its committed partitions are kept, the rest run

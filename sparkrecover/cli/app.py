@@ -356,9 +356,9 @@ def report(
 
 def _log_crash(argv: list[str]) -> str:
     """Write the traceback of an internal error to a log of its own, for a bug report. The
-    command line is redacted as in the journal (rule 9), and the file is the user's alone: it
-    sits in a shared temporary folder, so mkstemp makes it new (never an existing file or link)
-    and 0600."""
+    command line is redacted as in the journal (docs/design.md §4 rule 9), and the file is the
+    user's alone: it sits in a shared temporary folder, so mkstemp makes it new (never an existing
+    file or link) and 0600."""
     from sparkrecover.launch import redact
 
     descriptor, path = tempfile.mkstemp(

@@ -1,12 +1,12 @@
-"""What resume does with each stage (DESIGN §4 rules 1-4, §8).
+"""What resume does with each stage (docs/design.md §4 rules 1-4, §8).
 
 Decisions:
 - ``skip``: committed and its output still matches the manifest;
-- ``run``: started or failed but never committed (rule 2: not finished);
+- ``run``: started or failed but never committed (§4 rule 2: not finished);
 - ``rerun``: committed, but runs again (asked for, output lost and needed, upstream reruns);
-- ``lost``: committed, output gone or changed, and nothing that runs needs it (reported, rule 4);
+- ``lost``: committed, output gone or changed, and nothing that runs needs it (reported, §4 rule 4);
 - ``continue``: a write that started and did not commit, some of whose partitions committed their
-  tasks (journal and committer evidence agree): those are kept, the rest run (DESIGN §4a).
+  tasks (journal and committer evidence agree): those are kept, the rest run (docs/design.md §4a).
 
 Stages the journal never saw are not in the plan: a driver runs every stage the plan does not
 name.
@@ -110,7 +110,7 @@ def _first_decision(
     if problems:
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         return decide(LOST, f"output lost: {problems[0]}{more}")
-    # Rule 5, the CLI's half: the input files recorded at start are checked before launch (the
+    # §4 rule 5, the CLI's half: the input files recorded at start are checked before launch (the
     # driver checks code, plan and version when it reaches the stage).
     changed = staleness.changed_inputs((stage.started or {}).get("fingerprint"), evidence.stat)
     if changed:
@@ -139,7 +139,7 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
     decision.decision = CONTINUE
     decision.reason = f"{len(kept)}/{total} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
     decision.partitions = PartitionCount(kept=len(kept), total=total)
-    # The driver keeps nothing if the stage changed since (rule 5): compared like a skip's.
+    # The driver keeps nothing if the stage changed since (§4 rule 5): compared like a skip's.
     decision.fingerprint = (stage.started or {}).get("fingerprint")
     decision.tasks = KeptTasks(
         kept=kept,
@@ -201,7 +201,7 @@ def _output_paths(stage: StageState) -> set[str]:
 
 
 def _propagate(state: RunState, decisions: dict[str, PlanEntry]) -> None:
-    """Rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
+    """§4 rule 4 to a fixpoint: a lost output that a running stage needs is rebuilt, and everything
     downstream of a stage that runs again runs again too."""
     downstream: dict[str, list[str]] = {name: [] for name in decisions}
     for name, decision in decisions.items():

@@ -42,8 +42,8 @@ class StageState:
     failed_tasks: int = 0
     # Rows Spark reports written, per attempt: a stage that ran twice must not count its rows twice.
     output_records: dict[int, int] = field(default_factory=dict)
-    # Task-level progress of an unfinished write (DESIGN §4a): the latest write.started, and each
-    # partition whose task committed -> (attempt, rows written), over every attempt whose write
+    # Task-level progress of an unfinished write (docs/design.md §4a): the latest write.started, and
+    # each partition whose task committed -> (attempt, rows written), over every attempt whose write
     # had the same shape (the same partitions reading the same input slices).
     write: dict[str, Any] | None = None
     committed_tasks: dict[int, tuple[int, int | None]] = field(default_factory=dict)

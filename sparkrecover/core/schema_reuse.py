@@ -1,4 +1,4 @@
-"""Which inferred schemas a resumed attempt may reuse (issue 13): the command line's half.
+"""Which inferred schemas a resumed attempt may reuse: the command line's half.
 
 The driver journals ``schema.inferred`` for each read whose schema Spark inferred with a pass over
 the data (``driver/schema_reads.py``); ``RunState.schemas`` keeps the latest per read key. Before launch

@@ -96,7 +96,7 @@ def _kept_map(entry: dict[str, Any]) -> KeptMap:
 
 def intact(entry: dict[str, Any], size_of: SizeOf) -> bool:
     """The files of one kept map output, as the record says they were kept. The folder name is
-    data from the journal: only a plain relative path is followed (rule 8)."""
+    data from the journal: only a plain relative path is followed (docs/design.md §4 rule 8)."""
     folder = str(entry["path"])
     if folder.startswith("/") or ".." in folder.split("/"):
         return False

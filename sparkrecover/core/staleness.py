@@ -1,4 +1,4 @@
-"""Staleness (DESIGN §4 rule 5): how a stage's recorded fingerprint compares with the stage now.
+"""Staleness (docs/design.md §4 rule 5): how a stage's recorded fingerprint compares with the stage now.
 
 The driver builds fingerprints (``driver.fingerprints``); this module holds what both processes
 need of them: the digest, the input-file listing, the named difference the driver reports, and

@@ -202,7 +202,7 @@ class FunctionStage:
 
     def clean(self, entry: PlanEntry) -> dict[str, Any]:
         for before in entry.restore:
-            manifests.restore_output(before)  # no data left twice by an earlier write (rule 2)
+            manifests.restore_output(before)  # no data left twice by an earlier write (§4 rule 2)
         return {"before": [manifests.build_output(url, spark_path) for url, spark_path in self.located]}
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:

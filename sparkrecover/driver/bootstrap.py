@@ -5,8 +5,8 @@
                  [--lease-token TOKEN]
                  -- script.py [script args]
 
-It opens the driver's journal writer, loads the plan (pure data, rule 8), hooks SparkContext
-creation to attach the listener bridge and record ``driver.started``, runs the script as
+It opens the driver's journal writer, loads the plan (pure data, docs/design.md §4 rule 8), hooks
+SparkContext creation to attach the listener bridge and record ``driver.started``, runs the script as
 ``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
 ``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
 JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.

@@ -1,4 +1,4 @@
-"""Fencing (issue 15): a driver whose run was taken over commits nothing more.
+"""Fencing (docs/operations.md): a driver whose run was taken over commits nothing more.
 
 The CLI that launched this driver holds the run's lease and passes its token (``--lease-token``).
 Before a stage writes anything and before it commits, the driver reads ``lease.json``: when it

@@ -1,4 +1,4 @@
-"""Stage fingerprints (DESIGN §4 rule 5): what a stage's result depends on, recorded at
+"""Stage fingerprints (docs/design.md §4 rule 5): what a stage's result depends on, recorded at
 ``stage.started`` and compared when a resumed driver reaches a stage the plan would skip.
 
 A fingerprint holds one digest per ingredient so that a difference names its reason:

@@ -1,4 +1,4 @@
-"""Task-level resume of one DataFrame write, the driver's side (DESIGN §4a).
+"""Task-level resume of one DataFrame write, the driver's side (docs/design.md §4a).
 
 A write that died keeps the partitions whose tasks committed (FileOutputCommitter v1 leaves each
 in ``<out>/_temporary/0/task_*``). The resumed write runs the same partitions through

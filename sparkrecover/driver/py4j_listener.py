@@ -1,8 +1,8 @@
-"""Spark scheduler events into the journal, attributed to pipeline stages (DESIGN §6).
+"""Spark scheduler events into the journal, attributed to pipeline stages (docs/design.md §6).
 
 This is the Py4J listener: a Python object the JVM calls back for every listener event. It runs
 on its own listener queue so that a slow callback can never make Spark drop other listeners'
-events. Scheduler events are telemetry: nothing here may change a plan (rule 6), so every
+events. Scheduler events are telemetry: nothing here may change a plan (§4 rule 6), so every
 handler swallows its own errors.
 """
 

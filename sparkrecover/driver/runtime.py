@@ -16,7 +16,7 @@ from sparkrecover.rundir.plans import Plan, PlanEntry, SchemaEntry
 
 # Longest wait at a stage commit for Spark's listener queues to deliver the stage's last events.
 COMMIT_SETTLE_MS = 2000
-# The Spark local property that attributes scheduler events to pipeline stages (DESIGN §6).
+# The Spark local property that attributes scheduler events to pipeline stages (docs/design.md §6).
 STAGE_PROPERTY = "sparkrecover.stage"
 
 
@@ -132,7 +132,7 @@ class Runtime:
         entry = self.decisions.get(name)
         return entry is not None and entry.superseded
 
-    # Telemetry from the listener thread: never used for decisions (rule 6).
+    # Telemetry from the listener thread: never used for decisions (§4 rule 6).
     def sync_telemetry(self) -> None:
         """Journal the Spark events the listener has seen so far (before a commit lists its jobs)."""
         if self.telemetry is not None:

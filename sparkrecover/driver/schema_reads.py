@@ -1,4 +1,4 @@
-"""Inferred schemas (issue 13): a resumed attempt does not pay Spark's inference pass again.
+"""Inferred schemas (docs/resume.md): a resumed attempt does not pay Spark's inference pass again.
 
 ``spark.read.json(p)`` without a schema, ``csv`` with ``inferSchema=true`` and ``parquet`` with
 ``mergeSchema=true`` (also through ``.format(x).load(p)``) read the data once just to learn its

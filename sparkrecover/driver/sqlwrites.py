@@ -1,4 +1,4 @@
-"""SQL statements that write, as implicit stages (zero-code mode, issue 14 item 1).
+"""SQL statements that write, as implicit stages (zero-code mode: docs/recorded.md).
 
 ``spark.sql`` runs a command eagerly, when it is called: whether to skip it is decided before
 the original runs. The statement is classified from Spark's own parser (``parsePlan``, through

@@ -6,14 +6,14 @@ how a skipped one is put back, what an earlier attempt left to clean, and how it
 with the rule each step keeps (docs/design.md §4):
 
 1. reach: a stage name is used once per run;
-2. fingerprint: its code, plan, inputs, upstream and version now (rule 5);
-3. lost (committed, output gone, nothing that runs needs it): journaled as skipped, not rebuilt (rule 4);
-4. skip: a committed stage whose output survives and that is not stale is not run (rules 3, 5);
+2. fingerprint: its code, plan, inputs, upstream and version now (§4 rule 5);
+3. lost (committed, output gone, nothing that runs needs it): journaled as skipped, not rebuilt (§4 rule 4);
+4. skip: a committed stage whose output survives and that is not stale is not run (§4 rules 3, 5);
    stale, it is invalidated and runs;
 5. continue: an unfinished write keeps its committed partitions unless it is stale (§4a);
-6. set the kept task outputs aside, then clean what an earlier attempt left (rule 2);
+6. set the kept task outputs aside, then clean what an earlier attempt left (§4 rule 2);
 7. fence, then ``stage.started``; the work; fence, then ``stage.committed`` after Spark's job
-   commit returned (rule 1); a failure is ``stage.failed``.
+   commit returned (§4 rule 1); a failure is ``stage.failed``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class StageKind(Protocol):
     name: str
     kind: str  # checkpoint, stage or write: the journal's word
     spark: Any  # the session (or, for an RDD save, what stands in for it)
-    version: str | None  # the user's version= (rule 5)
+    version: str | None  # the user's version= (§4 rule 5)
 
     def outputs(self) -> list[str]:
         """fsspec URLs of the outputs known before it runs."""
@@ -99,7 +99,7 @@ def run(rt: runtime.Runtime, stage: StageKind) -> Any:
             scope.invalidate(stale)
             entry = stage.invalidated(entry, stale)
         if entry.decision == Verdict.CONTINUE and stale is not None:
-            # Changed since its tasks committed: partition i would not hold the same rows (rule 5).
+            # Changed since its tasks committed: partition i would not hold the same rows (§4 rule 5).
             scope.invalidate(stale)
             entry = replace(entry, decision=Verdict.RUN, tasks=None, partitions=None)
         tasks = stage.set_aside(entry)
@@ -197,7 +197,7 @@ class Scope:
             self.rt.fingerprints[self.name] = digest
 
     def invalidate(self, reason: str) -> None:
-        """The plan said skip or continue, but something the stage depends on changed: it runs (rule 5)."""
+        """The plan said skip or continue, but something the stage depends on changed: it runs (§4 rule 5)."""
         self.rt.writer.emit(ev.STAGE_INVALIDATED, stage=self.name, reason=reason)
 
     def commit(

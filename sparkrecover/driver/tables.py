@@ -1,4 +1,4 @@
-"""Tables come back as they were (issue 14 item 3).
+"""Tables come back as they were (docs/zero-code.md, "Tables").
 
 A table write records its table at commit (``describe``: type, provider, schema, partition
 columns, bucket spec, properties, options, location). Spark's in-memory catalog dies with the driver, so a
@@ -34,7 +34,7 @@ _RESERVED = frozenset(
         "transient_lastddltime",
     }
 )
-# Options whose value may be a secret never reach the journal (DESIGN §4 rule 9).
+# Options whose value may be a secret never reach the journal (docs/design.md §4 rule 9).
 _SECRET = re.compile(
     r"pass(word|wd)|secret|token|credential|access.?key|session.?key|private.?key|api.?key", re.IGNORECASE
 )

@@ -1,6 +1,6 @@
-"""Task-level resume inside one implicit write (DESIGN §4a): which partitions an unfinished write
-keeps, setting their committed task folders aside, and running the write so that only the other
-partitions are computed.
+"""Task-level resume inside one implicit write (docs/design.md §4a): which partitions an unfinished
+write keeps, setting their committed task folders aside, and running the write so that only the
+other partitions are computed.
 
 The protocol, step by step (docs/decisions.md lists what a crash between any two leaves):
 1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
@@ -101,7 +101,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
         shape = partitions.WriteShape(0, False, reason)
     if shape.reusable:
         # The script's own code is part of what partition i holds (a UDF's body does not show in
-        # the plan): an edited script keeps no partition of an earlier attempt (rule 5).
+        # the plan): an edited script keeps no partition of an earlier attempt (§4 rule 5).
         shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None

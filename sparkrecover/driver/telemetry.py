@@ -1,4 +1,4 @@
-"""Spark scheduler events into the journal: the driver's side of the listeners (DESIGN §6).
+"""Spark scheduler events into the journal: the driver's side of the listeners (docs/design.md §6).
 
 With the JVM listener (sparkrecover/jvm/SparkRecoverListener.java, which ``submit`` registers
 through ``spark.extraListeners``) events are summarised inside the driver JVM, and a daemon thread
@@ -8,7 +8,7 @@ Without the jar, the Py4J listener (listener.py) runs on its own listener queue 
 way Spark's count of dropped listener events is journaled (``spark.events.dropped``) and reported
 in ``driver.ended``.
 
-Scheduler events are telemetry (rule 6): a failure here is reported once, on stderr, and never
+Scheduler events are telemetry (§4 rule 6): a failure here is reported once, on stderr, and never
 reaches the application.
 """
 

@@ -3,7 +3,7 @@
 ``zerocode`` turns a ``DataFrameWriter``/``DataFrameWriterV2`` call into a ``Write``; ``run``
 journals it, skips it on resume when the plan says so (the call then does nothing), and before
 it runs again removes what an earlier attempt's write left behind, so an append lands exactly
-once (DESIGN §4 rule 2).
+once (docs/design.md §4 rule 2).
 """
 
 from __future__ import annotations

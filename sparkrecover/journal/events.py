@@ -1,4 +1,4 @@
-"""Journal event types (format v1, DESIGN §5): one definition for the writer and the reader.
+"""Journal event types (format v1, docs/design.md §5): one definition for the writer and the reader.
 
 Every line of the journal is an envelope (``ENVELOPE``) whose other keys are the payload of its
 ``type``. ``REQUIRED`` names the payload fields readers rely on; ``record_problem`` is the one
@@ -35,11 +35,11 @@ SPARK_EVENTS_DROPPED = "spark.events.dropped"
 JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
 ATTEMPT_ENDED = "attempt.ended"
-# Coordinator events (task-level progress inside a write, DESIGN §4a).
+# Coordinator events (task-level progress inside a write, docs/design.md §4a).
 WRITE_STARTED = "write.started"
 TASK_COMMITTED = "task.committed"
 LEASE_LOST = "lease.lost"
-# Reads whose schema Spark infers with a pass over the data (issue 13): what an attempt inferred,
+# Reads whose schema Spark infers with a pass over the data: what an attempt inferred,
 # and what a resumed attempt took from the plan instead of inferring again.
 SCHEMA_INFERRED = "schema.inferred"
 SCHEMA_REUSED = "schema.reused"
@@ -51,8 +51,8 @@ SHUFFLE_COMMITTED = "shuffle.committed"
 SHUFFLE_UNSUPPORTED = "shuffle.unsupported"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
-# (DESIGN §4 rule 1), the ends of processes, and the starts and failures of stages so that a crash
-# right after them still shows what was under way. Each happens a handful of times per stage.
+# (docs/design.md §4 rule 1), the ends of processes, and the starts and failures of stages so that a
+# crash right after them still shows what was under way. Each happens a handful of times per stage.
 URGENT_TYPES = frozenset(
     {STAGE_STARTED, STAGE_COMMITTED, STAGE_FAILED, DRIVER_ENDED, ATTEMPT_ENDED, RUN_STARTED, ATTEMPT_STARTED}
 )

@@ -1,9 +1,9 @@
 """What a journal writer holds while its storage is down, and what it gives up past a memory cap.
 
-Rule 7 says the journal never kills the job, so pending lines cannot grow without bound. Past
-the cap the oldest Spark telemetry goes first (rule 6: no plan depends on it); only if pipeline
-events alone exceed the cap are the oldest of those dropped too, and the names of the stages
-whose records were lost are kept, so that ``journal.degraded`` can tell resume to treat those
+docs/design.md §4 rule 7 says the journal never kills the job, so pending lines cannot grow without
+bound. Past the cap the oldest Spark telemetry goes first (§4 rule 6: no plan depends on it); only
+if pipeline events alone exceed the cap are the oldest of those dropped too, and the names of the
+stages whose records were lost are kept, so that ``journal.degraded`` can tell resume to treat those
 stages as unfinished. A lost commit record must make a stage rerun, never look committed.
 """
 

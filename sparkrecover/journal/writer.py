@@ -1,11 +1,11 @@
-"""Buffered, thread-safe journal writer (DESIGN §5, rules 1 and 7 of §4).
+"""Buffered, thread-safe journal writer (docs/design.md §5, §4 rules 1 and 7).
 
 Events are serialized at once and kept in a byte buffer that is flushed when it reaches
 ``buffer_size``, every ``flush_interval`` seconds (a daemon thread), and at once for urgent
 events (``stage.committed``, ``*.ended``). Where the bytes go, and how many objects a run makes
 on an object store, is the sinks' business (``sinks.py``).
 
-Storage failures never propagate to the application (rule 7). The pending bytes stay in memory
+Storage failures never propagate to the application (§4 rule 7). The pending bytes stay in memory
 (up to ``max_pending_bytes``, see ``pending.py``); retries back off exponentially from
 ``retry_initial`` to ``retry_max`` seconds so a dead endpoint is not hit on every flush; while
 storage is failing only the background thread retries, so the application never waits on it;
@@ -17,7 +17,7 @@ milliseconds to seconds, and meanwhile the application goes on filling a fresh b
 fills ``backlog_size`` bytes before the upload finishes, emit waits for the flusher
 (backpressure: memory stays bounded and nothing is lost while storage is healthy), but never
 longer than ``BACKPRESSURE_MAX_WAIT`` seconds per upload and never while storage is failing:
-a hung or failing endpoint must not stall the job (rule 7), and past that the memory cap
+a hung or failing endpoint must not stall the job (§4 rule 7), and past that the memory cap
 applies. Urgent events are still written before emit returns.
 """
 
@@ -307,7 +307,7 @@ class JournalWriter:
             self._drained.notify_all()
         try:
             self._sink.write(data, durable)
-        except Exception as error:  # any storage failure: rule 7, the journal never kills the job
+        except Exception as error:  # any storage failure: §4 rule 7, the journal never kills the job
             with self._lock:
                 self._buffer[0:0] = data
                 self._note_failure(error)

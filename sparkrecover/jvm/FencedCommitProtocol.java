@@ -1,5 +1,6 @@
 /*
- * Spark's default commit protocol, with the run's lease checked at job commit (issue 15 item 8).
+ * Spark's default commit protocol, with the run's lease checked at job commit (docs/operations.md,
+ * "Fencing").
  *
  * The Python side checks the lease before a stage writes and before it journals the commit, but a
  * driver frozen inside a write (a paused VM, SIGSTOP) and continued after a resume took the run

@@ -1,5 +1,5 @@
 /*
- * The RDD a resumed write runs (DESIGN §4a): its parent's partitions, one to one, with the
+ * The RDD a resumed write runs (docs/design.md §4a): its parent's partitions, one to one, with the
  * partitions whose output was kept from a crashed attempt left empty.
  *
  * compute() returns an empty iterator for a kept partition without asking the parent for its

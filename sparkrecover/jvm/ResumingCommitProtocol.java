@@ -1,6 +1,6 @@
 /*
- * The commit protocol of a resumed write (DESIGN §4a): Spark's default one, plus the committed
- * task folders a crashed attempt of the same write left behind.
+ * The commit protocol of a resumed write (docs/design.md §4a): Spark's default one, plus the
+ * committed task folders a crashed attempt of the same write left behind.
  *
  * Set for one write only, through spark.sql.sources.commitProtocolClass; reads from the job's
  * Hadoop configuration (Spark copies every SQL conf set with spark.conf.set into it):

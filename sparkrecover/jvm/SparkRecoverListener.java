@@ -1,5 +1,5 @@
 /*
- * sparkrecover's JVM listener (DESIGN §6).
+ * sparkrecover's JVM listener (docs/design.md §6).
  *
  * Spark calls a Py4J listener back into Python for every event (~0.6 ms each), which falls behind
  * on task-heavy jobs until Spark drops events. This class runs inside the driver JVM instead: it
@@ -13,8 +13,8 @@
  * because those differ between Scala 2.12 (Spark 3.5) and 2.13 (Spark 4), so one class file runs
  * on both.
  *
- * Nothing here may disturb the application (DESIGN §4 rule 6): every handler catches its own
- * errors and reports the first one as a line for the Python side to warn about.
+ * Nothing here may disturb the application (docs/design.md §4 rule 6): every handler catches its
+ * own errors and reports the first one as a line for the Python side to warn about.
  */
 package sparkrecover.jvm;
 
@@ -270,9 +270,10 @@ public final class SparkRecoverListener extends SparkListener {
     }
 
     /**
-     * A write's task whose output the commit coordination accepted (DESIGN §4a). A successful
-     * result task of a write has committed: a task denied the commit ends as TaskCommitDenied.
-     * Only for jobs run inside a pipeline stage; other jobs' tasks are not worth a line each.
+     * A write's task whose output the commit coordination accepted (docs/design.md §4a). A
+     * successful result task of a write has committed: a task denied the commit ends as
+     * TaskCommitDenied. Only for jobs run inside a pipeline stage; other jobs' tasks are not worth
+     * a line each.
      */
     private void taskCommitted(SparkListenerTaskEnd event) {
         String stage = stageOfSparkStage.get(event.stageId());

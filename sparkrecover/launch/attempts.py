@@ -66,8 +66,9 @@ class LaunchSpec:
     ) -> LaunchSpec:
         """The recorded launch with ``extra_options`` given after ``resume --`` merged over it.
 
-        Redacted values (rule 9) are never relaunched: each must be given again after ``--``, or,
-        for the application's own arguments, by the same command line again (``submit --run-id``).
+        Redacted values (docs/design.md §4 rule 9) are never relaunched: each must be given again
+        after ``--``, or, for the application's own arguments, by the same command line again
+        (``submit --run-id``).
         """
         options = merge_options(list(record.get("spark_submit_args") or []), extra_options)
         missing = redact.has_redacted(options)
@@ -235,7 +236,7 @@ def run_attempt(
 def _report_journal_health(
     run_dir: str, attempt: int, code: int, writer: JournalWriter, warn: Callable[[str], None]
 ) -> None:
-    """Rule 7 says the journal warns: the driver's warnings went to its stderr, which may be a
+    """§4 rule 7 says the journal warns: the driver's warnings went to its stderr, which may be a
     cluster log nobody reads, so the CLI repeats them from the journal once the attempt is over."""
     gaps, driver_ended = reader.attempt_health(run_dir, attempt)
     for gap in gaps:

@@ -1,4 +1,4 @@
-"""Launching ``spark-submit``: finding it, splitting its command line, running it (DESIGN §7)."""
+"""Launching ``spark-submit``: finding it, splitting its command line, running it (docs/design.md §7)."""
 
 from __future__ import annotations
 

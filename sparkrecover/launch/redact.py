@@ -1,4 +1,4 @@
-"""Keep secrets out of the journal (DESIGN §4 rule 9)."""
+"""Keep secrets out of the journal (docs/design.md §4 rule 9)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Versions of the run directory's files other than the journal: plans, ``lease.json`` and
-externalized manifests each carry ``v`` like the journal's envelope (DESIGN §5).
+externalized manifests each carry ``v`` like the journal's envelope (docs/design.md §5).
 
 A reader refuses a version it does not know with one line and exit 3, so an older sparkrecover
 never acts on a file a newer one wrote. A file without ``v`` was written before the files carried

@@ -1,4 +1,4 @@
-"""``lease.json``: who is running a run now (DESIGN §8).
+"""``lease.json``: who is running a run now (docs/design.md §8).
 
 The holder rewrites its heartbeat every ``ttl / 3`` seconds from a daemon thread. A lease is live
 when its heartbeat is younger than its TTL and, on this host, its pid still exists. A second

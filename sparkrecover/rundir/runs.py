@@ -11,7 +11,7 @@ from sparkrecover.errors import UsageError
 from sparkrecover.rundir import storage
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-# The run directory's layout (DESIGN §5): the journal's segments and the plans each have a folder.
+# The run directory's layout (docs/design.md §5): the journal's segments and the plans each have a folder.
 JOURNAL_DIR = "journal"
 PLANS_DIR = "plans"
 
@@ -37,7 +37,7 @@ def plan_url(run_dir: str, attempt: int) -> str:
 
 
 def resolve_run(run: str, root: str) -> tuple[str, str]:
-    """RUN is a run id under the root or the URL of a run directory (DESIGN §8)."""
+    """RUN is a run id under the root or the URL of a run directory (docs/design.md §8)."""
     if storage.scheme_of(run) or "/" in run or run.startswith("."):
         run_dir = storage.normalize(run)
         run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]

@@ -52,7 +52,7 @@ def normalize(url: str, cwd: str | None = None) -> str:
 
 
 def resolve_root(root: str | None) -> str:
-    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (DESIGN §2); a local root that is,
+    """--root, else $SPARKRECOVER_ROOT, else ./.sparkrecover (docs/design.md §2); a local root that is,
     or lies under, a regular file is a usage error here, before any command reads or writes."""
     if root is not None and not root.strip():
         # A shell variable that was never set (`--root "$ROOT"`): running under ./.sparkrecover

@@ -1,4 +1,4 @@
-"""The output committer's evidence of committed tasks (DESIGN §4a), read from the target's folder.
+"""The output committer's evidence of committed tasks (docs/design.md §4a), read from the target's folder.
 
 Hadoop's FileOutputCommitter (algorithm 1, Spark's default) commits a task by renaming its attempt
 folder to ``<target>/_temporary/0/task_<job>_<n>_m_<partition>``: such a folder exists only for a

@@ -1,5 +1,5 @@
 """An unmodified PySpark script that writes tables, changes them with SQL and drops them (zero-code
-mode tests, issue 14 rows 4 and 6).
+mode tests).
 
     table_app.py OUT
 

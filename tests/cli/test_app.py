@@ -195,7 +195,7 @@ HEAVY = (
 
 
 def test_help_starts_without_heavy_imports():
-    """DESIGN §9: the heavy modules are imported only by the commands that need them."""
+    """docs/design.md §9: the heavy modules are imported only by the commands that need them."""
     probe = (
         "import sys\nfrom sparkrecover import cli\ntry:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules], file=sys.stderr)\n"

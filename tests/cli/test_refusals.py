@@ -1,4 +1,4 @@
-"""Clear refusals before anything is launched (issue 14, item 5): a fake spark-submit that leaves
+"""Clear refusals before anything is launched: a fake spark-submit that leaves
 a marker when run proves nothing was."""
 
 from __future__ import annotations

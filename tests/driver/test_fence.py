@@ -1,4 +1,4 @@
-"""Fencing (issue 15, item 8): a driver whose lease was taken over writes and commits nothing."""
+"""Fencing: a driver whose lease was taken over writes and commits nothing."""
 
 from __future__ import annotations
 

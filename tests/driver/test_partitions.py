@@ -1,4 +1,4 @@
-"""Task-level resume of one write (DESIGN §4a): KeptPartitionsRDD, ResumingCommitProtocol, the
+"""Task-level resume of one write (docs/design.md §4a): KeptPartitionsRDD, ResumingCommitProtocol, the
 listener's task.committed lines and driver/partitions.py, on real Spark."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Inferred schemas in-process (issue 13): recorded in one attempt, reused by the next without
+"""Inferred schemas in-process: recorded in one attempt, reused by the next without
 Spark's inference pass, against a real SparkSession."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tables come back as they were (issue 14 item 3), and SQL DDL on recorded tables as stages
+"""Tables come back as they were, and SQL DDL on recorded tables as stages
 (item 1): in-process, against the shared SparkSession, whose in-memory catalog stands in for a
 new driver's once a test makes it forget a table (its files stay)."""
 

@@ -1,4 +1,4 @@
-"""End to end: the README's demo (scripts/demo.py) tells the truth (issue 15, item 13).
+"""End to end: the README's demo (scripts/demo.py) tells the truth.
 
 The demo is run for real: the kill must land where its narration says, which is read from the
 journal, and the dry-run table it shows must list every stage of the pipeline, those that will run

@@ -1,4 +1,4 @@
-"""Hive support end to end (issue 14, rows 2 and 3 of its table): an unmodified script with
+"""Hive support end to end: an unmodified script with
 ``enableHiveSupport()`` and the embedded Derby metastore in the driver's folder, SIGKILLed after
 its SQL writes, resumed. The metastore survives the driver, so the tables are there on resume:
 a CREATE TABLE AS that ran must be skipped (not fail TABLE_OR_VIEW_ALREADY_EXISTS), an INSERT
@@ -71,7 +71,7 @@ def test_killed_after_sql_writes_with_hive_support_resumes_each_row_once(tmp_pat
     }
     assert all(m["files"] for m in committed.values())
     # The inserts' manifests describe the tables now; each CREATE TABLE AS is skipped through the
-    # insert that changed its table since (issue 14 item 3), not reported lost.
+    # insert that changed its table since, not reported lost.
     inserts = (implicit_stage(APP, "INSERT INTO legacy", "append", "table legacy"), insert)
     assert [e["reason"] for e in second if e["stage"] in inserts] == ["committed in attempt 1, output verified"] * 2
     creates = [e["reason"] for e in second if "errorifexists table" in e["stage"]]

@@ -1,5 +1,4 @@
-"""Refusals through the real command line, in a process of its own (issue 14, rows 8 and 9; row 7,
-cluster mode on a real standalone master, is in test_e2e_standalone.py). tests/cli/test_refusals.py
+"""Refusals through the real command line, in a process of its own. tests/cli/test_refusals.py
 checks the same in-process with a stand-in spark-submit; here nothing is stood in: what a native
 library or the JVM prints straight to the terminal shows too."""
 

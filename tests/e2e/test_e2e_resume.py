@@ -227,7 +227,7 @@ def _thaw(old, timeout: float) -> tuple[int, str]:
 
 
 def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny_input):
-    """Issue 15 item 8 (fencing): the first run is frozen (SIGSTOP, like a paused VM) past its
+    """Fencing: the first run is frozen (SIGSTOP, like a paused VM) past its
     lease's TTL between two stages, a resume takes the run over and finishes it; continued
     (SIGCONT), the old driver finds its lease gone before its next stage writes, journals
     lease.lost and exits 75 with nothing more committed, and the output is a clean run's."""
@@ -313,7 +313,7 @@ def _ids(folder):
 
 
 def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_path):
-    """Issue 15 item 8, the gap the Python checks leave: the driver is frozen (SIGSTOP) inside an
+    """Fencing, the gap the Python checks leave: the driver is frozen (SIGSTOP) inside an
     append, before its write tasks ran, past its lease's TTL; a resume takes the run over and
     appends the rows once. Continued, the old driver's Spark job runs to its job commit, which
     reads the lease in the JVM and refuses: Spark aborts the job, the driver journals lease.lost

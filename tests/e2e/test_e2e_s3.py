@@ -142,7 +142,7 @@ def s3a_jars() -> list[str]:
 
 
 def s3a_options(endpoint: str) -> list[str]:
-    """Spark's side of the same S3 (README, "Journal on S3"). The numeric timeouts and the SDK v1
+    """Spark's side of the same S3 (docs/operations.md, "Journal on S3"). The numeric timeouts and the SDK v1
     credentials provider are what hadoop-aws 3.3.1 needs under pyspark 4's Hadoop 3.5 defaults."""
     conf = {
         "fs.s3a.endpoint": endpoint,

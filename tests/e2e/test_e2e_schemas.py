@@ -1,4 +1,4 @@
-"""Inferred schemas end to end (issue 13): a run killed after its first write resumes without
+"""Inferred schemas end to end: a run killed after its first write resumes without
 inferring the schema of its input again."""
 
 from __future__ import annotations

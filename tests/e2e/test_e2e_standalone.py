@@ -1,4 +1,4 @@
-"""A standalone cluster on loopback (issue 14, item 4): a master and one worker started with
+"""A standalone cluster on loopback: a master and one worker started with
 pyspark's own ``spark-class``, the app in client mode, the driver SIGKILLed after a stage,
 resumed; the output is the one a plain run on the same cluster writes, and the killed and the
 resumed applications leave nothing running on the cluster."""

@@ -1,4 +1,4 @@
-"""Tables end to end (issue 14 rows 4 and 6): an unmodified script that saves tables, changes them
+"""Tables end to end: an unmodified script that saves tables, changes them
 with SQL and drops them is SIGKILLed, resumed, and leaves what a plain run leaves; the next plain
 run of the script in the same folder works."""
 

@@ -1,7 +1,7 @@
 """Property tests of the journal: a torn or padded last segment never loses a complete record.
 
 A writer killed mid-write leaves a prefix of its last segment on disk; the reader must return
-every record whose line made it whole, in order, and drop the torn rest (DESIGN §5).
+every record whose line made it whole, in order, and drop the torn rest (docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The journal reader: torn and malformed lines, versions, envelopes, merge order (DESIGN §5)."""
+"""The journal reader: torn and malformed lines, versions, envelopes, merge order (docs/design.md §5)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """JournalWriter: envelopes, buffering and flushes, segments, storage failures and backpressure
-(DESIGN §4 rules 1 and 7)."""
+(docs/design.md §4 rules 1 and 7)."""
 
 from __future__ import annotations
 

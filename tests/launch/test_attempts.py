@@ -1,4 +1,4 @@
-"""Running attempts: merging recorded options, and exit-code plumbing with a fake spark-submit (DESIGN §7-8)."""
+"""Running attempts: merging recorded options, and exit-code plumbing with a fake spark-submit (docs/design.md §7-8)."""
 
 from __future__ import annotations
 
@@ -177,7 +177,7 @@ def test_submit_of_a_finished_run_id_is_a_safe_no_op(cli, tmp_path, app):
     first = cli("submit", "--root", "runs", "--run-id", "nightly", "--spark-submit", fake, "--", app)
     assert first[0] == 0, first
     code, _, err = cli("submit", "--root", "runs", "--run-id", "nightly", "--spark-submit", fake, "--", app)
-    # DESIGN §8: `submit --run-id ID` of a succeeded run says it is complete and launches nothing,
+    # docs/design.md §8: `submit --run-id ID` of a succeeded run says it is complete and launches nothing,
     # so one cron line is safe to repeat.
     assert code == 0, err
     assert (tmp_path / "launches").read_text() == "ran\n"

@@ -1,4 +1,4 @@
-"""Finding spark-submit, splitting its arguments, and the driver's command line and environment (DESIGN §7).
+"""Finding spark-submit, splitting its arguments, and the driver's command line and environment (docs/design.md §7).
 
 No Spark here: fake spark-submit shell scripts stand in for it.
 """

@@ -1,4 +1,4 @@
-"""The run's lease: acquired, released, taken over when stale, refused while live (DESIGN §8)."""
+"""The run's lease: acquired, released, taken over when stale, refused while live (docs/design.md §8)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
     Lease(run_dir, "held").acquire().release()
 
 
-# -- an unreadable lease, atomic creation, conditional writes on S3 (issue 15, item 7) -------------
+# -- an unreadable lease, atomic creation, conditional writes on S3 -------------
 
 
 @pytest.mark.parametrize("content", [b"", b'{"run": "r1", "host": "h'])
