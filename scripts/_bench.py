@@ -35,6 +35,14 @@ def spark_submit() -> str:
     return find_spark_submit()
 
 
+def warm_jar() -> None:
+    """Build the JVM classes' jar before anything is timed: the first submit after a change to
+    sparkrecover/jvm compiles it (seconds of javac), which no user's second run pays."""
+    from sparkrecover.launch.listener_jar import ensure_jar
+
+    ensure_jar(spark_submit())
+
+
 def plain_env() -> dict[str, str]:
     """Plain spark-submit with the Python that sparkrecover would use for the driver and workers."""
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}

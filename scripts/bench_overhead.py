@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--no-py4j", action="store_true", help="skip the Py4J comparison run")
     options = parser.parse_args()
+    _bench.warm_jar()
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-overhead-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
     plain = [_bench.spark_submit(), *_bench.SPARK_OPTIONS, os.path.join(_bench.APPS, "tasks.py"), str(options.tasks)]

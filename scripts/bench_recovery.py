@@ -54,6 +54,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=6_000_000)
     parser.add_argument("--rounds", type=int, default=4)
     options = parser.parse_args()
+    _bench.warm_jar()
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-recovery-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
     pipeline = os.path.join(_bench.APPS, "pipeline.py")

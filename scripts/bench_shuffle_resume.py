@@ -69,6 +69,7 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--keep-cost", action="store_true", help="also time clean runs with each --keep-shuffles")
     options = parser.parse_args()
+    _bench.warm_jar()
     maps, writes = options.maps, options.writes
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-shuffle-resume-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")

@@ -58,6 +58,7 @@ def main() -> int:
         help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)",
     )
     options = parser.parse_args()
+    _bench.warm_jar()
     parts = options.partitions
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")

@@ -105,6 +105,7 @@ class JournalListener:
             task_attempt=info.attemptNumber(),
             **({} if output is None else {"bytes": output.bytesWritten(), "records": output.recordsWritten()}),
         )
+        self.rt.writer.flush_soon()  # finished work: on storage before a kill can lose it
 
     def onStageCompleted(self, event: Any) -> None:
         try:

@@ -4,6 +4,10 @@ With the JVM listener (sparkrecover/jvm/SparkRecoverListener.java, which ``submi
 through ``spark.extraListeners``) events are summarised inside the driver JVM, and a daemon thread
 here drains them with one Py4J call every flush interval, before each stage commit (so the commit
 lists the stage's Spark jobs) and at driver end. Each drained line becomes one journal event.
+Finished work (a write task's commit, a kept shuffle map output) is drained and handed to the
+journal within milliseconds: the thread waits inside the JVM for such a line instead of sleeping
+(``awaitCoordinatorLines``), because whatever a killed driver had not journaled runs again on
+resume, however long ago the task finished.
 Without the jar, the Py4J listener (listener.py) runs on its own listener queue instead. Either
 way Spark's count of dropped listener events is journaled (``spark.events.dropped``) and reported
 in ``driver.ended``.
@@ -29,6 +33,9 @@ JVM, PY4J = "jvm", "py4j"
 JVM_CLASS = LISTENER_CLASS
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
+# Shortest pause between two drains woken by finished work: a write of thousands of tiny tasks
+# then costs at most this many Py4J calls and journal writes a second, yet no commit waits long.
+MIN_DRAIN_GAP = 0.02
 
 # The JVM listener's "k" -> the journal event it becomes.
 _TYPES = {
@@ -45,6 +52,8 @@ _TYPES = {
 _MAP_KEPT = "shuffle.map"
 
 Drain = Callable[[], list[dict[str, Any]]]
+# Waits (at most the given milliseconds) for a line recording finished work; True when one came.
+Await = Callable[[int], bool]
 
 
 class Telemetry:
@@ -59,6 +68,8 @@ class Telemetry:
         self._interval = interval if interval and interval > 0 else 1.0
         self._context: Any = None  # the JVM SparkContext (PySpark drops its handle at stop())
         self._drain: Drain | None = None
+        self._await: Await | None = None
+        self._wake: Callable[[], Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -77,6 +88,8 @@ class Telemetry:
                 if cls is not None and cls.instances() > 0:
                     self.kind = JVM
                     self._drain = lambda: _parse_lines(cls.drain(jsc))
+                    self._await = lambda ms: bool(cls.awaitCoordinatorLines(ms))
+                    self._wake = cls.wake
                 else:
                     self._warn(
                         "jvm",
@@ -90,14 +103,21 @@ class Telemetry:
                 self._py4j_listener = listener.register(sc, self.rt)
                 self.kind = PY4J
                 self._drain = lambda: _dropped_record(jsc, self.dropped)
+        self.start()
+
+    def use(
+        self, kind: str, drain: Drain, await_work: Await | None = None, wake: Callable[[], Any] | None = None
+    ) -> None:
+        """Journal what ``drain`` returns (for callers that registered a listener themselves);
+        ``await_work`` and ``wake`` as the JVM listener's awaitCoordinatorLines and wake."""
+        with self._lock:
+            self.kind, self._drain, self._await, self._wake = kind, drain, await_work, wake
+
+    def start(self) -> None:
+        """Start the thread that drains every flush interval, and at once after finished work."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="sparkrecover-listener-drain", daemon=True)
             self._thread.start()
-
-    def use(self, kind: str, drain: Drain) -> None:
-        """Journal what ``drain`` returns (for callers that registered a listener themselves)."""
-        with self._lock:
-            self.kind, self._drain = kind, drain
 
     def sync(self, settle_ms: int = 0) -> None:
         """Journal everything the listener has handed over so far. ``settle_ms``: first let
@@ -126,6 +146,11 @@ class Telemetry:
     def close(self) -> dict[str, Any]:
         """Final drain; returns what ``driver.ended`` says about the listener."""
         self._stop.set()
+        if self._wake is not None:
+            try:
+                self._wake()  # the drain thread may be waiting inside the JVM
+            except Exception:
+                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._context is not None:
@@ -138,8 +163,30 @@ class Telemetry:
     # -- internals ------------------------------------------------------------------------------
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
+        while not self._stop.is_set():
+            if not self._wait_for_work():
+                continue
             self.sync()
+            self.rt.writer.flush_soon()
+            self._stop.wait(MIN_DRAIN_GAP)
+
+    def _wait_for_work(self) -> bool:
+        """Wait one flush interval, or less when a line of finished work is waiting in the JVM.
+        False when the driver is ending (close() drains the rest)."""
+        waiting = self._await
+        if waiting is None:
+            return not self._stop.wait(self._interval)
+        try:
+            waiting(int(self._interval * 1000))
+        except Exception as error:  # the JVM is going away, or a listener jar without the call
+            self._await = None
+            if not self._stop.is_set():
+                self._warn(
+                    "await",
+                    f"the JVM listener cannot signal finished tasks ({type(error).__name__}); "
+                    "journaling them every flush interval",
+                )
+        return not self._stop.is_set()
 
     def _journal(self, record: dict[str, Any]) -> None:
         kind = record.pop("k", None)

@@ -177,6 +177,16 @@ class JournalWriter:
         """Write what is buffered. Returns False when storage refused it (it stays buffered)."""
         return self._flush(durable)
 
+    def flush_soon(self) -> None:
+        """Write what is buffered without waiting for the interval, on the flusher's thread (or
+        here when there is none), not durably: a record of finished work then survives the
+        process being killed a moment later. While storage is failing the flusher's retry
+        schedule stands."""
+        if self._flusher is None:
+            self._flush(durable=False)
+        elif self._degraded_since is None:
+            self._wake.set()
+
     def close(self) -> None:
         """Flush, retrying for up to ``close_timeout`` seconds if storage is failing, then compact."""
         self._stop.set()

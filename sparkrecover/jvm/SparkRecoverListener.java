@@ -5,11 +5,12 @@
  * on task-heavy jobs until Spark drops events. This class runs inside the driver JVM instead: it
  * folds task events into one summary per Spark stage attempt and keeps job, stage and executor
  * events as compact JSON lines in a buffer that the Python driver drains with one Py4J call per
- * flush interval (sparkrecover/listener_bridge.py turns each line into a journal event).
+ * flush interval, and at once when a task's finished work was recorded (awaitCoordinatorLines);
+ * sparkrecover/driver/telemetry.py turns each line into a journal event.
  *
  * Registered through spark.extraListeners by `sparkrecover submit`. Compiled with
  * `javac --release 8` against the installed Spark's jars on first use
- * (sparkrecover/listener_jar.py). It calls no method whose signature mentions a Scala collection,
+ * (sparkrecover/launch/listener_jar.py). It calls no method whose signature mentions a Scala collection,
  * because those differ between Scala 2.12 (Spark 3.5) and 2.13 (Spark 4), so one class file runs
  * on both.
  *
@@ -62,6 +63,8 @@ public final class SparkRecoverListener extends SparkListener {
     private static StringBuilder pending = new StringBuilder();   // guarded by LOCK
     private static long overflowed;                               // guarded by LOCK
     private static long lastDroppedReported;                      // guarded by LOCK
+    private static boolean coordinatorPending;                    // guarded by LOCK
+    private static boolean wakeRequested;                         // guarded by LOCK
     private static volatile int instances;
     private static volatile boolean errorReported;
 
@@ -97,8 +100,36 @@ public final class SparkRecoverListener extends SparkListener {
                 pending.append(dropped).append('\n');
             }
             String out = pending.toString();
+            coordinatorPending = false;
             pending = new StringBuilder(Math.min(Math.max(out.length(), 256), 1 << 20));
             return out;
+        }
+    }
+
+    /**
+     * Wait (at most maxWaitMs) until a coordinator line is pending: a write task's commit or a kept
+     * map output. Returns whether one is. The Python side drains as soon as this returns true, so
+     * the work a task finished reaches the journal within milliseconds, not a flush interval:
+     * a driver killed just after a task finished would otherwise run that task again on resume.
+     */
+    public static boolean awaitCoordinatorLines(long maxWaitMs) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + Math.max(0, maxWaitMs);
+        synchronized (LOCK) {
+            long left = deadline - System.currentTimeMillis();
+            while (!coordinatorPending && !wakeRequested && left > 0) {
+                LOCK.wait(left);
+                left = deadline - System.currentTimeMillis();
+            }
+            wakeRequested = false;
+            return coordinatorPending;
+        }
+    }
+
+    /** Ends a waiting awaitCoordinatorLines now (the driver is ending and drains one last time). */
+    public static void wake() {
+        synchronized (LOCK) {
+            wakeRequested = true;
+            LOCK.notifyAll();
         }
     }
 
@@ -300,7 +331,7 @@ public final class SparkRecoverListener extends SparkListener {
             line.append(",\"bytes\":").append(metrics.outputMetrics().bytesWritten())
                 .append(",\"records\":").append(metrics.outputMetrics().recordsWritten());
         }
-        emit(line.append('}'));
+        emitCoordinator(line.append('}'));
     }
 
     /**
@@ -316,7 +347,7 @@ public final class SparkRecoverListener extends SparkListener {
         }
         String line = KeepingShuffleManager.mapKept(shuffle, info.partitionId() >= 0 ? info.partitionId() : info.index());
         if (line != null) {
-            emit(line);
+            emitCoordinator(line);
         }
     }
 
@@ -488,6 +519,15 @@ public final class SparkRecoverListener extends SparkListener {
                 return;
             }
             pending.append(line).append('\n');
+        }
+    }
+
+    /** A line that records finished work (a commit, a kept map output): wakes awaitCoordinatorLines. */
+    private static void emitCoordinator(CharSequence line) {
+        synchronized (LOCK) {
+            emit(line);
+            coordinatorPending = true;
+            LOCK.notifyAll();
         }
     }
 

@@ -43,6 +43,7 @@ def jvm_listener(spark, listener_cache):
         arguments[0] = jsc
         return _parse_lines(method.invoke(None, arguments))
 
+    drain.listener_class = cls  # type: ignore[attr-defined]  # for the static methods
     drain()  # whatever earlier tests left
     yield drain
     jsc.removeSparkListener(listener)
@@ -169,3 +170,78 @@ def test_kept_map_outputs_of_one_drain_become_one_shuffle_committed_per_shuffle(
     assert [r["shuffle"] for r in journal(rt, ev.SHUFFLE_REGISTERED)] == ["a"]
     batches = {r["shuffle"]: [m["map"] for m in r["maps"]] for r in journal(rt, ev.SHUFFLE_COMMITTED)}
     assert batches == {"a": [0, 2], "b": [0]}
+
+
+def _invoke_static(spark, cls, name: str, *arguments):
+    """Call a static method of the listener class loaded by ``jvm_listener``'s class loader."""
+    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+    types = gateway.new_array(jvm.java.lang.Class, len(arguments))
+    values = gateway.new_array(jvm.java.lang.Object, len(arguments))
+    for i, value in enumerate(arguments):
+        types[i] = jvm.java.lang.Long.TYPE
+        values[i] = jvm.java.lang.Long(value)
+    return cls.getMethod(name, types).invoke(None, values)
+
+
+def test_finished_work_wakes_the_drain_and_wake_ends_a_wait(spark, jvm_listener):
+    """A write task's commit is signalled at once (the drain need not wait its interval), other
+    events are not, and wake() ends a wait, as the driver does at its end."""
+    import threading
+
+    sc = spark.sparkContext
+    cls = jvm_listener.listener_class
+    spark.range(10, numPartitions=2).count()  # outside any pipeline stage: nothing signalled
+    jvm_listener()
+    assert _invoke_static(spark, cls, "awaitCoordinatorLines", 200) is False
+    sc.setLocalProperty(STAGE_PROPERTY, "signalled")
+    try:
+        sc.parallelize(range(10), 2).count()  # one result stage of two tasks
+    finally:
+        sc.setLocalProperty(STAGE_PROPERTY, None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty(60_000)
+    assert _invoke_static(spark, cls, "awaitCoordinatorLines", 60_000) is True
+    assert {r["partition"] for r in jvm_listener() if r["k"] == "task.committed"} == {0, 1}
+    assert _invoke_static(spark, cls, "awaitCoordinatorLines", 0) is False  # the drain consumed it
+
+    returned: list[bool] = []
+    waiting = threading.Thread(
+        target=lambda: returned.append(_invoke_static(spark, cls, "awaitCoordinatorLines", 600_000))
+    )
+    waiting.start()
+    while not returned and waiting.is_alive():
+        cls.getMethod("wake", sc._gateway.new_array(sc._jvm.java.lang.Class, 0)).invoke(
+            None, sc._gateway.new_array(sc._jvm.java.lang.Object, 0)
+        )
+        waiting.join(0.1)
+    assert returned == [False]
+
+
+def test_the_drain_thread_journals_finished_work_without_waiting_for_its_interval(tmp_path):
+    """The JVM says a commit is waiting: the thread drains it and the writer writes it, though
+    both intervals are an hour (a driver killed a moment later has it on storage)."""
+    import threading
+
+    run_dir = str(tmp_path / "run")
+    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=3600), run_dir)
+    telemetry = Telemetry(rt, interval=3600)
+    signalled = threading.Event()
+    lines = [{"k": "task.committed", "stage": "w", "partition": 7}]
+
+    def await_work(_ms: int) -> bool:
+        signalled.wait()
+        return bool(lines)
+
+    telemetry.use(JVM, lambda: [lines.pop()] if lines else [], await_work, signalled.set)
+    telemetry.start()
+    try:
+        signalled.set()
+        found = []
+        for _ in range(600):
+            found = [r for r in read_journal(run_dir) if r["type"] == ev.TASK_COMMITTED]
+            if found:
+                break
+            threading.Event().wait(0.05)
+        assert [r["partition"] for r in found] == [7]
+    finally:
+        telemetry.close()
+        rt.writer.close()
