@@ -34,8 +34,9 @@ JVM_CLASS = LISTENER_CLASS
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
 # Shortest pause between two drains woken by finished work: a write of thousands of tiny tasks
-# then costs at most this many Py4J calls and journal writes a second, yet no commit waits long.
-MIN_DRAIN_GAP = 0.02
+# then costs at most ten Py4J calls and journal writes a second (each drain takes all that is
+# waiting), and a task of a second or more is journaled well before the next one ends.
+MIN_DRAIN_GAP = 0.1
 
 # The JVM listener's "k" -> the journal event it becomes.
 _TYPES = {
