@@ -33,10 +33,12 @@ JVM, PY4J = "jvm", "py4j"
 JVM_CLASS = LISTENER_CLASS
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
-# Shortest pause between two drains woken by finished work: a write of thousands of tiny tasks
-# then costs at most ten Py4J calls and journal writes a second (each drain takes all that is
-# waiting), and a task of a second or more is journaled well before the next one ends.
-MIN_DRAIN_GAP = 0.1
+# The pause after a drain woken by finished work grows with what that drain found: tasks of a
+# second or more (one or two lines) are journaled within milliseconds of each other, even when
+# two slots finish together, while a write of thousands of tiny tasks (cheap to run again)
+# settles at a few drains a second, each taking all that is waiting, not one Py4J call per task.
+DRAIN_GAP_PER_LINE = 0.005
+MAX_DRAIN_GAP = 0.5
 
 # The JVM listener's "k" -> the journal event it becomes.
 _TYPES = {
@@ -120,21 +122,22 @@ class Telemetry:
             self._thread = threading.Thread(target=self._run, name="sparkrecover-listener-drain", daemon=True)
             self._thread.start()
 
-    def sync(self, settle_ms: int = 0) -> None:
+    def sync(self, settle_ms: int = 0) -> int:
         """Journal everything the listener has handed over so far. ``settle_ms``: first let
         Spark's listener queues deliver what is already posted (at most that long), so a stage
         commit lists its jobs' last events: the bus delivers asynchronously, and on a loaded
-        machine a job's end can still be queued when its action has returned."""
+        machine a job's end can still be queued when its action has returned. Returns how many
+        lines the listener handed over."""
         if settle_ms and self._context is not None:
             _wait_for_listeners(self._context, settle_ms)
         with self._lock:
             if self._drain is None:
-                return
+                return 0
             try:
                 records = self._drain()
             except Exception as error:
                 self._warn("drain", f"Spark listener events lost: {type(error).__name__}: {error}")
-                return
+                return 0
             kept: dict[str, dict[str, Any]] = {}
             for record in records:
                 if record.get("k") == _MAP_KEPT:
@@ -143,6 +146,7 @@ class Telemetry:
                     self._journal(record)
             for batch in kept.values():
                 self.rt.writer.append(ev.SHUFFLE_COMMITTED, batch)
+            return len(records)
 
     def close(self) -> dict[str, Any]:
         """Final drain; returns what ``driver.ended`` says about the listener."""
@@ -167,9 +171,9 @@ class Telemetry:
         while not self._stop.is_set():
             if not self._wait_for_work():
                 continue
-            self.sync()
+            drained = self.sync()
             self.rt.writer.flush_soon()
-            self._stop.wait(MIN_DRAIN_GAP)
+            self._stop.wait(min(MAX_DRAIN_GAP, DRAIN_GAP_PER_LINE * max(1, drained)))
 
     def _wait_for_work(self) -> bool:
         """Wait one flush interval, or less when a line of finished work is waiting in the JVM.
