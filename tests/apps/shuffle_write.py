@@ -1,6 +1,6 @@
 """A nightly job's shape: a map side, a shuffle (join, aggregation, sort, ...), one big write.
 
-    shuffle_write.py OUT MARKERS SHAPE [MAPS] [WRITES]
+    shuffle_write.py OUT MARKERS SHAPE[,SHAPE...] [MAPS] [WRITES]
 
 SHAPE: ``join`` (sort-merge join), ``agg`` (groupBy), ``sort`` (orderBy), ``repcol``
 (``repartition(WRITES, col)``), ``etl`` (a join, then an aggregation), ``indeterminate`` (``etl``
@@ -12,6 +12,8 @@ Adaptive execution is on; each reduce partition stays a partition of its own unl
 Each task that computes a map partition leaves ``map-<partition>-<task id>-<ns>`` in MARKERS, each
 that computes a post-shuffle partition ``write-<partition>-<task id>-<ns>`` (sleeping
 ``SHUFFLE_WRITE_SLEEP`` seconds, default 0.5), so a test can count what an attempt computed.
+Several shapes, comma-separated, run one after the other in one application, each writing
+OUT/<shape> and marking in MARKERS/<shape> (one JVM start for several comparisons).
 """
 
 import os
@@ -30,13 +32,13 @@ ROWS = 100
 _seen: set[int] = set()  # task attempts that left their marker (a Python worker runs many)
 
 
-def marking(kind: str, sleep: float):
+def marking(kind: str, sleep: float, folder: str):
     def mark(value):
         context = TaskContext.get()
         if context.taskAttemptId() not in _seen:
             _seen.add(context.taskAttemptId())
             name = f"{kind}-{context.partitionId()}-{context.taskAttemptId()}-{time.time_ns()}"
-            open(os.path.join(markers, name), "w").close()
+            open(os.path.join(folder, name), "w").close()
             time.sleep(sleep)
         return value
 
@@ -52,26 +54,36 @@ spark = (
     .config("spark.sql.adaptive.advisoryPartitionSizeInBytes", os.environ.get("ADVISORY", "64m"))
     .getOrCreate()
 )
-os.makedirs(markers, exist_ok=True)
-on_map = marking("map", float(os.environ.get("SHUFFLE_MAP_SLEEP", "0")))
-on_write = marking("write", float(os.environ.get("SHUFFLE_WRITE_SLEEP", "0.5")))
-left = spark.range(0, maps * ROWS, numPartitions=maps).withColumn("v", on_map("id"))
-right = spark.range(0, 50).selectExpr("id AS k", "id * 7 AS w")
-joined = left.join(right, left.id % 50 == right.k).select("id", "v", "w")
-if shape == "join":
-    frame = joined
-elif shape == "agg":
-    frame = left.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"))
-elif shape == "sort":
-    frame = left.orderBy(F.col("v").desc())
-elif shape == "repcol":
-    frame = left.repartition(writes, "id")
-elif shape in ("etl", "indeterminate"):
-    frame = joined.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"), F.sum("w").alias("t"))
-    if shape == "indeterminate":
-        spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
-        frame = frame.repartition(writes)
-else:
+
+
+def frame_of(shape: str, folder: str):
+    os.makedirs(folder, exist_ok=True)
+    on_map = marking("map", float(os.environ.get("SHUFFLE_MAP_SLEEP", "0")), folder)
+    left = spark.range(0, maps * ROWS, numPartitions=maps).withColumn("v", on_map("id"))
+    right = spark.range(0, 50).selectExpr("id AS k", "id * 7 AS w")
+    joined = left.join(right, left.id % 50 == right.k).select("id", "v", "w")
+    if shape == "join":
+        return joined
+    if shape == "agg":
+        return left.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"))
+    if shape == "sort":
+        return left.orderBy(F.col("v").desc())
+    if shape == "repcol":
+        return left.repartition(writes, "id")
+    if shape in ("etl", "indeterminate"):
+        frame = joined.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(
+            F.sum("v").alias("s"), F.sum("w").alias("t")
+        )
+        if shape == "indeterminate":
+            spark.conf.set("spark.sql.execution.sortBeforeRepartition", "false")
+            frame = frame.repartition(writes)
+        return frame
     raise SystemExit(f"unknown shape {shape}")
-frame.withColumn("x", on_write(F.lit(1))).write.mode("overwrite").parquet(out)
+
+
+shapes = shape.split(",")
+for one in shapes:
+    target, folder = (out, markers) if len(shapes) == 1 else (os.path.join(out, one), os.path.join(markers, one))
+    on_write = marking("write", float(os.environ.get("SHUFFLE_WRITE_SLEEP", "0.5")), folder)
+    frame_of(one, folder).withColumn("x", on_write(F.lit(1))).write.mode("overwrite").parquet(target)
 spark.stop()

@@ -12,7 +12,7 @@ import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
 from tests.e2e.test_task_resume import planned, run_until
-from tests.helpers import events_of, run_cli, sparkrecover_command
+from tests.helpers import events_of, run_cli, side_by_side, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_write.py")
@@ -45,20 +45,37 @@ def written(spark, out: str) -> collections.Counter:
     return collections.Counter(tuple(row) for row in spark.read.parquet(out).select("g", "s", "t", "x").collect())
 
 
-@pytest.mark.parametrize("shape", ["join", "agg", "sort", "repcol"])
-def test_submit_computes_exactly_the_partitions_plain_spark_submit_computes(tmp_path, shape):
-    counts = {}
-    for how in ("plain", "submit"):
-        out, markers = str(tmp_path / how / "out"), str(tmp_path / how / "markers")
-        args = [*OPTIONS, APP, out, markers, shape, str(MAPS), str(WRITES)]
+SHAPES = ["join", "agg", "sort", "repcol"]
+
+
+@pytest.fixture(scope="module")
+def shapes_run(tmp_path_factory):
+    """Every shape written by one application under plain spark-submit and one under
+    ``submit``, side by side; returns the folder of each (its markers/<shape> count partitions)."""
+    folder = tmp_path_factory.mktemp("shapes")
+
+    def launch(how: str) -> str:
+        out, markers = str(folder / how / "out"), str(folder / how / "markers")
+        args = [*OPTIONS, APP, out, markers, ",".join(SHAPES), str(MAPS), str(WRITES)]
         if how == "plain":
             command = [find_spark_submit(), *args]
         else:
-            command = sparkrecover_command("submit", "--root", str(tmp_path / "root"), "--run-id", "night", "--", *args)
+            command = sparkrecover_command("submit", "--root", str(folder / "root"), "--run-id", "night", "--", *args)
         env = {**os.environ, "SHUFFLE_WRITE_SLEEP": "0"}
         result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
-        counts[how] = (computed(markers, "map"), computed(markers, "write"))
+        return markers
+
+    plain, submitted = side_by_side(lambda: launch("plain"), lambda: launch("submit"))
+    return {"plain": plain, "submit": submitted}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_submit_computes_exactly_the_partitions_plain_spark_submit_computes(shapes_run, shape):
+    counts = {
+        how: (computed(os.path.join(markers, shape), "map"), computed(os.path.join(markers, shape), "write"))
+        for how, markers in shapes_run.items()
+    }
     assert counts["submit"] == counts["plain"]
     assert len(counts["plain"][0]) >= MAPS  # every map partition at least once (a sort samples first)
 
