@@ -24,9 +24,12 @@ if os.environ.get("CI"):
 # the measurements). The behaviour under test is Spark's and sparkrecover's, not the JIT's.
 # $SPARKRECOVER_TEST_JVM_OPTIONS replaces the flags ("" for none); a SPARK_SUBMIT_OPTS already set
 # is left as it is.
+# They also map Spark's classes from a class-data-sharing archive built once (tests/jvm_archive.py)
+# unless $SPARKRECOVER_TEST_CDS is 0.
 TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 _jvm_options = os.environ.get("SPARKRECOVER_TEST_JVM_OPTIONS", TEST_JVM_OPTIONS)
-if _jvm_options and "SPARK_SUBMIT_OPTS" not in os.environ:
+_set_jvm_options = bool(_jvm_options) and "SPARK_SUBMIT_OPTS" not in os.environ
+if _set_jvm_options:
     os.environ["SPARK_SUBMIT_OPTS"] = _jvm_options
 
 # Set to a file, every spark-submit a test starts (its own, the CLI's, a fixture's) appends the
@@ -41,9 +44,17 @@ def _venv_bin() -> str:
 
 
 def pytest_configure(config):
-    """With $SPARKRECOVER_TEST_LAUNCH_LOG set: a spark-submit first on PATH that logs, then runs
-    the venv's (fixtures of a wider scope start before ``isolated`` sets PATH, so set it here)."""
+    """The JVMs' class archive, once, in the main process (pytest-xdist's workers inherit its
+    environment). With $SPARKRECOVER_TEST_LAUNCH_LOG set: a spark-submit first on PATH that logs,
+    then runs the venv's (fixtures of a wider scope start before ``isolated`` sets PATH, so set it
+    here)."""
     global _launch_shim
+    if _set_jvm_options and os.environ.get("SPARKRECOVER_TEST_CDS", "1") != "0" and not hasattr(config, "workerinput"):
+        from tests.jvm_archive import archive_options
+
+        extra = archive_options(_jvm_options)
+        if extra:
+            os.environ["SPARK_SUBMIT_OPTS"] = f"{_jvm_options} {extra}"
     log = os.environ.get(LAUNCH_LOG_ENV)
     if not log:
         return
