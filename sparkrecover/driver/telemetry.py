@@ -169,20 +169,23 @@ class Telemetry:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            if not self._wait_for_work():
-                continue
+            signalled = self._wait_for_work()
+            if self._stop.is_set():
+                return  # close() drains the rest
             drained = self.sync()
-            self.rt.writer.flush_soon()
-            self._stop.wait(min(MAX_DRAIN_GAP, DRAIN_GAP_PER_LINE * max(1, drained)))
+            if signalled:  # finished work: on storage now, not at the writer's next interval
+                self.rt.writer.flush_soon()
+                self._stop.wait(min(MAX_DRAIN_GAP, DRAIN_GAP_PER_LINE * max(1, drained)))
 
     def _wait_for_work(self) -> bool:
-        """Wait one flush interval, or less when a line of finished work is waiting in the JVM.
-        False when the driver is ending (close() drains the rest)."""
+        """Wait one flush interval, or less when a line of finished work is waiting in the JVM;
+        True in that case."""
         waiting = self._await
         if waiting is None:
-            return not self._stop.wait(self._interval)
+            self._stop.wait(self._interval)
+            return False
         try:
-            waiting(int(self._interval * 1000))
+            return waiting(int(self._interval * 1000))
         except Exception as error:  # the JVM is going away, or a listener jar without the call
             self._await = None
             if not self._stop.is_set():
@@ -191,7 +194,7 @@ class Telemetry:
                     f"the JVM listener cannot signal finished tasks ({type(error).__name__}); "
                     "journaling them every flush interval",
                 )
-        return not self._stop.is_set()
+            return False
 
     def _journal(self, record: dict[str, Any]) -> None:
         kind = record.pop("k", None)
