@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core import kept_partitions
 from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
@@ -112,9 +113,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
             plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
-            plan.kept = sorted(
-                p for p in set(tasks.kept) if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
-            )
+            set_aside = [p for p, found in folders.items() if any(os.path.dirname(f.path) == kept_dir for f in found)]
+            plan.kept = kept_partitions.agreed(tasks.kept, set_aside)
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
@@ -126,7 +126,9 @@ def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:
     tasks, or None. Adaptive execution chooses post-shuffle partitions from map-output sizes, and a
     range partitioning's bounds come from a seeded sample, neither of which need repeat: they are
     compared first, to say so."""
-    if tasks.shape == shape.digest and tasks.partitions == shape.partitions:
+    if kept_partitions.same_partitions(
+        tasks.shape, tasks.partitions, shape.digest, shape.partitions, now_reusable=shape.reusable
+    ):
         return None
     if tasks.specs != shape.specs_digest:
         return (
@@ -166,7 +168,8 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
     if taskfiles.job_commit_began(url, folders):
         _remove(kept_dir)
         return
-    chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok).items() if p in wanted}
+    usable = taskfiles.usable(folders, empty_ok)
+    chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
     os.makedirs(kept_dir, exist_ok=True)
     for folder in chosen.values():
         target = os.path.join(kept_dir, os.path.basename(folder.path))
