@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import kept_partitions
+from sparkrecover.core import kept_partitions, staleness
 from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
@@ -103,7 +103,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     if shape.reusable:
         # The script's own code is part of what partition i holds (a UDF's body does not show in
         # the plan): an edited script keeps no partition of an earlier attempt (§4 rule 5).
-        shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
+        script = staleness.script_digest(sys.argv[0], storage.read_bytes)  # as the bootstrap set it
+        shape.digest = hashlib.sha256(f"{shape.digest}\n{script}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
@@ -145,15 +146,6 @@ def _unsupported(target: Target) -> str | None:
     if fmt not in hooks.FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
-
-
-def script_digest() -> str:
-    """The digest of the running script's source (``sys.argv[0]``, as the bootstrap sets it)."""
-    try:
-        with open(sys.argv[0], "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()[:16]
-    except (OSError, IndexError):
-        return "unknown"
 
 
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
