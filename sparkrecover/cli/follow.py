@@ -130,7 +130,7 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
-    kept, maps = shuffles.stage_progress(state.shuffles, stage.name)
+    kept, maps = shuffles.progress(state.shuffles, stage.name)
     if maps:
         detail.append(f"{kept:,}/{maps:,} shuffle map outputs kept")
     progress = stage.partitions

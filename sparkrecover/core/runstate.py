@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkrecover.core import kept_partitions
 from sparkrecover.core.kept_partitions import Computed, WriteProgress
+from sparkrecover.core.savings import SavingsFold
 from sparkrecover.core.shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
@@ -150,6 +151,8 @@ class RunState:
     # could not be kept.
     shuffles: dict[str, ShuffleState] = field(default_factory=dict)
     shuffles_unsupported: list[Unsupported] = field(default_factory=list)
+    # What each resume reused of earlier attempts' stages and writes, and when (core/savings.py).
+    saved: SavingsFold = field(default_factory=SavingsFold)
 
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> RunState:
@@ -312,6 +315,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
@@ -324,12 +328,17 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 
 
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])
     stage.write_progress = kept_partitions.started(stage.write_progress, record)
 
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    kept_partitions.task_committed(state._stage(record["stage"]).write_progress, record)
+    state.saved.apply(record)
+    stage = state.stages.get(record["stage"])
+    if stage is None:  # a task of a job the stage ran before it started (older journals): no write of it
+        return
+    kept_partitions.task_committed(stage.write_progress, record)
 
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -341,6 +350,7 @@ def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 
 def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.skipped, stage.last_event = record, "skipped"
 

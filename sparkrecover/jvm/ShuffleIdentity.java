@@ -4,8 +4,8 @@
  *
  * SHA-256 over: the Spark version; the script's digest (plans name Python functions, never their
  * bodies); the settings that change the bytes written (compression codec and switches, serializer);
- * the canonicalized optimized plan of the SQL execution the shuffle belongs to (exprIds
- * normalized, so per-application ids drop out); the map-side RDD graph down to its leaves (RDD
+ * the canonicalized optimized plan of the SQL execution the shuffle belongs to, inner plans (a
+ * cached relation's) canonicalized too, so no per-application id is in it (planText); the map-side RDD graph down to its leaves (RDD
  * classes and partition counts, each file slice: path, start, length, size, modification time;
  * each range slice; each upstream shuffle's identity and the partition specs adaptive execution
  * read it with); the partitioner's class and partition count; the dependency's ordering,
@@ -40,6 +40,11 @@ import org.apache.spark.rdd.RDD;
 final class ShuffleIdentity {
     static final String EXECUTION_ID = "spark.sql.execution.id";
     static final int MAX_VALUES_PER_SLICE = 100000;
+    static final int MAX_FIELDS = 1000;
+    static final int MAX_PLAN_DEPTH = 2000;
+    /** Ids a node prints that are new with every copy of it: exchanges' and subqueries' plan ids, codegen stages. */
+    private static final java.util.regex.Pattern PER_NODE_IDS =
+        java.util.regex.Pattern.compile(" ?\\[plan_id=\\d+\\]| ?\\[id=#\\d+\\]|\\*\\(\\d+\\) ");
     /** Partition-spec accessors of adaptive execution's shuffle readers (sizes left out: they vary). */
     private static final String[] SPEC_FIELDS = {
         "startReducerIndex", "endReducerIndex", "reducerIndex", "startMapIndex", "endMapIndex",
@@ -92,7 +97,7 @@ final class ShuffleIdentity {
                               + "or another order-sensitive step): its rows may land elsewhere when run again");
         }
         StringBuilder text = new StringBuilder(4096);
-        text.append("sparkrecover-shuffle-identity v1\n");
+        text.append("sparkrecover-shuffle-identity v2\n");
         text.append("spark ").append(context.version()).append('\n');
         text.append("script ").append(script).append('\n');
         for (String key : new String[] {
@@ -101,7 +106,7 @@ final class ShuffleIdentity {
         }) {
             text.append(key).append('=').append(conf.get(key, "")).append('\n');
         }
-        text.append("plan\n").append(String.valueOf(call(optimized, "canonicalized"))).append('\n');
+        text.append("plan\n").append(planText(optimized));
         text.append("partitioner ").append(dependency.partitioner().getClass().getName())
             .append(' ').append(dependency.partitioner().numPartitions()).append('\n');
         text.append("serializer ").append(dependency.serializer().getClass().getName()).append('\n');
@@ -110,6 +115,45 @@ final class ShuffleIdentity {
             .append(" combine ").append(dependency.mapSideCombine()).append('\n');
         walk(rdd, text, upstream, new IdentityHashMap<Object, Boolean>());
         return sha256(text.toString());
+    }
+
+    /**
+     * The canonicalized plan as text, with nothing per application in it. Spark's own tree string
+     * prints a node's inner plans as they are: a cached relation's physical plan (InMemoryRelation)
+     * keeps this application's expression ids and plan ids, which shift whenever anything before it
+     * made plans (a schema inferred in one attempt and reused in the next, another query), and its
+     * adaptive plan prints how far its stages have run. So each inner plan is canonicalized too (an
+     * adaptive plan's canonical form is the plan it started from), and the ids exchanges and
+     * subqueries print (new with every copy of a node) are left out.
+     */
+    static String planText(Object plan) throws Refused {
+        StringBuilder text = new StringBuilder(4096);
+        appendTree(call(plan, "canonicalized"), 0, text);
+        return PER_NODE_IDS.matcher(text).replaceAll("");
+    }
+
+    private static void appendTree(Object node, int depth, StringBuilder text) throws Refused {
+        if (depth > MAX_PLAN_DEPTH) {
+            throw new Refused("its query plan is too deep to identify");
+        }
+        text.append(depth).append(' ').append(simpleString(node)).append('\n');
+        for (Object inner : iterable(call(node, "innerChildren"))) {
+            text.append(depth + 1).append(" inner\n");
+            appendTree(call(inner, "canonicalized"), depth + 1, text);
+        }
+        for (Object child : iterable(call(node, "children"))) {
+            appendTree(child, depth + 1, text);
+        }
+    }
+
+    private static String simpleString(Object node) throws Refused {
+        try {
+            Method method = node.getClass().getMethod("simpleString", int.class);
+            return String.valueOf(method.invoke(node, MAX_FIELDS));
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError error) {
+            throw new Refused("Spark internals differ on this version (" + node.getClass().getName()
+                              + ".simpleString): " + error);
+        }
     }
 
     /** The identity: the digest and its ordinal among equal digests of one execution. */
