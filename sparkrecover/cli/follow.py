@@ -74,11 +74,13 @@ def _worth_a_line(record: dict[str, Any]) -> bool:
 
 def _lines(updates: Iterator[watch.Update], run_id: str) -> watch.Update:
     day = None
+    shown: dict[str, int] = {}  # per shuffle, the kept map outputs last shown
     for number, update in enumerate(updates):
         if number == 0:  # not before: the first poll is what tells an unknown run
             render.info(f"following run {run_id}; this ends with the run (Ctrl-C stops following, not the run)")
+        worth = [r for r in update.new if _worth_a_line(r)]
         day = render.timeline(
-            [r for r in update.new if _worth_a_line(r)],
+            timeline.shuffle_milestones(worth, update.state.shuffles, shown),
             timeline.fact,
             stage_width=STAGE_WIDTH,
             numbered=False,

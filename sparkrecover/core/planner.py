@@ -66,7 +66,7 @@ def make_plan(
     requested = {stage_named(given, list(state.stages), state.run_id) for given in rerun}
     decisions: dict[str, PlanEntry] = {}
     for name, stage in state.stages.items():
-        if not stage.last_event:
+        if not stage.last_event and stage.records_lost is None:
             # Only Spark's telemetry names it: jobs it ran before it started (a write's probe),
             # then the driver died. Nothing of it was written: it runs as a stage never reached.
             continue

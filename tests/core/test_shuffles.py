@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from sparkrecover.core import planner, shuffles
+from sparkrecover.core import planner, shuffles, timeline
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir.plans import PartitionCount
@@ -228,3 +228,23 @@ def test_a_later_attempt_that_reused_some_shows_them_kept_and_saves_their_time()
     assert latest == 2
     assert cells == [(0, "kept", 1), (1, "kept", 1), (2, "not finished", None), (3, "computed", 2)]
     assert shuffles.reused_work(state.shuffles, 2) == [("w", 2, 20.0)]  # 2 of the 3 it computed
+
+
+def test_a_followed_map_stage_shows_its_quarters_not_each_map_output():
+    """inspect --follow on a pipe: one line per map output made hundreds of lines per shuffle."""
+    state, shown, lines = RunState("r"), {}, []
+    for entry in [registered(maps=8), *(committed(kept(i)) for i in range(8))]:
+        state.apply(entry)
+        lines += timeline.shuffle_milestones([entry], state.shuffles, shown)
+    assert [timeline.fact(line) for line in lines] == [
+        "shuffle abc: 8 map tasks, 0 kept outputs reused",
+        "shuffle abc: 2/8 map outputs kept",
+        "shuffle abc: 4/8 map outputs kept",
+        "shuffle abc: 6/8 map outputs kept",
+        "shuffle abc: 8/8 map outputs kept",
+    ]
+
+
+def test_replay_names_kept_map_outputs_by_index_not_as_a_count():
+    assert timeline.fact(committed(kept(0))) == "shuffle abc: map output #0 kept (100 B)"
+    assert timeline.fact(committed(kept(0), kept(3))) == "shuffle abc: map outputs #0, #3 kept (200 B)"
