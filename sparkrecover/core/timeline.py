@@ -256,7 +256,7 @@ def shuffle_milestones(
         if record["type"] != ev.SHUFFLE_COMMITTED:
             found.append(record)
             continue
-        state = shuffles.get(record.get("shuffle"))
+        state = shuffles.get(str(record.get("shuffle")))
         if state is None or not state.maps:
             continue
         before, now = shown.get(state.identity, 0), state.kept_count
