@@ -14,8 +14,9 @@
  *
  * Anything it cannot see is a refusal, never a guess: a shuffle outside a SQL execution, a plan
  * Spark calls non-deterministic, an INDETERMINATE map stage, a range partitioning (its bounds are
- * sampled per application), a leaf that is neither a file scan nor a range, an upstream shuffle
- * without identity, a reflective step that fails on this Spark version.
+ * sampled per application; every shuffle of such a query when its own partitioner cannot be
+ * found), a leaf that is neither a file scan nor a range, an upstream shuffle without identity, a
+ * reflective step that fails on this Spark version.
  *
  * Scala collections are only walked through scala.collection.Iterable and called by reflection,
  * because their classes differ between Scala 2.12 and 2.13.
@@ -85,12 +86,14 @@ final class ShuffleIdentity {
         if (!Boolean.TRUE.equals(call(optimized, "deterministic"))) {
             throw new Refused("the query is not deterministic (rand(), uuid(), a non-deterministic UDF, ...)");
         }
-        String physical = String.valueOf(call(queryExecution, "executedPlan")).toLowerCase(java.util.Locale.ROOT);
-        if (physical.contains("rangepartitioning")) {
-            throw new Refused("the query partitions by range (orderBy, repartitionByRange): "
-                              + "its bounds are sampled anew by each application");
-        }
         RDD<?> rdd = dependency.rdd();
+        Object partitioner = capturedPartitioner(rdd);
+        String physical = String.valueOf(call(queryExecution, "executedPlan")).toLowerCase(java.util.Locale.ROOT);
+        if (partitioner instanceof org.apache.spark.RangePartitioner
+            || (partitioner == null && physical.contains("rangepartitioning"))) {
+            throw new Refused("Spark shuffle " + dependency.shuffleId() + " partitions by range (orderBy, "
+                              + "repartitionByRange, a window's sort): its bounds are sampled anew by each application");
+        }
         String level = String.valueOf(call(rdd, "outputDeterministicLevel"));
         if ("INDETERMINATE".equals(level)) {
             throw new Refused("the map stage is INDETERMINATE (a round-robin repartition() after a shuffle, "
@@ -109,6 +112,9 @@ final class ShuffleIdentity {
         text.append("plan\n").append(planText(optimized));
         text.append("partitioner ").append(dependency.partitioner().getClass().getName())
             .append(' ').append(dependency.partitioner().numPartitions()).append('\n');
+        if (partitioner != null) {
+            text.append("rows partitioned by ").append(partitioner.getClass().getName()).append('\n');
+        }
         text.append("serializer ").append(dependency.serializer().getClass().getName()).append('\n');
         text.append("ordering ").append(dependency.keyOrdering().isDefined())
             .append(" aggregator ").append(dependency.aggregator().isDefined())
@@ -154,6 +160,53 @@ final class ShuffleIdentity {
             throw new Refused("Spark internals differ on this version (" + node.getClass().getName()
                               + ".simpleString): " + error);
         }
+    }
+
+    /**
+     * The Partitioner that chooses each row's reduce partition, or null when it cannot be found.
+     * A SQL shuffle's dependency carries only a PartitionIdPassthrough: the partitioner itself is
+     * captured by the map side's function (ShuffleExchangeExec.prepareShuffleDependency), a
+     * MapPartitionsRDD whose function wraps the one that captured it. Null (not found) makes a
+     * query that partitions by range anywhere refuse every shuffle: only a partitioner seen to be
+     * another kind clears one shuffle of such a query.
+     */
+    static Object capturedPartitioner(RDD<?> rdd) {
+        try {
+            Object function = fieldOfType(rdd, scala.Function3.class, "f");
+            return function == null ? null : capturedPartitioner(function, 0, new IdentityHashMap<Object, Boolean>());
+        } catch (RuntimeException | LinkageError error) {
+            return null;
+        }
+    }
+
+    private static Object capturedPartitioner(Object value, int depth, IdentityHashMap<Object, Boolean> seen) {
+        if (value == null || depth > 4 || seen.put(value, Boolean.TRUE) != null) {
+            return null;
+        }
+        if (value instanceof org.apache.spark.Partitioner) {
+            return value;
+        }
+        if (!(value instanceof scala.Function0 || value instanceof scala.Function1 || value instanceof scala.Function2
+              || value instanceof scala.Function3)) {
+            return null;  // only what closures capture is searched, not the objects they reach
+        }
+        for (Class<?> cls = value.getClass(); cls != null && cls != Object.class; cls = cls.getSuperclass()) {
+            for (Field field : cls.getDeclaredFields()) {
+                if (java.lang.reflect.Modifier.isStatic(field.getModifiers()) || field.getType().isPrimitive()) {
+                    continue;
+                }
+                try {
+                    field.setAccessible(true);
+                    Object found = capturedPartitioner(field.get(value), depth + 1, seen);
+                    if (found != null) {
+                        return found;
+                    }
+                } catch (ReflectiveOperationException | RuntimeException error) {
+                    // an inaccessible capture is not the one
+                }
+            }
+        }
+        return null;
     }
 
     /** The identity: the digest and its ordinal among equal digests of one execution. */
