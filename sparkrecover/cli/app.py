@@ -112,6 +112,12 @@ def _complete_verify(incomplete: str) -> list[str]:
     return [level for level in VERIFY_LEVELS if level.startswith(incomplete)]
 
 
+def _complete_keep_shuffles(incomplete: str) -> list[str]:
+    from sparkrecover.launch.shuffles import MODES
+
+    return [mode for mode in MODES if mode.startswith(incomplete)]
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -168,6 +174,7 @@ def submit(
         "auto",
         "--keep-shuffles",
         metavar="MODE",
+        autocompletion=_complete_keep_shuffles,
         help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
         "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "

@@ -84,6 +84,11 @@ def test_completion_offers_the_run_ids_under_the_root(cli, monkeypatch, tmp_path
     assert complete(cli, monkeypatch, "sparkrecover resume n") == []
 
 
+def test_submit_keep_shuffles_completes_its_modes(cli, monkeypatch):
+    assert complete(cli, monkeypatch, "sparkrecover submit --keep-shuffles ") == ["auto", "link", "copy", "off"]
+    assert complete(cli, monkeypatch, "sparkrecover submit --keep-shuffles o") == ["off"]
+
+
 def test_resume_verify_completes_its_levels(cli, monkeypatch):
     assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify ") == ["size", "footer", "checksum"]
     assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify f") == ["footer"]

@@ -271,7 +271,8 @@ def test_a_corrupt_run_is_listed_as_unreadable_and_inspect_exits_3(cli, tmp_path
         "",
         "error: <tmp>/root/nightly/journal/0001-driver-000000.jsonl:3: malformed journal line. "
         "The journal of run nightly is damaged: 'sparkrecover replay nightly --root <tmp>/root "
-        "--verify' lists every damaged line; 'sparkrecover resume nightly --root <tmp>/root --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
+        "--verify' lists every damaged line; 'sparkrecover resume nightly --root <tmp>/root --from-scratch' sets the "
+        "damaged segments aside (in journal.damaged/) and runs "
         "every stage again\n",
     )
     code, out, err = inspect(cli, tmp_path)
