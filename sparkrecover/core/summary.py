@@ -143,12 +143,24 @@ def run_summary(
         "journal_degraded": len(state.degraded),
         # Map progress per shuffle (kept map outputs, docs/shuffles.md), and why some could not be kept.
         "shuffles": shuffles.rows(state.shuffles),
-        "shuffles_unsupported": [
-            {"attempt": u.attempt, "stage": u.stage, "reason": u.reason} for u in state.shuffles_unsupported[-20:]
-        ],
+        "shuffles_unsupported": _unsupported(state),
         "events": state.event_count,
         "lease": lease if live else None,
     }
+
+
+def _unsupported(state: RunState) -> list[dict[str, Any]]:
+    """Why map outputs were not kept, once per attempt, stage and reason, with the Spark shuffles
+    each reason applies to (a query of twenty shuffles says it once, not twenty times)."""
+    groups: dict[tuple[int, str | None, str], dict[str, Any]] = {}
+    for refused in state.shuffles_unsupported:
+        group = groups.setdefault(
+            (refused.attempt, refused.stage, refused.reason),
+            {"attempt": refused.attempt, "stage": refused.stage, "reason": refused.reason, "spark_shuffles": []},
+        )
+        if refused.spark_shuffle is not None:
+            group["spark_shuffles"].append(refused.spark_shuffle)
+    return list(groups.values())[-20:]
 
 
 def runs_overview(items: list[tuple[str, str, RunState | None, str | None, bool]]) -> list[dict[str, Any]]:

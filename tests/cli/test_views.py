@@ -49,13 +49,43 @@ def test_on_a_terminal_targets_are_relative_to_the_working_folder(tmp_path, term
     assert str(tmp_path) + "/out" not in shown
 
 
+def stage_cells(table: str) -> list[str]:
+    """The stage column's cells of a table, each wrapped line of a cell joined again (without the
+    blanks the wrapping took: compare with ``unspaced``)."""
+    cells: list[str] = []
+    for line in table.splitlines():
+        if line.startswith("│"):
+            text = line.split("│")[1].strip()
+            if cells and cells[-1] and text and not line.split("│")[2].strip():
+                cells[-1] += text  # a continuation line of a name wrapped inside its cell
+            else:
+                cells.append(text)
+    return [unspaced(cell) for cell in cells]
+
+
+def unspaced(text: str) -> str:
+    return "".join(text.split())
+
+
 def test_on_a_pipe_and_in_json_names_are_whole(cli, tmp_path, monkeypatch):
     monkeypatch.delenv("COLUMNS")  # a pipe
     run_with_an_implicit_write(tmp_path)
     _code, out, _ = cli("inspect", "r1", "--root", str(tmp_path / "root"))
-    assert f"│ {implicit(tmp_path)} │" in out
+    assert unspaced(implicit(tmp_path)) in stage_cells(out.split("attempts")[0])
     _code, out, _ = cli("inspect", "r1", "--root", str(tmp_path / "root"), "--json")
     assert [s["stage"] for s in orjson.loads(out)["stages"]] == ["clean", implicit(tmp_path)]
+
+
+def test_a_long_stage_name_wraps_inside_its_cell_instead_of_widening_the_tables(cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("COLUMNS")  # a pipe: tables are not fitted to any width
+    long_name = f"nightly.py:24#1 overwrite {tmp_path}/warehouse/orders/daily-summary-2026-11-24"
+    run = journals.Run(tmp_path / "root").start_attempt()
+    run.done("clean").started(long_name, ["clean"]).end(137, 9)
+    for command in (("inspect", "r1"), ("resume", "r1", "--dry-run")):
+        _code, out, _err = cli(*command, "--root", str(tmp_path / "root"))
+        tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+        assert tables and max(len(line) for line in tables) <= 140, (command, out)
+        assert unspaced(long_name) in stage_cells(out.split("attempts")[0]), (command, out)
 
 
 # -- replay ---------------------------------------------------------------------------------------------
