@@ -18,6 +18,13 @@
  * (not JSON) refuses the commit; a lease that cannot be read because its storage cannot be
  * reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
  *
+ * A driver being stopped (a signal, DriverSignals.interruption) keeps its write's committed task
+ * output: abortJob then leaves FileOutputCommitter's committed task folders in the job attempt path,
+ * as a SIGKILL leaves them for a resume to keep, and removes only what was in flight (task attempts
+ * not committed, the staging folder of dynamic partition overwrite). A job that fails for any other
+ * reason (a task, a refused job commit, a cancellation by the application) is aborted as Spark aborts
+ * it, and so is one whose committer is not a FileOutputCommitter (its committed tasks are not kept).
+ *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
  * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
  * method on one Scala version and a plain overload on the other (the 2.12 one hands the parent an
@@ -39,6 +46,9 @@ import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
@@ -55,8 +65,46 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static volatile String token;
     private static volatile Configuration leaseConf;
 
+    private final String jobId;
+    private final String path;
+
+    /** The committer the parent set up last in this JVM (driver: the job's, which abortJob uses). */
+    private transient OutputCommitter jobCommitter;
+
     public FencedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
+        this.jobId = jobId;
+        this.path = path;
+    }
+
+    @Override
+    public OutputCommitter setupCommitter(TaskAttemptContext context) {
+        jobCommitter = super.setupCommitter(context);
+        return jobCommitter;
+    }
+
+    @Override
+    public void abortJob(JobContext context) {
+        String why = DriverSignals.interruption();
+        OutputCommitter committer = jobCommitter;
+        if (why == null || !(committer instanceof FileOutputCommitter)) {
+            super.abortJob(context);
+            return;
+        }
+        Path jobAttempt = ((FileOutputCommitter) committer).getJobAttemptPath(context);
+        Configuration conf = context.getConfiguration();
+        deleteQuietly(new Path(jobAttempt, FileOutputCommitter.PENDING_DIR_NAME), conf);
+        deleteQuietly(new Path(path, ".spark-staging-" + jobId), conf);
+        System.err.println("sparkrecover: the driver is being stopped (" + why + "): the committed task output of "
+                           + "the write to " + path + " stays in " + jobAttempt + " for a resume to keep");
+    }
+
+    private static void deleteQuietly(Path folder, Configuration conf) {
+        try {
+            folder.getFileSystem(conf).delete(folder, true);
+        } catch (IOException | RuntimeException error) {
+            // In-flight leftovers: the resume's cleanup removes what is left of them.
+        }
     }
 
     /**
