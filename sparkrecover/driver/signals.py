@@ -35,6 +35,8 @@ import sys
 import threading
 from typing import Any
 
+from sparkrecover import jvm
+
 STOPPING = (signal.SIGINT, signal.SIGTERM)
 # Longest wait for the JVM to hear of the signal and cancel the jobs (it answers in milliseconds
 # unless it is going too).
@@ -74,9 +76,10 @@ def attach(rt: Any, sc: Any) -> str | None:
     if threading.current_thread() is threading.main_thread() and _raising:
         install(rt)
     try:
-        problem = sc._jvm.sparkrecover.jvm.DriverSignals.install(os.getpid())
-    except Exception as error:  # no jar (no JDK, SPARKRECOVER_NO_JVM_LISTENER)
-        return f"the sparkrecover jar is not loaded ({type(error).__name__})"
+        found = jvm.find_class(sc._jvm, jvm.SIGNALS_CLASS)
+        problem = found.install(os.getpid()) if found is not None else "the sparkrecover jar is not loaded"
+    except Exception as error:  # Spark Connect, a JVM going away
+        problem = f"the JVM cannot be asked ({type(error).__name__})"
     return str(problem) if problem else None
 
 
@@ -111,9 +114,11 @@ def exit_code(rt: Any) -> int:
 
 def _stop_jobs(sc: Any, why: str) -> None:
     try:
-        sc._jvm.sparkrecover.jvm.DriverSignals.interrupted(why)
+        found = jvm.find_class(sc._jvm, jvm.SIGNALS_CLASS)
+        if found is not None:  # without the jar, job aborts clean up as Spark's do
+            found.interrupted(why)
     except Exception:
-        pass  # no jar: the job abort cleans up as Spark's does
+        pass  # the JVM is going too
     try:
         sc.cancelAllJobs()
     except Exception:

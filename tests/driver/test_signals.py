@@ -16,8 +16,9 @@ import time
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import bootstrap, partitions, signals
+from sparkrecover.driver import bootstrap, signals
 from sparkrecover.journal import read_journal
+from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS, SIGNALS_CLASS, find_class
 from tests.helpers import install_runtime, journal
 
 PARTS = 8
@@ -51,11 +52,11 @@ def wait_until(done, timeout: float = 120) -> None:
 def protocol(spark, jvm):
     """Every write through FencedCommitProtocol (unarmed: no lease), as under submit; the JVM's
     DriverSignals forgotten afterwards (the tests share one JVM)."""
-    spark.conf.set(partitions.PROTOCOL_CONF, partitions.FENCED_PROTOCOL)
-    signals_class = jvm.sparkrecover.jvm.DriverSignals
+    spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)
+    signals_class = find_class(jvm, SIGNALS_CLASS)
     yield signals_class
     signals_class.reset()
-    spark.conf.unset(partitions.PROTOCOL_CONF)
+    spark.conf.unset(COMMIT_PROTOCOL_CONF)
 
 
 def write_in_background(spark, out: str) -> tuple[threading.Thread, list[BaseException]]:
