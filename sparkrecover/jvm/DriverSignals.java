@@ -96,6 +96,7 @@ public final class DriverSignals {
         if (installed) {
             return null;
         }
+        installed = true;  // once, even half-way: a second handler in front of ours would forward twice
         try {
             Class<?> signalClass = Class.forName("sun.misc.Signal");
             Class<?> handlerClass = Class.forName("sun.misc.SignalHandler");
@@ -113,7 +114,6 @@ public final class DriverSignals {
         } catch (ReflectiveOperationException | RuntimeException | LinkageError error) {
             return "sun.misc.Signal is not available (" + error + ")";
         }
-        installed = true;
         return null;
     }
 

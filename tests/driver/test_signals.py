@@ -103,10 +103,11 @@ def test_a_write_cancelled_because_the_driver_stops_keeps_its_committed_tasks(sp
 def test_a_failed_write_is_cleaned_up_as_spark_does(spark, protocol, tmp_path):
     out = str(tmp_path / "out")
     protocol.watch(os.getpid())  # the driver is alive: a failure is a failure
-    with pytest.raises(Exception, match=r"id < 60"):
-        spark.range(0, 100, numPartitions=4).selectExpr("assert_true(id < 60) AS ok").write.parquet(out)
+    with pytest.raises(Exception, match="too big"):
+        failing = spark.range(0, 100, numPartitions=4).selectExpr("IF(id < 60, id, raise_error('too big')) AS v")
+        failing.write.parquet(out)
     assert protocol.interruption() is None
-    assert not os.path.exists(os.path.join(out, "_temporary"))
+    assert committed(out) == []  # partitions 0 and 1 had committed: Spark's abort deleted them
 
 
 @pytest.fixture
