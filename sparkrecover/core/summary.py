@@ -271,13 +271,21 @@ def command_lines(document: dict[str, Any]) -> list[str]:
     if not attempts:
         return lines
     counts: dict[str | None, int] = {}
+    # A stage the last attempt was running when it was stopped or killed did not run: it was cut off
+    # (as inspect and the report word it), and a resume continues it.
+    stopped = attempts[-1]["outcome"] in ("interrupted", "crashed")
     for row in document["stages"]:
-        counts[row["did"]] = counts.get(row["did"], 0) + 1
+        did = row["did"]
+        if stopped and did in ("run", "continued") and row["outcome"] == "unfinished":
+            did = "cut off"
+        counts[did] = counts.get(did, 0) + 1
     if document["stages"]:
         parts = [f"{counts.get('skipped', 0)} skipped"]
         if counts.get("continued"):
             parts.append(f"{counts['continued']} continued ({document['kept_partitions']:,} partitions kept)")
         parts.append(f"{counts.get('run', 0)} run")
+        if counts.get("cut off"):
+            parts.append(f"{counts['cut off']} cut off")
         if counts.get("lost"):
             parts.append(f"{counts['lost']} lost")
         if counts.get(None):
