@@ -11,6 +11,7 @@ only: a run directory on any other store keeps no map outputs.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from collections.abc import Callable
@@ -74,10 +75,12 @@ def size_reader(run_dir: str) -> Callable[[str], int | None] | None:
 
 
 def remove(run_dir: str) -> bool:
-    """Delete the kept map outputs of a run (it succeeded, or starts from scratch). True when
-    there was a folder to remove."""
+    """Delete the keep folder of a run (it succeeded, or starts from scratch). True when it held a
+    kept map output (``<identity>/map-<index>``): the folder is made before every attempt, and
+    one whose shuffles kept nothing must not be reported as kept outputs removed."""
     found = folder(run_dir)
     if found is None or not os.path.isdir(found):
         return False
+    kept = bool(glob.glob(os.path.join(glob.escape(found), "*", "map-*")))
     shutil.rmtree(found, ignore_errors=True)
-    return True
+    return kept
