@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
 from sparkrecover.jvm import LISTENER_CLASS, LISTENERS_CONF
+from sparkrecover.launch import spark_log
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
 OPTIONS_WITH_VALUE = frozenset(
@@ -346,8 +347,14 @@ def _read_properties(path: str) -> dict[str, str]:
 
 def child_environment(parsed: SubmitArgs) -> dict[str, str]:
     """The driver must import sparkrecover: in client mode run it with this Python unless the
-    user chose one; for local masters the workers use it too (same machine, same packages)."""
+    user chose one; for local masters the workers use it too (same machine, same packages). In
+    client mode the driver logs warnings only, unless the user configured its logging."""
     env = dict(os.environ)
+    java_options = " ".join(
+        filter(None, [parsed.option("--driver-java-options"), parsed.conf("spark.driver.extraJavaOptions")])
+    )
+    if parsed.deploy_mode == "client" and not spark_log.user_configured(java_options, env):
+        spark_log.with_quiet_driver_log(env)
     if parsed.deploy_mode == "client" and not parsed.conf("spark.pyspark.driver.python"):
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         master = parsed.master or "local[*]"

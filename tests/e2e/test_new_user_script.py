@@ -118,6 +118,9 @@ def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_mi
     done = run_cli("resume", "night", "--root", root, "--json", timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     summary = json.loads(done.stdout)
+    # The terminal is left to sparkrecover and the application: no Spark INFO line, and not the
+    # ERROR Spark logs for a map stage whose outputs were all reused (nothing failed).
+    assert " INFO " not in done.stderr and "No stages registered" not in done.stderr, done.stderr[-3000:]
     journal = read_journal(run_dir)
 
     # Every shuffle attempt 1 ran was planned again with the same identity and reused whole; the
