@@ -15,7 +15,7 @@
  * only when the application sets no protocol of its own; ResumingCommitProtocol extends it.
  *
  * The same rule as driver/fence.py: a lease seen held by another token, missing or unreadable
- * (not JSON) refuses the commit; a lease that cannot be read because its storage cannot be
+ * (not JSON) refuses the commit, and so does a journal segment of a later attempt of the run; a lease that cannot be read because its storage cannot be
  * reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
  *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
@@ -36,6 +36,7 @@ import java.io.InputStream;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
@@ -54,6 +55,10 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static volatile String leaseFile;
     private static volatile String token;
     private static volatile Configuration leaseConf;
+    // The run's journal folder and this driver's attempt: a later attempt's segment there fences
+    // too (under submit --deploy-mode cluster, YARN's next attempt runs under the same token).
+    private static volatile String journalDir;
+    private static volatile int attempt;
 
     public FencedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
@@ -78,10 +83,17 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         return null;
     }
 
+    /** Also refuse job commits once a later attempt than {@code number} has a segment in {@code journal}. */
+    public static synchronized void armAttempt(String journal, int number) {
+        journalDir = journal;
+        attempt = number;
+    }
+
     public static synchronized void disarm() {
         leaseFile = null;
         token = null;
         leaseConf = null;
+        journalDir = null;
     }
 
     public static boolean armed() {
@@ -116,11 +128,47 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
             return;  // storage unreachable: cannot tell, and Python's own checks report the outage
         }
         if (expected.equals(holder)) {
-            return;
+            int later;
+            try {
+                later = laterAttempt(journalDir, attempt, conf);
+            } catch (IOException error) {
+                return;
+            }
+            if (later == 0) {
+                return;
+            }
+            throw new IllegalStateException(REFUSED + " (attempt " + later + " of the run has started)");
         }
         throw new IllegalStateException(REFUSED + " (" + file + " now holds "
                                         + (holder == null ? "no lease" : "the token " + holder)
                                         + "): another submit or resume took the run over");
+    }
+
+    /** The latest attempt with a segment in {@code journal} when it is later than {@code mine}, else 0. */
+    static int laterAttempt(String journal, int mine, Configuration conf) throws IOException {
+        if (journal == null) {
+            return 0;
+        }
+        Path folder = new Path(journal);
+        FileStatus[] found;
+        try {
+            found = folder.getFileSystem(conf).listStatus(folder);
+        } catch (FileNotFoundException gone) {
+            return 0;
+        }
+        int latest = 0;
+        for (FileStatus status : found) {
+            String name = status.getPath().getName();  // <attempt:04d>-<writer>-<segment:06d>.jsonl
+            int dash = name.indexOf('-');
+            if (dash >= 4 && name.endsWith(".jsonl")) {
+                try {
+                    latest = Math.max(latest, Integer.parseInt(name.substring(0, dash)));
+                } catch (NumberFormatException notASegment) {
+                    // another file: not an attempt's
+                }
+            }
+        }
+        return latest > mine ? latest : 0;
     }
 
     /**
