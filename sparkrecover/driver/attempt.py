@@ -204,22 +204,26 @@ def _succeeded(run_dir: str, run_id: str) -> bool:
     return RunState.from_events(run_id, reader.iter_journal(run_dir, attempt=last)).succeeded
 
 
-def point_the_jvm(start: Start) -> None:
-    """Before the script makes its SparkContext: the kept map outputs this restart may reuse,
-    for the keeping shuffle manager. The command line a launcher runs again carries the reuse
-    list of the attempt it was recorded for (or none); a Java system property set now is what
-    every SparkConf the script makes from here on starts from (spark-submit passes its --conf
-    settings to the driver the same way), so the restart's own list replaces it."""
+def point_the_jvm(start: Start, script: str) -> None:
+    """Before the script makes its SparkContext: what the keeping shuffle manager reads, as this
+    restart needs it. The command line a launcher runs again carries the settings of the attempt
+    it was recorded for: that attempt's reuse list (or none), and the digest of the script as it
+    was then (an edited script must not match the map outputs its earlier version kept). A Java
+    system property set now is what every SparkConf the script makes from here on starts from
+    (spark-submit hands its --conf settings to the driver the same way), so the restart's own
+    values replace them."""
     if not start.restart:
         return
     from pyspark import SparkContext
 
-    from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS, SHUFFLE_MANAGER_CONF, SHUFFLE_REUSE_CONF
+    from sparkrecover.core import staleness
+    from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS, SHUFFLE_MANAGER_CONF, SHUFFLE_REUSE_CONF, SHUFFLE_SCRIPT_CONF
 
     SparkContext._ensure_initialized()
     system = SparkContext._jvm.java.lang.System  # type: ignore[union-attr]
     if system.getProperty(SHUFFLE_MANAGER_CONF) != SHUFFLE_MANAGER_CLASS:
         return  # map outputs are not kept under this command line
+    system.setProperty(SHUFFLE_SCRIPT_CONF, staleness.script_digest(script, storage.read_bytes))
     if start.reuse:
         system.setProperty(SHUFFLE_REUSE_CONF, start.reuse)
     else:

@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
     try:
-        attempts.point_the_jvm(start)
+        attempts.point_the_jvm(start, script_argv[0])
         exit_code = _run_script(script_argv[0], script_argv[1:])
     except KeyboardInterrupt:
         exit_code, error = 130, "interrupted"

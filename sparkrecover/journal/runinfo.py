@@ -5,7 +5,6 @@ launcher started with no command line around (``driver/attempt.py``). Arguments 
 
 from __future__ import annotations
 
-import getpass
 import os
 import platform
 import socket
@@ -13,6 +12,7 @@ from typing import Any
 
 from sparkrecover import __version__
 from sparkrecover.journal import redact
+from sparkrecover.rundir import lease as leases
 
 # Who started an attempt (attempt.started's started_by): a command, or a launcher that ran the
 # driver's command line itself (YARN's next application attempt, a Kubernetes operator, an
@@ -41,7 +41,7 @@ def run_started(
         "spark_submit_args": redact.redact_args(spark_submit_args),
         "spark_submit": spark_submit,
         "cwd": cwd,
-        "user": user(),
+        "user": leases.user_name(),
         "host": socket.gethostname(),
         "flush_interval": flush_interval,
         "buffer_size": buffer_size,
@@ -61,10 +61,3 @@ def attempt_started(command: list[str], started_by: str) -> dict[str, Any]:
         "command": redact.redact_args(command),
         "started_by": started_by,
     }
-
-
-def user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())

@@ -152,7 +152,7 @@ def test_a_live_holder_that_renews_its_lease_stops_a_restart_with_exit_4_and_not
     assert not os.path.exists(os.path.join(run.dir, "plans"))
 
 
-def _restart_in_a_process(run_dir, go, results):
+def _restart_in_a_process(run_dir, go, results, done):
     go.wait()
     try:
         start = attempts.begin(options(run_dir), lambda message: None)
@@ -160,6 +160,8 @@ def _restart_in_a_process(run_dir, go, results):
         results.put(("refused", str(problem)))
         return
     results.put(("started", start.attempt))
+    done.wait(60)  # alive, as a driver running its script is: its lease is not a dead process's
+    start.lease.release()
 
 
 def test_two_restarts_at_once_one_runs_the_other_exits_4_having_written_nothing(tmp_path):
@@ -168,11 +170,12 @@ def test_two_restarts_at_once_one_runs_the_other_exits_4_having_written_nothing(
     run = journals.crashed_run(tmp_path / "root")
     stale_lease(run.dir)
     context = multiprocessing.get_context("fork")
-    go, results = context.Barrier(2), context.Queue()
-    racers = [context.Process(target=_restart_in_a_process, args=(run.dir, go, results)) for _ in range(2)]
+    go, results, done = context.Barrier(2), context.Queue(), context.Event()
+    racers = [context.Process(target=_restart_in_a_process, args=(run.dir, go, results, done)) for _ in range(2)]
     for racer in racers:
         racer.start()
     outcomes = sorted(results.get(timeout=60) for _ in racers)
+    done.set()
     for racer in racers:
         racer.join(timeout=30)
     assert [outcome for outcome, _ in outcomes] == ["refused", "started"], outcomes
