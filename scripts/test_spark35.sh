@@ -14,7 +14,9 @@
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
 # reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage). Extra arguments go to pytest.
+# of a fully reused map stage); a driver run again by another launcher (the same
+# spark-submit-args line after a kill) resumes by itself, pointing the JVM at its own settings
+# through system properties before the script's SparkContext. Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -45,4 +47,5 @@ exec "$python" -m pytest \
   "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly[first map stage]" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
+  "tests/e2e/test_e2e_restart.py::test_the_same_spark_submit_args_line_resumes_then_runs_nothing" \
   "$@"

@@ -166,7 +166,7 @@ def bootstrap_launch(
     if lease_token:
         bootstrap_args += ["--lease-token", lease_token]  # the driver fences itself on it
     if spec.checksums:
-        bootstrap_args.append("--checksums")
+        bootstrap_args += ["--checksums"]
     if spec.checkpoint_root:
         bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
     if plan_url is not None:

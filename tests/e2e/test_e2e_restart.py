@@ -10,6 +10,7 @@ leaves a marker file) and outputs compared row for row.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shlex
@@ -69,8 +70,12 @@ def start(command: list[str], folder: str, name: str, env: dict[str, str] | None
 
 
 def said(folder: str, name: str) -> str:
-    with open(os.path.join(folder, f"{name}.err"), encoding="utf-8", errors="replace") as handle:
-        return handle.read()
+    """What a process printed (spark-submit hands the Python driver's stderr to its own stdout)."""
+    text = ""
+    for stream in ("out", "err"):
+        with open(os.path.join(folder, f"{name}.{stream}"), encoding="utf-8", errors="replace") as handle:
+            text += handle.read()
+    return text
 
 
 def until(process: subprocess.Popen, ready: Callable[[], bool], what: str, timeout: float = 400) -> None:
@@ -100,12 +105,13 @@ def rows(spark, folder: str) -> list[tuple[int, int]]:
     return sorted((r.id, r.tripled) for r in spark.read.parquet(folder).collect())
 
 
-def written_whole(spark, out: str) -> None:
-    """The target as one uninterrupted write leaves it: every row once, one file per partition."""
+def written_whole(spark, out: str, staging: bool = False) -> None:
+    """The target as one uninterrupted write leaves it: every row once, one file per partition, and
+    (unless ``staging`` may remain) no committer's staging folder."""
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
     data = sorted(n for n in os.listdir(out) if n.startswith("part-"))
     assert sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)] and len(data) == PARTS
-    assert "_temporary" not in os.listdir(out)
+    assert staging or "_temporary" not in os.listdir(out)
 
 
 def handoff(
@@ -178,7 +184,10 @@ def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_pa
     the identical line again computes only the missing partitions; a third time, nothing."""
     folder, root, out, markers = str(tmp_path), str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "m")
     run_dir = os.path.join(root, "night")
-    line = handoff(root, APP, out, markers, "--flush-interval", "0.2")
+    # --keep-shuffles link: kept map outputs need no master given (auto would keep nothing here),
+    # and the restart then points the JVM at its own reuse list and script digest.
+    line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "link")
+    assert "spark.shuffle.manager=sparkrecover.jvm.KeepingShuffleManager" in line
 
     first = start(line, folder, "first")
     until(first, lambda: commits(run_dir, 1) >= 11, "11 of 16 partitions committed")
@@ -247,8 +256,12 @@ def test_yarns_next_attempt_under_a_waiting_submit_resumes_under_its_lease(spark
     assert ended[2]["exit_code"] == 0
     shown = orjson.loads(run_cli("inspect", "night", "--root", root, "--json").stdout)
     assert [a["outcome"] for a in shown["attempts"]] == ["crashed", "succeeded"]
-    assert len({name.split("-")[0] for name in os.listdir(markers)}) == PARTS
-    assert kept_by(run_dir, 2) == commits(run_dir, 1)
+    # Every partition the first driver committed was kept, and none of those computed again.
+    committed = {e["partition"] for e in records if e["type"] == "task.committed" and e["attempt"] == 1}
+    (resumed,) = [e for e in records if e["type"] == "write.started" and e["attempt"] == 2]
+    assert set(resumed["kept"]) == committed and committed
+    computed = collections.Counter(int(name.split("-")[0]) for name in os.listdir(markers))
+    assert set(computed) == set(range(PARTS)) and all(computed[p] == 1 for p in committed)
     written_whole(spark, out)
 
 
@@ -300,11 +313,14 @@ def test_a_frozen_predecessor_continued_after_its_successor_ran_commits_nothing(
     finally:
         os.killpg(first.pid, signal.SIGCONT)
     assert finish(first) == 75, said(folder, "first")[-3000:]
-    err = said(folder, "second")
-    assert "waiting up to" in err and "took over the stale lease of pid" in err
+    # Whether it waited depends on how long its JVM took to start (the lease goes stale 6 s
+    # after the freeze): either way it took the lease over from the frozen driver.
+    assert "took over the stale lease of pid" in said(folder, "second")
     lost = [e for e in events_of(run_dir) if e["type"] == "lease.lost"]
     assert [(e["attempt"], e["doing"]) for e in lost] == [(1, "the job commit")]
-    written_whole(spark, out)
+    # Its refused job was aborted; a task of it that Spark was still killing may leave an empty
+    # staging folder behind, never a file in the target (docs/decisions.md, "Restarted drivers").
+    written_whole(spark, out, staging=True)
 
 
 def test_a_restart_on_s3_with_its_script_edited_reruns_the_write_and_leaves_earlier_objects_alone(spark, tmp_path, s3):
