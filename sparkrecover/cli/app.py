@@ -409,6 +409,7 @@ def spark_submit_args(
 
     \b
         spark-submit --master 'local[*]' $(sparkrecover spark-submit-args --run-id nightly -- etl.py)
+        sparkrecover spark-submit-args --run-id nightly --json -- --master yarn etl.py
 
     spark-submit options given after -- (the master, the deploy mode, jars, conf) shape the line
     and are part of it. See docs/launchers.md.
