@@ -91,6 +91,38 @@ def _option_names(command: Any) -> list[str]:
     return [name for param in command.params if param.param_type_name == "option" for name in param.opts]
 
 
+def _check_before_dashes(ctx: typer.Context) -> None:
+    """What submit or spark-submit-args was given before ``--`` must be its own or spark-submit's."""
+    from sparkrecover.cli.submit import check_options
+
+    group = ctx.parent.command if ctx.parent else None
+    elsewhere = {
+        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
+    }
+    check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+
+
+# What submit records of how to journal a run, which spark-submit-args hands on the same way.
+FLUSH_INTERVAL = typer.Option(
+    1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
+)
+BUFFER_SIZE = typer.Option(
+    1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."
+)
+CHECKSUMS = typer.Option(
+    False,
+    "--checksums",
+    help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more).",
+)
+CHECKPOINT_ROOT = typer.Option(
+    None,
+    "--checkpoint-root",
+    metavar="URI",
+    help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
+    "Default: the run directory. Recorded: resume uses it too.",
+)
+
+
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
@@ -140,30 +172,11 @@ def submit(
         metavar="PATH",
         help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's).",
     ),
-    flush_interval: float = typer.Option(
-        1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
-    ),
-    buffer_size: int = typer.Option(
-        1 << 20,
-        "--buffer-size",
-        min=1,
-        metavar="BYTES",
-        help="Journal write buffer in bytes; a full buffer is flushed.",
-    ),
+    flush_interval: float = FLUSH_INTERVAL,
+    buffer_size: int = BUFFER_SIZE,
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    checksums: bool = typer.Option(
-        False,
-        "--checksums",
-        help="Record a SHA-256 of every output file at commit, for resume --verify checksum "
-        "(reads all output once more).",
-    ),
-    checkpoint_root: Optional[str] = typer.Option(
-        None,
-        "--checkpoint-root",
-        metavar="URI",
-        help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
-        "Default: the run directory. Recorded: resume uses it too.",
-    ),
+    checksums: bool = CHECKSUMS,
+    checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
     keep_shuffles: str = typer.Option(
         "auto",
         "--keep-shuffles",
@@ -188,11 +201,7 @@ def submit(
     """
     from sparkrecover.cli import submit as command
 
-    group = ctx.parent.command if ctx.parent else None
-    elsewhere = {
-        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
-    }
-    command.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+    _check_before_dashes(ctx)
     raise typer.Exit(
         command.run(
             root=root,
@@ -370,25 +379,10 @@ def spark_submit_args(
         metavar="PATH",
         help="The spark-submit whose Spark the listener's jar is built for (default: as submit finds it).",
     ),
-    flush_interval: float = typer.Option(
-        1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
-    ),
-    buffer_size: int = typer.Option(
-        1 << 20,
-        "--buffer-size",
-        min=1,
-        metavar="BYTES",
-        help="Journal write buffer in bytes; a full buffer is flushed.",
-    ),
-    checksums: bool = typer.Option(
-        False, "--checksums", help="Record a SHA-256 of every output file at commit (as submit --checksums)."
-    ),
-    checkpoint_root: Optional[str] = typer.Option(
-        None,
-        "--checkpoint-root",
-        metavar="URI",
-        help="Where checkpoints without path= go (as submit --checkpoint-root).",
-    ),
+    flush_interval: float = FLUSH_INTERVAL,
+    buffer_size: int = BUFFER_SIZE,
+    checksums: bool = CHECKSUMS,
+    checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
     keep_shuffles: str = typer.Option(
         "auto",
         "--keep-shuffles",
@@ -415,13 +409,8 @@ def spark_submit_args(
     and are part of it. See docs/launchers.md.
     """
     from sparkrecover.cli import spark_submit_args as command
-    from sparkrecover.cli import submit as checks
 
-    group = ctx.parent.command if ctx.parent else None
-    elsewhere = {
-        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
-    }
-    checks.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+    _check_before_dashes(ctx)
     raise typer.Exit(
         command.run(
             root=root,

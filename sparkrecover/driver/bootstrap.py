@@ -1,11 +1,15 @@
 """The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
 
-    bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
+    bootstrap.py --run-dir URL --run-id ID [--attempt N] [--plan URL] [--flush-interval S]
                  [--buffer-size B] [--checksums] [--checkpoint-root URL] [--listener jvm|py4j]
                  [--lease-token TOKEN]
                  -- script.py [script args]
 
-It opens the driver's journal writer, loads the plan (pure data, docs/design.md §4 rule 8), hooks
+It first decides which attempt of its run it is (``driver/attempt.py``): the one ``submit`` or
+``resume`` launched with ``--attempt``, ``--plan`` and ``--lease-token``, or, when something else
+ran this command line again (YARN, an operator, an orchestrator, ``spark-submit-args``' line), the
+next attempt of the run, planned here as ``resume`` plans it; a run that succeeded runs nothing.
+Then it opens the driver's journal writer, loads the plan (pure data, docs/design.md §4 rule 8), hooks
 SparkContext creation to attach the listener bridge and record ``driver.started``, runs the script as
 ``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
 ``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
