@@ -208,6 +208,12 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
 # -- inspect RUN ----------------------------------------------------------------------------------
 
 
+def _attempt_note(row: dict[str, Any]) -> str:
+    if row.get("started_by") == "launcher":
+        return " (restarted by the launcher)"
+    return " (resumed)" if row["resumed"] else ""
+
+
 def _failures(row: dict[str, Any]) -> str:
     parts = []
     if row["failed_spark_stages"]:
@@ -331,7 +337,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         attempts.add_column(column, overflow="fold")
     for row in summary["attempts"]:
         attempts.add_row(
-            str(row["attempt"]) + (" (resumed)" if row["resumed"] else ""),
+            str(row["attempt"]) + _attempt_note(row),
             _styled(row["outcome"], STATUS_STYLE),
             _exit_text(row),
             humanize.timestamp(row["started"]),

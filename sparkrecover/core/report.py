@@ -49,6 +49,7 @@ class Lane:
     startup_s: float | None = None  # when its Spark driver was up, from the attempt's start
     bars: list[Bar] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    started_by: str | None = None  # "launcher": a driver restarted by YARN, an operator, an orchestrator
 
     @property
     def story(self) -> str:
@@ -195,6 +196,7 @@ def _build(
             timing.startup.get(number),
             timing.bars.get(number, []),
             list(timing.marks.get(number, [])),
+            started_by=row["started_by"],
         )
         if row["outcome"] == "crashed":
             lane.marks.append(Mark("died", lane.duration_s, "the driver died here: nothing more was journaled"))

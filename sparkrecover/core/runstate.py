@@ -111,10 +111,16 @@ class AttemptState:
     last_ts: str | None = None
     committed: list[str] = field(default_factory=list)  # stages committed in this attempt
     failures: list[tuple[str, str]] = field(default_factory=list)  # (stage, error) in this attempt
+    # Who started it (attempt.started): "submit", "resume", or "launcher" for a driver that YARN,
+    # an operator or an orchestrator ran again by itself (None: journals from before this was said).
+    started_by: str | None = None
+    # A later attempt the cluster restarted this one's driver as, while its command still waited
+    # (attempt.ended of a submit whose spark-submit outlived its first driver).
+    continued_by: int | None = None
 
     @property
     def ended(self) -> bool:
-        return self.exit_code is not None
+        return self.exit_code is not None or self.continued_by is not None
 
     @property
     def outcome(self) -> str:
@@ -286,12 +292,14 @@ def _run_started(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 def _attempt_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     attempt.started_ts = record["ts"]
+    attempt.started_by = record.get("started_by")
 
 
 def _attempt_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
     attempt.ended_ts = record["ts"]
     attempt.exit_code = record.get("exit_code")
     attempt.signal = record.get("signal")
+    attempt.continued_by = record.get("continued_by")
 
 
 def _plan_created(state: RunState, record: dict, attempt: AttemptState) -> None:

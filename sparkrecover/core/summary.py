@@ -104,6 +104,8 @@ def _attempt_row(attempt: AttemptState, running: bool) -> dict[str, Any]:
         "duration_s": _seconds_between(attempt.started_ts, attempt.ended_ts or attempt.last_ts),
         "app_id": (attempt.driver or {}).get("app_id"),
         "resumed": attempt.plan is not None,
+        # submit, resume, or "launcher": a driver YARN, an operator or an orchestrator ran again
+        "started_by": attempt.started_by,
         "plan": None if attempt.plan is None else plan_counts(attempt.plan),
     }
 

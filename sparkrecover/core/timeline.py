@@ -268,7 +268,11 @@ def shuffle_milestones(
 
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
-    ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
+    ev.ATTEMPT_STARTED: lambda r: (
+        f"restarted by the launcher: driver pid {r.get('pid')} took the next attempt"
+        if r.get("started_by") == "launcher"
+        else f"spark-submit started by pid {r.get('pid')}"
+    ),
     ev.PLAN_CREATED: _plan_created,
     ev.DRIVER_STARTED: lambda r: (
         f"{r.get('app_id')} on {r.get('master')} ({r.get('deploy_mode')}), Spark {r.get('spark_version')}"

@@ -176,6 +176,9 @@ def test_usage_lines_say_what_goes_where(cli):
         "inspect": "Usage: sparkrecover inspect [OPTIONS] [RUN]",
         "replay": "Usage: sparkrecover replay [OPTIONS] RUN",
         "report": "Usage: sparkrecover report [OPTIONS] RUN",
+        "spark-submit-args": (
+            "Usage: sparkrecover spark-submit-args [OPTIONS] [--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]"
+        ),
     }
 
 

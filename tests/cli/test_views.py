@@ -255,3 +255,38 @@ def test_a_follower_of_a_dead_run_gives_up_after_its_grace(tmp_path):
     slept: list[float] = []
     updates = list(watch.follow(reading.WatchedRun(run.dir), run.run_id, sleep=slept.append, interval=0.5, grace=2.0))
     assert updates[-1].ended.startswith("attempt 1 crashed") and sum(slept) == 2.0
+
+
+# -- attempts a launcher restarted ---------------------------------------------------------------------------
+
+
+def test_an_attempt_a_launcher_restarted_is_shown_as_such_everywhere(cli, tmp_path):
+    """A driver YARN or an orchestrator ran again journals its own attempt.started
+    (started_by: launcher); submit's attempt that the cluster continued says so in attempt.ended."""
+    from sparkrecover.journal import JournalWriter
+
+    run = journals.SyntheticRun(tmp_path / "root")
+    run.attempt().done("orders").started("clean", ("orders",))
+    run.driver.close()
+    run.cli.emit("attempt.ended", exit_code=None, signal=None, continued_by=2, application_exit_code=0)
+    run.cli.close()
+    restarted = JournalWriter(run.dir, "nightly", 2, "driver", flush_interval=0)
+    restarted.emit("attempt.started", pid=77, host="node-2", command=["bootstrap.py"], started_by="launcher")
+    restarted.emit("stage.skipped", stage="orders", reason="committed in attempt 1, output verified")
+    restarted.emit("driver.ended", exit_code=0, error=None)
+    restarted.emit("attempt.ended", exit_code=0, signal=None)
+    restarted.close()
+    root = str(tmp_path / "root")
+
+    shown = orjson.loads(cli("inspect", "nightly", "--root", root, "--json")[1])
+    assert [(a["attempt"], a["outcome"], a["started_by"]) for a in shown["attempts"]] == [
+        (1, "crashed", None),
+        (2, "succeeded", "launcher"),
+    ]
+    _code, out, _ = cli("inspect", "nightly", "--root", root)
+    assert "│ 2 (restarted by the launcher) │ succeeded │" in out
+    _code, out, _ = cli("replay", "nightly", "--root", root)
+    assert "restarted by the launcher: driver pid 77 took the next attempt" in out
+    page = str(tmp_path / "page.html")
+    assert cli("report", "nightly", "--root", root, "-o", page)[0] == 0
+    assert "restarted by the launcher · started" in open(page, encoding="utf-8").read()
