@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0.dev0"
+from sparkrecover.version import __version__
+
 __all__ = ["__version__", "checkpoint", "stage"]
 
 

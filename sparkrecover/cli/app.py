@@ -16,8 +16,8 @@ from typing import Any, List, Optional
 import typer
 from typer.core import TyperCommand
 
-from sparkrecover import __version__
 from sparkrecover.errors import EXIT_INTERRUPTED, EXIT_USAGE, SparkRecoverError
+from sparkrecover.version import __version__
 
 EXIT_INTERNAL = 70  # a bug in sparkrecover: the traceback goes to a log file
 

@@ -19,16 +19,13 @@ launch) is in its own duration, which ``report`` shows beside it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sparkrecover.core import humanize, shuffles
 from sparkrecover.journal import events as ev
-
-if TYPE_CHECKING:
-    from sparkrecover.core.runstate import RunState
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,19 @@ class SavingsFold:
                 self.savings.append(Saving(attempt, name, seconds, f"kept {len(reused)} partitions"))
 
 
-def of(state: RunState, attempts: Iterable[int] | None = None) -> list[Saving]:
+class Folded(Protocol):
+    """What ``of`` reads of the run state's fold (``core/runstate.py``, which feeds this module's
+    ``SavingsFold``: described here, not imported, so the two modules do not import each other)."""
+
+    @property
+    def attempts(self) -> Mapping[int, object]: ...
+    @property
+    def shuffles(self) -> dict[str, shuffles.ShuffleState]: ...
+    @property
+    def saved(self) -> SavingsFold: ...
+
+
+def of(state: Folded, attempts: Iterable[int] | None = None) -> list[Saving]:
     """Every saving of the run (of ``attempts`` only, when given), in attempt order."""
     wanted = set(state.attempts if attempts is None else attempts)
     found = [saving for saving in state.saved.savings if saving.attempt in wanted]

@@ -10,9 +10,9 @@ import platform
 import socket
 from typing import Any
 
-from sparkrecover import __version__
 from sparkrecover.journal import redact
 from sparkrecover.rundir import lease as leases
+from sparkrecover.version import __version__
 
 # Who started an attempt (attempt.started's started_by): a command, or a launcher that ran the
 # driver's command line itself (YARN's next application attempt, a Kubernetes operator, an
