@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from sparkrecover.cli import render
 from sparkrecover.core import summary
 from sparkrecover.errors import RunNotFoundError, SparkRecoverError
-from sparkrecover.launch import reading, shuffles
-from sparkrecover.rundir import runs, storage
+from sparkrecover.launch import reading
+from sparkrecover.rundir import keep, runs, storage
 
 if TYPE_CHECKING:
     from sparkrecover.core.runstate import RunState
@@ -49,7 +49,7 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         state = reading.load_state(run_dir, run_id, render.warning)
         lease = reading.live_lease(run_dir)
         details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
-    details["shuffle_bytes"] = shuffles.disk_usage(run_dir)  # what kept map outputs hold on disk now
+    details["shuffle_bytes"] = keep.disk_usage(run_dir)  # what kept map outputs hold on disk now
     if json_output:
         render.emit_json(details)
     else:

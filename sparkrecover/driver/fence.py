@@ -22,9 +22,10 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from sparkrecover.driver.partitions import FENCED_PROTOCOL, PROTOCOL_CONF
+from sparkrecover import jvm
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
+from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import storage
 
@@ -88,11 +89,13 @@ def arm(rt: Any, sc: Any) -> str | None:
     if token is None:
         return "this driver runs under no lease"
     conf = sc.getConf()
-    if conf.contains(PROTOCOL_CONF):
-        return f"the application sets its own commit protocol ({PROTOCOL_CONF}={conf.get(PROTOCOL_CONF)})"
+    if conf.contains(COMMIT_PROTOCOL_CONF):
+        return f"the application sets its own commit protocol ({COMMIT_PROTOCOL_CONF}={conf.get(COMMIT_PROTOCOL_CONF)})"
     lease_path = storage.to_spark_path(storage.join(rt.run_dir, leases.LEASE_FILE))
     try:
-        protocol = sc._jvm.sparkrecover.jvm.FencedCommitProtocol
+        protocol = jvm.find_class(sc._jvm, FENCED_PROTOCOL_CLASS)
+        if protocol is None:
+            return "the sparkrecover jar is not loaded"
         problem = protocol.arm(lease_path, token, sc._jsc.hadoopConfiguration())
     except Exception as error:  # no jar (no JDK, SPARKRECOVER_NO_JVM_LISTENER), Spark Connect
         return f"the sparkrecover jar is not loaded ({type(error).__name__})"
@@ -100,5 +103,5 @@ def arm(rt: Any, sc: Any) -> str | None:
         return str(problem)
     # pyspark's SparkContext wraps the JVM context's own SparkConf: sessions made from here on
     # start from it, and a protocol the application sets on its session later still wins.
-    sc._conf.set(PROTOCOL_CONF, FENCED_PROTOCOL)
+    sc._conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)
     return None

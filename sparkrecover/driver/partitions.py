@@ -25,17 +25,18 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
-SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
-PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
-PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
-# The default one plus the lease check at job commit (driver/fence.py), which the resuming one extends.
-FENCED_PROTOCOL = "sparkrecover.jvm.FencedCommitProtocol"
-PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
-KEPT_DIR_CONF = "sparkrecover.kept.dir"
-KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
+from sparkrecover.jvm import (
+    COMMIT_PROTOCOL_CONF,
+    DEFAULT_COMMIT_PROTOCOL,
+    FENCED_PROTOCOL_CLASS,
+    KEPT_DIR_CONF,
+    KEPT_PARTITIONS_CONF,
+    KEPT_RDD_CLASS,
+    PROBE_CLASS,
+    RESUMING_PROTOCOL_CLASS,
+    find_class,
+)
 
-DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
 # Filesystems whose directory rename is atomic, which a committed task folder relies on.
@@ -112,7 +113,7 @@ def shape_of(frame: Any) -> WriteShape:
 def _query_rdd(jvm: Any, qe: Any) -> Any:
     """``qe.toRdd()`` inside a SQL execution of its own, as a write's would run: the map stages it
     runs belong to the query (Spark's UI, and whatever reads ``spark.sql.execution.id``)."""
-    return _jvm_class(jvm, PROBE_CLASS).execute(qe)
+    return _required_class(jvm, PROBE_CLASS).execute(qe)
 
 
 def _plan_reason(qe: Any) -> str | None:
@@ -140,7 +141,7 @@ def _probe(jvm: Any, rdd: Any, count: int) -> tuple[list[str], list[str], tuple[
     up to their map side; the specs of each shuffle read; and how many range partitionings were
     met and had their bounds read. Computed in the JVM (``WriteShapeProbe``) in one call: a walk
     through Py4J costs seconds per 10,000 partitions."""
-    text = str(_jvm_class(jvm, PROBE_CLASS).probe(rdd))
+    text = str(_required_class(jvm, PROBE_CLASS).probe(rdd))
     digests, specs, ranges = text.split("\n--")
     found = digests.split("\n") if digests else []
     if len(found) != count:
@@ -157,7 +158,7 @@ def without_partitions(frame: Any, kept: Collection[int]) -> Any:
     session = frame.sparkSession
     jvm = session._jvm
     ids = ",".join(str(int(i)) for i in sorted(set(kept)))
-    wrapped = _jvm_class(jvm, KEPT_RDD_CLASS)(frame._jdf.queryExecution().toRdd(), ids)
+    wrapped = _required_class(jvm, KEPT_RDD_CLASS)(frame._jdf.queryExecution().toRdd(), ids)
     jdf = session._jsparkSession.internalCreateDataFrame(wrapped, frame._jdf.schema(), False)
     return DataFrame(jdf, session)
 
@@ -169,7 +170,7 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
     the job before it commits; the ``kept`` partitions' empty tasks commit nothing. The previous
     settings are restored afterwards, also on error."""
     values = {
-        PROTOCOL_CONF: PROTOCOL_CLASS,
+        COMMIT_PROTOCOL_CONF: RESUMING_PROTOCOL_CLASS,
         KEPT_DIR_CONF: kept_dir or "",
         KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept))),
     }
@@ -205,7 +206,7 @@ def unsupported_reason(
         return "Spark Connect: the driver cannot change how the write runs"
     if not path:
         return "the write has no output path (a table or another sink)"
-    if not _on_classpath(spark._jvm, KEPT_RDD_CLASS):
+    if find_class(spark._jvm, KEPT_RDD_CLASS) is None:
         # No jar (no JDK to build it, SPARKRECOVER_NO_JVM_LISTENER, or javac failed against this
         # Spark): the write must still run, whole, as it would without sparkrecover.
         return "the sparkrecover jar is not loaded (no JDK to build it, or SPARKRECOVER_NO_JVM_LISTENER is set)"
@@ -221,9 +222,9 @@ def unsupported_reason(
             value = session.conf().get(key)
         return default if value is None else value
 
-    protocol = setting(PROTOCOL_CONF, DEFAULT_PROTOCOL)
-    if protocol not in (DEFAULT_PROTOCOL, FENCED_PROTOCOL, PROTOCOL_CLASS):
-        return f"a custom commit protocol is configured ({PROTOCOL_CONF}={protocol})"
+    protocol = setting(COMMIT_PROTOCOL_CONF, DEFAULT_COMMIT_PROTOCOL)
+    if protocol not in (DEFAULT_COMMIT_PROTOCOL, FENCED_PROTOCOL_CLASS, RESUMING_PROTOCOL_CLASS):
+        return f"a custom commit protocol is configured ({COMMIT_PROTOCOL_CONF}={protocol})"
     committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
     if committer != DEFAULT_PARQUET_COMMITTER:
         return f"a custom Parquet output committer is configured ({committer})"
@@ -253,23 +254,11 @@ def unsupported_reason(
     return None
 
 
-def _jvm_class(jvm: Any, name: str) -> Any:
-    from py4j.java_gateway import JavaClass
-
-    found = jvm
-    for part in name.split("."):
-        found = getattr(found, part)
-    if not isinstance(found, JavaClass):
+def _required_class(jvm: Any, name: str) -> Any:
+    found = find_class(jvm, name)
+    if found is None:
         raise RuntimeError(f"{name} is not on the driver's classpath (the sparkrecover jar is not loaded)")
     return found
-
-
-def _on_classpath(jvm: Any, name: str) -> bool:
-    try:
-        _jvm_class(jvm, name)
-    except RuntimeError:
-        return False
-    return True
 
 
 def _first_line(error: BaseException) -> str:

@@ -27,10 +27,9 @@ import orjson
 
 from sparkrecover.driver.runtime import Runtime
 from sparkrecover.journal import events as ev
-from sparkrecover.jvm import LISTENER_CLASS
+from sparkrecover.jvm import LISTENER_CLASS, find_class
 
 JVM, PY4J = "jvm", "py4j"
-JVM_CLASS = LISTENER_CLASS
 # Longest wait at driver end for Spark's listener queues to hand over their last events.
 FINAL_WAIT_MS = 3000
 # The pause after a drain woken by finished work grows with what that drain found: tasks of a
@@ -87,7 +86,7 @@ class Telemetry:
             jsc = self._context = sc._jsc.sc()
             self.dropped = self.dropped or 0
             if self.mode == JVM:
-                cls = _jvm_class(sc)
+                cls = find_class(sc._jvm, LISTENER_CLASS)
                 if cls is not None and cls.instances() > 0:
                     self.kind = JVM
                     self._drain = lambda: _parse_lines(cls.drain(jsc))
@@ -239,16 +238,6 @@ def _batch_map(batches: dict[str, dict[str, Any]], record: dict[str, Any]) -> No
             for key in ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes", "keep_us")
         }
     )
-
-
-def _jvm_class(sc: Any) -> Any:
-    """The listener class as Py4J sees it, or None when its jar is not loaded."""
-    from py4j.java_gateway import JavaClass
-
-    found = sc._jvm
-    for part in JVM_CLASS.split("."):
-        found = getattr(found, part)
-    return found if isinstance(found, JavaClass) else None
 
 
 def _parse_lines(text: str) -> list[dict[str, Any]]:

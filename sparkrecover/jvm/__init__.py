@@ -1,17 +1,58 @@
 """The JVM classes sparkrecover ships, as Java sources compiled on first use into one jar for
-the Spark in use (``launch/listener_jar.py``), and the names both processes refer to them by."""
+the Spark in use (``launch/listener_jar.py``), and every name both processes refer to them by:
+the classes, the Spark settings that install them and the settings they read. A name spelled
+here is spelled nowhere else in Python (``tests/jvm/test_names.py`` also checks each setting
+against the Java constant that reads it)."""
 
 from __future__ import annotations
 
 import glob
 import os
+from typing import Any
 
 FOLDER = os.path.dirname(os.path.abspath(__file__))
+
+# The classes.
 LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
 # spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md).
 SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
+KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
+PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
+# Spark's default commit protocol plus the lease check at job commit (driver/fence.py) ...
+FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
+# ... which this one extends with a resumed write's kept task folders (driver/partitions.py).
+RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+
+# Spark's settings that install them, and Spark's own class they replace.
+LISTENERS_CONF = "spark.extraListeners"
+SHUFFLE_MANAGER_CONF = "spark.shuffle.manager"
+COMMIT_PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
+DEFAULT_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
+
+# What ResumingCommitProtocol reads from the write's Hadoop configuration.
+KEPT_DIR_CONF = "sparkrecover.kept.dir"
+KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
+
+# What KeepingShuffleManager reads from the SparkConf (set by submit: launch/shuffles.py).
+SHUFFLE_DIR_CONF = "spark.sparkrecover.shuffle.dir"
+SHUFFLE_MODE_CONF = "spark.sparkrecover.shuffle.mode"
+SHUFFLE_SCRIPT_CONF = "spark.sparkrecover.shuffle.script"
+SHUFFLE_REUSE_CONF = "spark.sparkrecover.shuffle.reuse"
+# Where reducers read reused map outputs (Spark's FallbackStorage): the trailing / is required.
+FALLBACK_PATH_CONF = "spark.storage.decommission.fallbackStorage.path"
 
 
 def sources() -> list[str]:
     """Every Java source of the jar, in a stable order (the jar's cache key digests them all)."""
     return sorted(glob.glob(os.path.join(FOLDER, "*.java")))
+
+
+def find_class(gateway_jvm: Any, name: str) -> Any:
+    """The class ``name`` as Py4J sees it through ``gateway_jvm`` (``sc._jvm``), or None when it
+    is not on the driver's classpath (the jar is not loaded: Py4J then answers with a package)."""
+    from py4j.java_gateway import JavaClass
+
+    found = gateway_jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found if isinstance(found, JavaClass) else None

@@ -21,7 +21,7 @@ from sparkrecover.journal import JournalWriter, reader
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import launcher, redact, shuffles
-from sparkrecover.rundir import plans, runs, storage
+from sparkrecover.rundir import keep, plans, runs, storage
 
 
 @dataclass
@@ -228,7 +228,7 @@ def run_attempt(
     _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
     if keeping.reason is not None and spec.keep_shuffles != "auto":
         (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
-    if code == 0 and shuffles.remove(run_dir):
+    if code == 0 and keep.remove(run_dir):
         notify("removed the kept shuffle map outputs: the run succeeded")
     return code
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.launch import listener_jar
+from sparkrecover.jvm import LISTENER_CLASS, LISTENERS_CONF
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
 OPTIONS_WITH_VALUE = frozenset(
@@ -57,7 +57,6 @@ SWITCHES = frozenset(
 )
 
 BOOTSTRAP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "driver", "bootstrap.py")
-LISTENER_CLASS = listener_jar.CLASS_NAME
 
 
 @dataclass
@@ -258,12 +257,12 @@ def with_listener(options: list[str], jar: str, defaults: dict[str, str]) -> lis
         _append_at(merged, found, jar)
     else:
         merged += ["--jars", _append_csv(defaults.get("spark.jars", ""), jar)]
-    found = _last_conf_value(merged, "spark.extraListeners")
+    found = _last_conf_value(merged, LISTENERS_CONF)
     if found is not None:
         _append_at(merged, found, LISTENER_CLASS)
     else:
-        listeners = _append_csv(defaults.get("spark.extraListeners", ""), LISTENER_CLASS)
-        merged += ["--conf", f"spark.extraListeners={listeners}"]
+        listeners = _append_csv(defaults.get(LISTENERS_CONF, ""), LISTENER_CLASS)
+        merged += ["--conf", f"{LISTENERS_CONF}={listeners}"]
     return merged
 
 
@@ -319,7 +318,7 @@ def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, st
     values: dict[str, str] = {}
     for path in files:
         for key, value in _read_properties(path).items():
-            if key in ("spark.jars", "spark.extraListeners"):
+            if key in ("spark.jars", LISTENERS_CONF):
                 values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
     return values
 

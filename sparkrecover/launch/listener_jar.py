@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from sparkrecover import jvm
 
-CLASS_NAME = jvm.LISTENER_CLASS
 CACHE_ENV = "SPARKRECOVER_CACHE"
 DISABLE_ENV = "SPARKRECOVER_NO_JVM_LISTENER"
 JAVAC_OPTIONS = ("--release", "8", "-encoding", "UTF-8", "-nowarn", "-Xlint:-options")

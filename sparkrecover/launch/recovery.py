@@ -20,8 +20,8 @@ from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments, next_attempt
 from sparkrecover.launch import attempts, launcher, reading, shuffles
 from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
-from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
 
 Notify = Callable[[str], None]
@@ -184,10 +184,7 @@ def plan_resume(
             )
     decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch, verified=verified)
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
-    folder = shuffles.keep_folder(run_dir)
-    kept = planner.plan_shuffles(
-        state, decisions, shuffles.size_of(folder) if folder else None, from_scratch=from_scratch
-    )
+    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run_dir), from_scratch=from_scratch)
     return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
 
 
@@ -261,7 +258,7 @@ def resume(
             set_aside=True,
         )
         show_plan(plan)
-        if options.from_scratch and shuffles.remove(run_dir):
+        if options.from_scratch and keep.remove(run_dir):
             notify("removed the kept shuffle map outputs (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, code, 1, options, notify, show_plan, warn)

@@ -1,6 +1,7 @@
 """Keeping shuffle map outputs: the spark-submit settings that install the keeping shuffle
 manager (sparkrecover/jvm/KeepingShuffleManager.java), and the list of kept map outputs a resumed
-attempt may reuse (docs/shuffles.md).
+attempt may reuse (docs/shuffles.md). The keep folder itself (where, its disk use, its removal)
+is ``rundir/keep.py``'s.
 
 ``--keep-shuffles``:
 - ``auto`` (the default): keep them where it costs nothing, as hard links: a local master whose
@@ -18,21 +19,25 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
-from typing import Any
 
-from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
+from sparkrecover.jvm import (
+    FALLBACK_PATH_CONF,
+    SHUFFLE_DIR_CONF,
+    SHUFFLE_MANAGER_CLASS,
+    SHUFFLE_MANAGER_CONF,
+    SHUFFLE_MODE_CONF,
+    SHUFFLE_REUSE_CONF,
+    SHUFFLE_SCRIPT_CONF,
+)
 from sparkrecover.launch import launcher
-from sparkrecover.rundir import storage
+from sparkrecover.rundir import keep
 from sparkrecover.rundir.plans import KeptShuffle
 
 MODES = ("auto", "link", "copy", "off")
 DEFAULT_MODE = "auto"
-FOLDER = "shuffles"  # under the run directory
 FALLBACK = ".fallback"  # FallbackStorage's root, inside the keep folder
-_CONF = "spark.sparkrecover.shuffle."
 
 
 @dataclass
@@ -42,15 +47,6 @@ class Setup:
     options: list[str] = field(default_factory=list)
     mode: str = "off"
     reason: str | None = None  # set when keeping was asked for (or automatic) and cannot be done
-
-
-def keep_folder(run_dir: str) -> str | None:
-    """The local folder kept map outputs live in, or None when the run directory is not local."""
-    fs, path = storage.filesystem(run_dir)
-    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
-    if protocol not in ("file", "local"):
-        return None
-    return os.path.join(path, FOLDER)
 
 
 def setup(
@@ -66,26 +62,25 @@ def setup(
     if mode == "off":
         return Setup()
     reason = _unsupported(parsed, jar)
-    folder = keep_folder(run_dir)
+    folder = keep.folder(run_dir)
     if reason is None and folder is None:
         reason = f"the run directory {run_dir} is not a local folder"
     if reason is None and mode == "auto":
         reason = _not_free(parsed, folder or "")
     if reason is not None:
         return Setup(reason=reason)
+    folder = keep.create(run_dir)
     assert folder is not None
-    os.makedirs(folder, exist_ok=True)
     effective = "copy" if mode == "copy" else "link"
     confs = {
-        "spark.shuffle.manager": SHUFFLE_MANAGER_CLASS,
-        _CONF + "dir": folder,
-        _CONF + "mode": effective,
-        _CONF + "script": script_digest(parsed.app),
-        # Where reducers read reused map outputs (FallbackStorage): the trailing / is required.
-        "spark.storage.decommission.fallbackStorage.path": os.path.join(folder, FALLBACK) + "/",
+        SHUFFLE_MANAGER_CONF: SHUFFLE_MANAGER_CLASS,
+        SHUFFLE_DIR_CONF: folder,
+        SHUFFLE_MODE_CONF: effective,
+        SHUFFLE_SCRIPT_CONF: script_digest(parsed.app),
+        FALLBACK_PATH_CONF: os.path.join(folder, FALLBACK) + "/",
     }
     if reuse:
-        confs[_CONF + "reuse"] = write_reuse_file(folder, attempt, reuse)
+        confs[SHUFFLE_REUSE_CONF] = write_reuse_file(folder, attempt, reuse)
     options: list[str] = []
     for key, value in confs.items():
         options += ["--conf", f"{key}={value}"]
@@ -93,7 +88,7 @@ def setup(
 
 
 def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
-    own = parsed.conf("spark.shuffle.manager")
+    own = parsed.conf(SHUFFLE_MANAGER_CONF)
     if own:
         return f"the application sets its own shuffle manager ({own}), e.g. a remote shuffle service"
     if launcher.spark_connect(parsed):
@@ -171,43 +166,3 @@ def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str
         handle.write("\n".join(lines) + "\n")
     os.replace(scratch, path)
     return path
-
-
-def disk_usage(run_dir: str) -> int | None:
-    """Bytes the kept map outputs hold (hard links count in full), or None when there are none."""
-    folder = keep_folder(run_dir)
-    if folder is None or not os.path.isdir(folder):
-        return None
-    total = 0
-    seen: set[tuple[int, int]] = set()
-    for base, _, names in os.walk(folder):
-        for name in names:
-            try:
-                info = os.stat(os.path.join(base, name))
-            except OSError:
-                continue
-            if (info.st_dev, info.st_ino) not in seen:
-                seen.add((info.st_dev, info.st_ino))
-                total += info.st_size
-    return total
-
-
-def remove(run_dir: str) -> bool:
-    """Delete the kept map outputs of a run (it succeeded, or starts from scratch)."""
-    folder = keep_folder(run_dir)
-    if folder is None or not os.path.isdir(folder):
-        return False
-    shutil.rmtree(folder, ignore_errors=True)
-    return True
-
-
-def size_of(keep: str) -> Any:
-    """A ``path -> size or None`` reader of files under the keep folder (what the planner checks)."""
-
-    def size(relative: str) -> int | None:
-        try:
-            return os.stat(os.path.join(keep, relative)).st_size
-        except OSError:
-            return None
-
-    return size

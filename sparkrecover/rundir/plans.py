@@ -2,8 +2,9 @@
 
 One definition of the plan, on both sides of the process boundary: the command line builds
 ``Plan`` and ``PlanEntry`` objects (core/planner.py) and stores ``encode(plan)``; the driver reads the
-bytes back into the same types with ``read_plan``, which checks every field's type and refuses a
-plan it cannot read (``FormatError``, exit 3). A plan is pure data (docs/design.md §4 rule 8): read
+bytes back into the same types with ``read_plan``, which decodes them from the types' own fields
+and hints (rundir/decoding.py) and refuses a plan it cannot read, a field missing, unknown or of
+the wrong type (``FormatError``, exit 3). A plan is pure data (docs/design.md §4 rule 8): read
 with ``orjson``, never executed or unpickled. No I/O here: the core builds plans too.
 """
 
@@ -16,7 +17,7 @@ import orjson
 
 from sparkrecover.errors import FormatError
 from sparkrecover.kinds import Verdict
-from sparkrecover.rundir import formats
+from sparkrecover.rundir import decoding, formats
 
 
 @dataclass
@@ -113,8 +114,8 @@ class SchemaEntry:
     attempt: int
     schema: dict[str, Any]  # Spark's JSON of the StructType
     input_digest: str
-    input_count: int
-    reason: str
+    input_count: int = 0
+    reason: str = ""
 
     def summary(self) -> dict[str, Any]:
         """As ``resume --dry-run --json`` shows it (the schema itself stays in the plan file)."""
@@ -180,174 +181,7 @@ def read_plan(raw: bytes, where: str) -> Plan:
 
 
 def parse_plan(document: dict[str, Any], where: str = "plan") -> Plan:
-    """The plan in ``document`` (a plan file's JSON), checked field by field."""
-    fields = _Fields(document, where)
-    return Plan(
-        run=fields.text("run"),
-        attempt=fields.integer("attempt", 0),
-        stages=[_entry(item, f"{where}: stages[{i}]") for i, item in enumerate(fields.items("stages"))],
-        schemas=[_schema(item, f"{where}: schemas[{i}]") for i, item in enumerate(fields.items("schemas"))],
-        shuffles=[_shuffle(item, f"{where}: shuffles[{i}]") for i, item in enumerate(fields.items("shuffles"))],
-    )
-
-
-def _entry(document: Any, where: str) -> PlanEntry:
-    fields = _Fields(document, where)
-    verdict = fields.text("decision")
-    if verdict not in {str(v) for v in Verdict}:
-        raise FormatError(f"{where}: unknown decision {verdict!r}")
-    committed = fields.optional_object("committed")
-    partitions = fields.optional_object("partitions")
-    tasks = fields.optional_object("tasks")
-    shuffle_maps = fields.optional_object("shuffle_maps")
-    return PlanEntry(
-        stage=fields.text("stage"),
-        decision=Verdict(verdict),
-        reason=fields.text("reason"),
-        kind=fields.text("kind", "stage"),
-        upstream=fields.texts("upstream"),
-        committed=_committed(committed, f"{where}.committed") if committed is not None else None,
-        restore=fields.objects("restore"),
-        fingerprint=fields.optional_object("fingerprint"),
-        partitions=_partitions(partitions, f"{where}.partitions") if partitions is not None else None,
-        tasks=_tasks(tasks, f"{where}.tasks") if tasks is not None else None,
-        shuffle_maps=_partitions(shuffle_maps, f"{where}.shuffle_maps") if shuffle_maps is not None else None,
-    )
-
-
-def _committed(document: dict[str, Any], where: str) -> Committed:
-    fields = _Fields(document, where)
-    manifest = document.get("manifest")
-    if manifest is not None and not (isinstance(manifest, list) and all(isinstance(m, dict) for m in manifest)):
-        raise FormatError(f"{where}: manifest must be a list of objects")
-    return Committed(
-        attempt=fields.integer("attempt"),
-        paths=fields.texts("paths"),
-        format=fields.optional_text("format"),
-        schema=fields.optional_text("schema"),
-        table=fields.optional_object("table"),
-        manifest=manifest,
-        manifest_ref=fields.optional_text("manifest_ref"),
-        manifest_sha256=fields.optional_text("manifest_sha256"),
-        superseded_by=fields.optional_text("superseded_by"),
-    )
-
-
-def _tasks(document: dict[str, Any], where: str) -> KeptTasks:
-    fields = _Fields(document, where)
-    return KeptTasks(
-        kept=fields.integers("kept"),
-        partitions=fields.integer("partitions"),
-        shape=fields.optional_text("shape"),
-        empty=fields.integers("empty"),
-    )
-
-
-def _partitions(document: dict[str, Any], where: str) -> PartitionCount:
-    fields = _Fields(document, where)
-    return PartitionCount(kept=fields.integer("kept"), total=fields.integer("total"))
-
-
-def _shuffle(document: Any, where: str) -> KeptShuffle:
-    fields = _Fields(document, where)
-    maps = []
-    for i, item in enumerate(fields.items("maps")):
-        entry = _Fields(item, f"{where}.maps[{i}]")
-        maps.append(
-            KeptMap(
-                map=entry.integer("map"),
-                path=entry.text("path"),
-                data_bytes=entry.integer("data_bytes"),
-                index_bytes=entry.integer("index_bytes"),
-                records=entry.integer("records"),
-                row_bytes=entry.integer("row_bytes"),
-            )
-        )
-    return KeptShuffle(shuffle=fields.text("shuffle"), stage=fields.optional_text("stage"), maps=maps)
-
-
-def _schema(document: Any, where: str) -> SchemaEntry:
-    fields = _Fields(document, where)
-    schema = fields.optional_object("schema")
-    if schema is None:
-        raise FormatError(f"{where}: schema must be an object")
-    return SchemaEntry(
-        key=fields.text("key"),
-        format=fields.text("format"),
-        paths=fields.texts("paths"),
-        call_site=fields.optional_text("call_site"),
-        attempt=fields.integer("attempt"),
-        schema=schema,
-        input_digest=fields.text("input_digest"),
-        input_count=fields.integer("input_count", 0),
-        reason=fields.text("reason", ""),
-    )
-
-
-_MISSING = object()
-
-
-class _Fields:
-    """Typed reads of one JSON object's fields; a wrong type is a ``FormatError`` naming the field."""
-
-    def __init__(self, document: Any, where: str):
-        if not isinstance(document, dict):
-            raise FormatError(f"{where}: expected a JSON object")
-        self.document, self.where = document, where
-
-    def _get(self, key: str, default: Any) -> Any:
-        value = self.document.get(key, default)
-        if value is _MISSING:
-            raise FormatError(f"{self.where}: {key} is missing")
-        return value
-
-    def _wrong(self, key: str, expected: str) -> FormatError:
-        return FormatError(f"{self.where}: {key} must be {expected}, not {self.document.get(key)!r:.80}")
-
-    def text(self, key: str, default: Any = _MISSING) -> str:
-        value = self._get(key, default)
-        if not isinstance(value, str):
-            raise self._wrong(key, "a string")
-        return value
-
-    def optional_text(self, key: str) -> str | None:
-        value = self.document.get(key)
-        if value is not None and not isinstance(value, str):
-            raise self._wrong(key, "a string or null")
-        return value
-
-    def integer(self, key: str, default: Any = _MISSING) -> int:
-        value = self._get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise self._wrong(key, "an integer")
-        return value
-
-    def optional_object(self, key: str) -> dict[str, Any] | None:
-        value = self.document.get(key)
-        if value is not None and not isinstance(value, dict):
-            raise self._wrong(key, "an object or null")
-        return value
-
-    def items(self, key: str) -> list[Any]:
-        value = self.document.get(key) or []
-        if not isinstance(value, list):
-            raise self._wrong(key, "a list")
-        return value
-
-    def texts(self, key: str) -> list[str]:
-        value = self.items(key)
-        if not all(isinstance(item, str) for item in value):
-            raise self._wrong(key, "a list of strings")
-        return list(value)
-
-    def integers(self, key: str) -> list[int]:
-        value = self.items(key)
-        if not all(isinstance(item, int) and not isinstance(item, bool) for item in value):
-            raise self._wrong(key, "a list of integers")
-        return list(value)
-
-    def objects(self, key: str) -> list[dict[str, Any]]:
-        value = self.items(key)
-        if not all(isinstance(item, dict) for item in value):
-            raise self._wrong(key, "a list of objects")
-        return list(value)
+    """The plan in ``document`` (a plan file's JSON, its version checked), checked field by field
+    against the types above (rundir/decoding.py)."""
+    plan: Plan = decoding.decode(Plan, {key: value for key, value in document.items() if key != "v"}, where)
+    return plan

@@ -8,7 +8,8 @@ import orjson
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import fence, partitions
+from sparkrecover import jvm as jvm_names
+from sparkrecover.driver import fence
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.rundir import lease as leases
 from tests.helpers import install_runtime, journal, numbers
@@ -108,11 +109,11 @@ def fenced(spark, jvm):
     protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
     yield protocol
     protocol.disarm()
-    spark.conf.unset(partitions.PROTOCOL_CONF)
-    spark.sparkContext._jsc.sc().conf().remove(partitions.PROTOCOL_CONF)
+    spark.conf.unset(jvm_names.COMMIT_PROTOCOL_CONF)
+    spark.sparkContext._jsc.sc().conf().remove(jvm_names.COMMIT_PROTOCOL_CONF)
 
 
-@pytest.mark.parametrize("protocol_class", [partitions.FENCED_PROTOCOL, partitions.PROTOCOL_CLASS])
+@pytest.mark.parametrize("protocol_class", [jvm_names.FENCED_PROTOCOL_CLASS, jvm_names.RESUMING_PROTOCOL_CLASS])
 def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_as_it_was(
     spark, fenced, tmp_path, protocol_class
 ):
@@ -123,7 +124,7 @@ def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_
     hold(run_dir, "mine")
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     assert fenced.arm(os.path.join(run_dir, "lease.json"), "mine", hadoop) is None
-    spark.conf.set(partitions.PROTOCOL_CONF, protocol_class)
+    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, protocol_class)
     numbers(spark).write.json(out)
     before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
     for taken in ("theirs", b'{"token": "mi', None):
@@ -141,7 +142,7 @@ def test_a_lease_the_jvm_cannot_read_does_not_fence_the_job_commit(spark, fenced
     """Cannot tell is not lost (as in driver/fence.py): no FileSystem for the lease's scheme."""
     reason = fenced.arm("nosuchfs://bucket/run/lease.json", "mine", spark.sparkContext._jsc.hadoopConfiguration())
     assert reason and "cannot be read from the JVM" in reason
-    spark.conf.set(partitions.PROTOCOL_CONF, partitions.FENCED_PROTOCOL)
+    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.FENCED_PROTOCOL_CLASS)
     numbers(spark).write.json(str(tmp_path / "out"))
     assert _data_files(str(tmp_path / "out"))
 
@@ -153,8 +154,8 @@ def test_a_driver_whose_job_commit_was_refused_exits_75_with_lease_lost(spark, f
     rt.lease_token = "mine"
     hold(rt.run_dir, "mine")
     assert fence.arm(rt, spark.sparkContext) is None
-    assert spark.sparkContext.getConf().get(partitions.PROTOCOL_CONF) == partitions.FENCED_PROTOCOL
-    spark.conf.set(partitions.PROTOCOL_CONF, partitions.FENCED_PROTOCOL)  # this session predates arm
+    assert spark.sparkContext.getConf().get(jvm_names.COMMIT_PROTOCOL_CONF) == jvm_names.FENCED_PROTOCOL_CLASS
+    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.FENCED_PROTOCOL_CLASS)  # this session predates arm
     out = str(tmp_path / "out")
 
     @sr.stage(outputs=[out])
@@ -175,8 +176,8 @@ def test_a_driver_whose_job_commit_was_refused_exits_75_with_lease_lost(spark, f
 def test_an_application_with_its_own_commit_protocol_keeps_it(spark, fenced, tmp_path):
     rt = install_runtime(tmp_path)
     rt.lease_token = "mine"
-    spark.sparkContext._jsc.sc().conf().set(partitions.PROTOCOL_CONF, partitions.DEFAULT_PROTOCOL)
+    spark.sparkContext._jsc.sc().conf().set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.DEFAULT_COMMIT_PROTOCOL)
     reason = fence.arm(rt, spark.sparkContext)
     assert reason and "its own commit protocol" in reason
     assert not fenced.armed()
-    assert spark.sparkContext.getConf().get(partitions.PROTOCOL_CONF) == partitions.DEFAULT_PROTOCOL
+    assert spark.sparkContext.getConf().get(jvm_names.COMMIT_PROTOCOL_CONF) == jvm_names.DEFAULT_COMMIT_PROTOCOL

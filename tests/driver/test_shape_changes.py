@@ -27,3 +27,17 @@ def test_other_inputs_with_the_same_specs_say_so():
     assert "input slices" in (taskresume._changed(tasks, shape("d2", 8, "a1")) or "")
     # A journal of an earlier version has no specs: the shape alone decides.
     assert "input slices" in (taskresume._changed(KeptTasks([0], 8, "d1"), shape("d2")) or "")
+
+
+def test_the_specs_compared_are_those_the_plan_file_carried_to_the_driver():
+    """The driver compares the specs of the plan it read, not of the plan the planner built: a
+    write whose inputs changed, its post-shuffle partitions the same, is told so."""
+    from sparkrecover.kinds import Verdict
+    from sparkrecover.rundir import plans
+
+    tasks = KeptTasks(kept=[0], partitions=8, shape="d1", specs="a1")
+    entry = plans.PlanEntry("w", Verdict.CONTINUE, "1/8 partitions kept", kind="write", tasks=tasks)
+    read = plans.read_plan(plans.encode(plans.Plan("r", 2, [entry])), "0002.json").stages[0].tasks
+    assert read is not None and read.specs == "a1"
+    reason = taskresume._changed(read, shape("d2", 8, "a1")) or ""
+    assert reason.startswith("its partitions changed since the attempt that committed them"), reason

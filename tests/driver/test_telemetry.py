@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
-from sparkrecover.driver.telemetry import JVM, JVM_CLASS, Telemetry, _parse_lines
+from sparkrecover.driver.telemetry import JVM, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
+from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import launcher, listener_jar
 from tests.helpers import summary_counts
 
@@ -28,7 +29,7 @@ def jvm_listener(spark, listener_cache):
     urls = gateway.new_array(jvm.java.net.URL, 1)
     urls[0] = jvm.java.io.File(jar).toURI().toURL()
     loader = jvm.java.net.URLClassLoader(urls, jsc.getClass().getClassLoader())
-    cls = loader.loadClass(JVM_CLASS)
+    cls = loader.loadClass(LISTENER_CLASS)
     listener = cls.getConstructor(gateway.new_array(jvm.java.lang.Class, 0)).newInstance(
         gateway.new_array(jvm.java.lang.Object, 0)
     )

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from sparkrecover.journal import read_journal
+from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import attempts, launcher
 from tests.helpers import fake_executable, sparkrecover_command
 
@@ -97,7 +98,7 @@ def test_application_exit_code_is_passed_through(cli, tmp_path, app):
     kept = [i for i in range(len(added) - 1) if added[i] == "--conf" and added[i + 1].startswith(keeping)]
     added = [item for i, item in enumerate(added) if not any(i in (k, k + 1) for k in kept)]
     assert added == [] or (
-        added[0] == "--jars" and added[2:] == ["--conf", f"spark.extraListeners={launcher.LISTENER_CLASS}"]
+        added[0] == "--jars" and added[2:] == ["--conf", f"spark.extraListeners={LISTENER_CLASS}"]
     ), added
     assert argv[-4:] == ["--", str(tmp_path / "app.py"), "--day", "1"]
     assert ["--run-dir", run_dir] == argv[at + 1 : at + 3]

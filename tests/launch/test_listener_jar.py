@@ -7,8 +7,9 @@ import zipfile
 
 import pytest
 
+from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import launcher, listener_jar
-from sparkrecover.launch.launcher import LISTENER_CLASS, SubmitArgs, bootstrap_command, with_listener
+from sparkrecover.launch.launcher import SubmitArgs, bootstrap_command, with_listener
 
 JAR = "/cache/listener.jar"
 

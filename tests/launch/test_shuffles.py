@@ -83,17 +83,6 @@ def test_the_plans_kept_outputs_reach_the_jvm_as_one_line_each(tmp_path, app):
         ]
 
 
-def test_disk_usage_counts_each_linked_file_once_and_removal_takes_the_folder(tmp_path):
-    run_dir = str(tmp_path / "run")
-    folder = tmp_path / "run" / "shuffles" / "abc" / "map-0"
-    folder.mkdir(parents=True)
-    (folder / "data").write_bytes(b"x" * 1000)
-    os.link(folder / "data", tmp_path / "run" / "shuffles" / "linked")
-    assert shuffles.disk_usage(run_dir) == 1000
-    assert shuffles.remove(run_dir) and shuffles.disk_usage(run_dir) is None
-    assert not shuffles.remove(run_dir)
-
-
 def test_kept_map_outputs_go_with_from_scratch_and_with_a_run_that_succeeds(cli, tmp_path, app):
     from tests.helpers import fake_executable
 

@@ -36,7 +36,7 @@ def test_a_plan_of_an_unknown_version_is_refused(tmp_path, version, message):
 
 def test_a_plan_without_a_version_predates_versions_and_is_read(tmp_path):
     path = tmp_path / "0002.json"
-    path.write_bytes(orjson.dumps({"run": "r", "stages": []}))
+    path.write_bytes(orjson.dumps({"run": "r", "attempt": 2, "stages": []}))
     assert plans.read_plan(path.read_bytes(), str(path)).run == "r"
 
 
@@ -113,21 +113,55 @@ def test_a_plan_is_read_back_into_the_types_it_was_written_from():
 @pytest.mark.parametrize(
     "stage, message",
     [
-        ({"stage": "s", "decision": "maybe", "reason": ""}, "stages[0]: unknown decision 'maybe'"),
-        ({"stage": "s", "reason": ""}, "stages[0]: decision is missing"),
-        ({"stage": 3, "decision": "run", "reason": ""}, "stages[0]: stage must be a string, not 3"),
         (
-            {"stage": "s", "decision": "continue", "reason": "", "tasks": {"kept": ["0"], "partitions": 2}},
-            "stages[0].tasks: kept must be a list of integers, not ['0']",
+            {"stage": "s", "decision": "maybe", "reason": ""},
+            "stages[0].decision must be one of skip, run, rerun, lost, continue, not 'maybe'",
+        ),
+        ({"stage": "s", "reason": ""}, "stages[0].decision is missing"),
+        ({"stage": 3, "decision": "run", "reason": ""}, "stages[0].stage must be a string, not 3"),
+        (
+            {"stage": "s", "decision": "continue", "reason": "", "tasks": {"kept": [0, "1"], "partitions": 2}},
+            "stages[0].tasks.kept[1] must be an integer, not '1'",
         ),
         (
             {"stage": "s", "decision": "skip", "reason": "", "committed": {"attempt": "1", "paths": []}},
-            "stages[0].committed: attempt must be an integer, not '1'",
+            "stages[0].committed.attempt must be an integer, not '1'",
+        ),
+        (
+            {"stage": "s", "decision": "skip", "reason": "", "committed": {"attempt": True, "paths": []}},
+            "stages[0].committed.attempt must be an integer, not True",
+        ),
+        (
+            {"stage": "s", "decision": "continue", "reason": "", "tasks": {"kept": [0]}},
+            "stages[0].tasks.partitions is missing",
+        ),
+        (
+            {"stage": "s", "decision": "run", "reason": "", "upstream": None},
+            "stages[0].upstream must be a list, not None",
+        ),
+        (
+            {"stage": "s", "decision": "run", "reason": "", "partitons": {"kept": 1, "total": 2}},
+            "stages[0].partitons is not a field this sparkrecover knows",
         ),
     ],
 )
-def test_a_plan_with_a_field_of_the_wrong_type_is_refused_naming_it(stage, message):
+def test_a_plan_with_a_field_missing_unknown_or_of_the_wrong_type_is_refused_naming_it(stage, message):
     raw = orjson.dumps({"v": 1, "run": "r", "attempt": 2, "stages": [stage]})
     with pytest.raises(FormatError) as caught:
         plans.read_plan(raw, "0002.json")
     assert str(caught.value) == f"0002.json: {message}" and caught.value.exit_code == 3
+
+
+@pytest.mark.parametrize(
+    "document, message",
+    [
+        ({"v": 1, "run": "r", "stages": []}, "attempt is missing"),
+        ({"v": 1, "run": "r", "attempt": 2, "stages": [], "extra": 1}, "extra is not a field this sparkrecover knows"),
+        ({"v": 1, "run": "r", "attempt": 2, "stages": {}}, "stages must be a list, not {}"),
+        ({"v": 1, "run": "r", "attempt": 2, "stages": ["skip"]}, "stages[0] must be an object, not 'skip'"),
+    ],
+)
+def test_the_plan_itself_is_checked_as_strictly_as_its_entries(document, message):
+    with pytest.raises(FormatError) as caught:
+        plans.read_plan(orjson.dumps(document), "0002.json")
+    assert str(caught.value) == f"0002.json: {message}"

@@ -1,0 +1,60 @@
+"""Every JVM name is spelled once in Python (sparkrecover/jvm/__init__.py), and each setting the
+Java classes read is spelled there as the Java constant that reads it."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from sparkrecover import jvm
+
+PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+JVM_FOLDER = os.path.join(PACKAGE, "sparkrecover", "jvm")
+# (Python constant, Java file, Java constant)
+READ_BY_JAVA = [
+    ("KEPT_DIR_CONF", "ResumingCommitProtocol.java", "KEPT_DIR"),
+    ("KEPT_PARTITIONS_CONF", "ResumingCommitProtocol.java", "KEPT_PARTITIONS"),
+    ("SHUFFLE_DIR_CONF", "KeepingShuffleManager.java", "DIR"),
+    ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
+    ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
+    ("SHUFFLE_REUSE_CONF", "KeepingShuffleManager.java", "REUSE"),
+    ("FALLBACK_PATH_CONF", "KeepingShuffleManager.java", "FALLBACK_PATH"),
+]
+
+
+def java_constant(file: str, name: str) -> str:
+    text = open(os.path.join(JVM_FOLDER, file), encoding="utf-8").read()
+    found = re.search(rf'static final String {name} = "([^"]+)";', text)
+    assert found, f"{file} has no constant {name}"
+    return found.group(1)
+
+
+def test_each_setting_a_java_class_reads_is_the_one_python_sets():
+    for python, file, java in READ_BY_JAVA:
+        assert getattr(jvm, python) == java_constant(file, java), python
+
+
+def test_each_class_name_names_a_shipped_source():
+    shipped = {os.path.basename(path)[: -len(".java")] for path in jvm.sources()}
+    classes = [value for name, value in vars(jvm).items() if name.endswith("_CLASS")]
+    assert len(classes) == 6
+    for name in classes:
+        package, _, simple = name.rpartition(".")
+        assert package == "sparkrecover.jvm" and simple in shipped, name
+
+
+def python_files_spelling(pattern: re.Pattern[str]) -> list[str]:
+    found = []
+    top = os.path.join(PACKAGE, "sparkrecover")
+    for folder, _, names in os.walk(top):
+        for name in names:
+            path = os.path.join(folder, name)
+            if name.endswith(".py") and path != os.path.join(JVM_FOLDER, "__init__.py"):
+                text = open(path, encoding="utf-8").read()
+                found += [f"{os.path.relpath(path, top)}: {hit}" for hit in pattern.findall(text)]
+    return found
+
+
+def test_no_other_module_spells_a_jvm_class_or_one_of_its_settings():
+    spelled = re.compile(r"""["'](sparkrecover\.jvm\.\w+|(?:spark\.)?sparkrecover\.(?:kept|shuffle)\.\w+)["']""")
+    assert python_files_spelling(spelled) == []
