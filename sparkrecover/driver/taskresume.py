@@ -17,13 +17,13 @@ The protocol, step by step (docs/decisions.md lists what a crash between any two
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.driver import hooks, partitions
+from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
@@ -77,21 +77,24 @@ def target_of(write: Any) -> Target | None:
 
 
 def set_aside(url: str, entry: PlanEntry) -> None:
-    """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
-    the target, before anything cleans it. The write checks them against its shape later."""
+    """Step 1, before anything cleans the target: on an object store, abort the multipart uploads a
+    dead writer left below it (files of tasks that never finished: they cost money until aborted
+    and nothing would ever complete them); for a ``continue`` decision, move the kept partitions'
+    committed task folders out of the target. The write checks them against its shape later."""
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
-    if tasks and kept_dir:
-        try:
+    try:
+        _abort_uploads(url, kept_dir)
+        if tasks and kept_dir:
             _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
-        except OSError as error:  # what was not moved is computed again: slower, never wrong
-            print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
+    except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
+        print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
-    kept at all; None where task-level resume does not apply (no local output folder)."""
-    if target is None or not storage.is_local(target.url):
+    kept at all; None where task-level resume does not apply (no output folder)."""
+    if target is None:
         return None
     try:
         reason = _unsupported(target)
@@ -106,17 +109,19 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
-    if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
+    set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
+    if tasks and plan.reusable and kept_dir and set_aside_before:
         changed = _changed(tasks, shape)
         if changed is not None:
             plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
+            kept_path = storage.data_filesystem(kept_dir)[1]
             plan.kept = sorted(
-                p for p in set(tasks.kept) if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
+                p for p in set(tasks.kept) if any(taskfiles.place_of(f) == kept_path for f in folders.get(p, []))
             )
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
-    if not plan.kept and kept_dir and os.path.isdir(kept_dir):
+    if not plan.kept and kept_dir and set_aside_before:
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     return plan
 
@@ -142,7 +147,7 @@ def _unsupported(target: Target) -> str | None:
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
     if fmt not in hooks.FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
-    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
+    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame, format=fmt)
 
 
 def script_digest() -> str:
@@ -156,7 +161,7 @@ def script_digest() -> str:
 
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
-    if target is not None and storage.is_local(target.url):
+    if target is not None:
         set_aside(target.url, entry)
     return plan_write(target, entry)
 
@@ -167,21 +172,38 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
         _remove(kept_dir)
         return
     chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok).items() if p in wanted}
-    os.makedirs(kept_dir, exist_ok=True)
-    for folder in chosen.values():
-        target = os.path.join(kept_dir, os.path.basename(folder.path))
-        if os.path.dirname(folder.path) != kept_dir:
-            os.replace(folder.path, target)  # one atomic rename per task: a crash loses nothing
+    fs, kept_path = storage.data_filesystem(kept_dir)
     for partition, candidates in folders.items():  # what is not kept must not be merged later
         for folder in candidates:
-            if os.path.dirname(folder.path) == kept_dir and chosen.get(partition) is not folder:
-                _remove(folder.path)
+            if taskfiles.place_of(folder) == kept_path and chosen.get(partition) is not folder:
+                fs.rm(folder.path, recursive=True)
+    fs.makedirs(kept_path, exist_ok=True)
+    for folder in chosen.values():
+        if taskfiles.place_of(folder) != kept_path:
+            # One rename per task: atomic where renames are (a crash loses nothing); on an object
+            # store a copy of each file, and a crash leaves files in both places: never kept.
+            fs.mv(folder.path, f"{kept_path}/{folder.path.rsplit('/', 1)[-1]}")
 
 
-def _remove(path: str) -> None:
-    import shutil
+def _abort_uploads(url: str, kept_dir: str | None) -> None:
+    for place in (url, kept_dir):
+        if place is not None and not storage.is_local(place):
+            fs, path = storage.data_filesystem(place)
+            abort = getattr(fs, "abort_uploads", None)
+            if abort is not None:
+                abort(path)
 
-    shutil.rmtree(path, ignore_errors=True)
+
+def _remove(url: str) -> None:
+    """Remove a folder of the data's filesystem, if it is there."""
+    if storage.is_local(url):
+        import shutil
+
+        shutil.rmtree(storage.normalize(url), ignore_errors=True)
+        return
+    fs, path = storage.data_filesystem(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
 
 
 def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
@@ -216,7 +238,9 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
         return do_write()
     with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept):
         result = do_write()
-    _remove(taskfiles.kept_dir(target.url) or "")
+    kept_dir = taskfiles.kept_dir(target.url)
+    if kept_dir is not None:
+        _remove(kept_dir)
     return result
 
 

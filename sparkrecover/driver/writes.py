@@ -228,8 +228,8 @@ def _remove(url: str, names: list[str]) -> list[str]:
     removed = []
     for name in names:
         target = storage.join(url, name) if name else url
-        if storage.exists(target):
-            fs, path = storage.filesystem(target)
+        if storage.data_exists(target):
+            fs, path = storage.data_filesystem(target)
             fs.rm(path)
             removed.append(target)
     return removed
@@ -240,11 +240,11 @@ def _remove_target(spark: Any, url: str, table: str | None) -> list[str]:
     if table is not None and spark.catalog.tableExists(table):
         spark.sql(f"DROP TABLE IF EXISTS {table}")
         removed.append(f"table {table}")
-    if storage.exists(url):
+    if storage.data_exists(url):
         if storage.is_local(url):
             shutil.rmtree(storage.normalize(url), ignore_errors=True)
         else:
-            fs, path = storage.filesystem(url)
+            fs, path = storage.data_filesystem(url)
             fs.rm(path, recursive=True)
         removed.append(url)
     return removed
@@ -255,7 +255,7 @@ def remove_leftovers(url: str) -> list[str]:
     was removed (Spark ignores them, people counting files do not)."""
     removed = []
     if not storage.is_local(url):
-        fs, path = storage.filesystem(url)
+        fs, path = storage.data_filesystem(url)
         for name in _LEFTOVER_DIRS:
             leftover = path.rstrip("/") + "/" + name
             if fs.exists(leftover):

@@ -22,6 +22,8 @@ PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
 # ... which this one extends with a resumed write's kept task folders (driver/partitions.py).
 RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+# Listings of a Hadoop filesystem in one call (driver/hadoopfs.py).
+LISTING_CLASS = "sparkrecover.jvm.HadoopListing"
 
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"

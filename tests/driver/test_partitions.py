@@ -206,7 +206,17 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     assert jvm_names.find_class(jvm, "sparkrecover.jvm.NoSuchClass") is None
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
-    assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
+    # Object stores keep their committed task folders too (a rename there is a copy: the journal
+    # says a folder is whole). A PathOutputCommitter bound for the scheme writes straight into the
+    # target under Spark's default protocol, except for Parquet, which names its own committer.
+    assert partitions.unsupported_reason(spark, "s3a://bucket/out") is None
+    factory = "spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a"
+    spark.conf.set(factory, "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
+    try:
+        assert "write straight into the target" in partitions.unsupported_reason(spark, "s3a://b/out", format="json")
+        assert partitions.unsupported_reason(spark, "s3a://bucket/out", format="parquet") is None
+    finally:
+        spark.conf.unset(factory)
     assert "algorithm 2" in partitions.unsupported_reason(spark, out, options={partitions.ALGORITHM_KEY: "2"})
     assert "no output path" in partitions.unsupported_reason(spark, None)
     settings = {
