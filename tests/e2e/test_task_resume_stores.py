@@ -26,7 +26,7 @@ ROWS, PAYLOAD, PAYLOAD_FROM = 200, 56 << 10, 9
 APP_ENV = {
     "ONE_WRITE_ROWS": str(ROWS),
     "ONE_WRITE_SLEEP_ROW": "100",
-    "ONE_WRITE_SLEEP": "1.5",
+    "ONE_WRITE_SLEEP": "3",
     "ONE_WRITE_PAYLOAD": f"{PAYLOAD}:{PAYLOAD_FROM}",
 }
 LARGE_FILES = [
@@ -74,9 +74,12 @@ class Bucket:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=self.prefix + "/")
         return sorted(o["Key"][len(self.prefix) + 1 :] for page in pages for o in page.get("Contents", []))
 
-    def uploads(self) -> list[str]:
+    def uploads(self, older_than: float = 0.0) -> list[str]:
+        """Keys of the multipart uploads open below the prefix, started at least ``older_than``
+        seconds ago."""
         found = self.client.list_multipart_uploads(Bucket=self.name, Prefix=self.prefix + "/").get("Uploads", [])
-        return sorted(u["Key"][len(self.prefix) + 1 :] for u in found)
+        now = time.time()
+        return sorted(u["Key"][len(self.prefix) + 1 :] for u in found if now - u["Initiated"].timestamp() >= older_than)
 
     def download(self, folder: str, into: str) -> str:
         for key in self.keys():
@@ -89,7 +92,8 @@ class Bucket:
 
 def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env) -> int:
     """Submit the app, SIGKILL it once KILL_AT partitions committed and a task's multipart upload is
-    open (a large file in flight); returns the time of the kill (ns)."""
+    open (a large file in flight); returns the time of the kill (ns). The upload must have been open
+    a moment: one seen just as its task finished sleeping could complete before the kill lands."""
     run_dir = os.path.join(root, "night")
     command = sparkrecover_command(
         "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
@@ -97,7 +101,7 @@ def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, va
     )  # fmt: skip
 
     def ready() -> bool:
-        return task_commits(run_dir, 1) >= KILL_AT and bool(bucket.uploads())
+        return task_commits(run_dir, 1) >= KILL_AT and bool(bucket.uploads(older_than=0.3))
 
     return run_until(command, run_dir, 1, commits=0, env=env, until=ready, timeout=600)
 
@@ -151,3 +155,83 @@ def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitio
     assert [(e["attempt"], len(e["kept"]), e["reusable"]) for e in writes] == [(1, 0, True), (2, kept, True)]
     (committed,) = [e for e in events if e["type"] == "stage.committed"]
     assert committed["manifest"][0]["file_count"] == PARTS and committed["manifest"][0]["success"] is True
+
+
+def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp_path):
+    """A store that is not ``file:`` and renames atomically (viewfs:// over a local folder): the
+    driver sets the committed task folders aside and brings them back through Hadoop's client, the
+    command line reads the evidence through fsspec; nothing is copied."""
+    root, markers, disk = str(tmp_path / "root"), str(tmp_path / "markers"), tmp_path / "hdfs"
+    disk.mkdir()
+    out = "viewfs://cluster/data/out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([os.path.join(REPO, "tests", "hdfslike"), os.environ.get("PYTHONPATH", "")]),
+        "SPARKRECOVER_TEST_VIEWFS": f"cluster={disk}",
+    }
+    mount = ["--conf", f"spark.hadoop.fs.viewfs.mounttable.cluster.linkFallback=file://{disk}"]
+    command = sparkrecover_command(
+        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
+        *SPARK_OPTIONS, *mount, APP, out, markers, str(PARTS),
+    )  # fmt: skip
+    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=KILL_AT, env=env, timeout=600)
+    attempt = disk / "data" / "out" / "_temporary" / "0"
+    inodes = {os.stat(f).st_ino for f in attempt.glob("task_*/part-*")}
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    (stage,) = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert KILL_AT <= kept < PARTS
+
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    assert sorted((r.id, r.tripled) for r in spark.read.parquet(str(disk / "data" / "out")).collect()) == [
+        (i, i * 3) for i in range(PARTS * 100)
+    ]
+    names = sorted(os.listdir(disk / "data" / "out"))
+    data = [name for name in names if name.startswith("part-")]
+    assert sorted({name[:10] for name in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert "_SUCCESS" in names and "_temporary" not in names
+    assert sorted(os.listdir(disk / "data")) == ["out"]  # the set-aside folder is gone
+    # The kept files were renamed, never copied: the same inodes, now in the target.
+    assert len({n for n in data if os.stat(disk / "data" / "out" / n).st_ino in inodes}) == kept
+
+
+@needs_s3a
+def test_a_write_whose_committed_partitions_cannot_be_adopted_says_why_and_leaves_nothing_open(spark, tmp_path, s3):
+    """The S3A magic committer bound through its factory: under Spark's default commit protocol
+    its tasks write straight into the target, so there are no committed task folders to adopt.
+    The plan says so, the write runs whole, and the multipart upload of the task the kill cut
+    short is aborted (the committer's own abort at job end is off, as a write that adopts needs)."""
+    root, markers = str(tmp_path / "root"), str(tmp_path / "markers")
+    bucket = Bucket(s3)
+    out = "s3a" + s3.prefix[2:] + "/out"
+    magic = {
+        "mapreduce.outputcommitter.factory.scheme.s3a": "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory",
+        "fs.s3a.committer.name": "magic",
+        "fs.s3a.committer.abort.pending.uploads": "false",
+    }
+    spark_options = [*s3a_options(s3.endpoint), *LARGE_FILES]
+    for key, value in magic.items():
+        spark_options += ["--conf", f"spark.hadoop.{key}={value}"]
+    env = {**os.environ, **APP_ENV}
+    killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, "json", env)
+    assert any(key.startswith("out/part-") for key in bucket.uploads())  # straight into the target
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    (stage,) = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "run", stage
+    assert "no partition is kept: a committer factory is configured for s3a" in stage["reason"]
+    assert "write straight into the target" in stage["reason"]
+
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS
+    assert bucket.uploads() == []
+    keys = bucket.keys()
+    data = [key for key in keys if key.startswith("out/part-")]
+    assert len(data) == PARTS and keys == sorted([*data, "out/_SUCCESS"])
+    assert rows_of(spark, bucket.download("out", str(tmp_path / "copy")), "json") == expected_rows()
