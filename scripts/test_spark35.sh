@@ -7,6 +7,7 @@
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
 # driver/partitions.py and driver/taskresume.py), also after a join and an aggregation
 # (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
+# under the lease's lock on a local run directory
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans

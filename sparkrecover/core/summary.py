@@ -49,11 +49,8 @@ def _partitions(stage: StageState) -> dict[str, Any] | None:
     """Task-level progress: of an unfinished write, the partitions committed (by attempt); of a
     committed write that kept some, kept, computed and by attempt. None for a write that was whole."""
     progress = stage.partitions
-    if progress is not None:
-        by_attempt: dict[str, int] = {}
-        for attempt, _rows in stage.committed_tasks.values():
-            by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + 1
-        return {**progress, "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0])))}
+    if progress is not None and stage.write_progress is not None:
+        return {**progress, "by_attempt": stage.write_progress.by_attempt()}
     if stage.kept_write is not None:
         return {key: stage.kept_write[key] for key in ("kept", "computed", "total", "by_attempt", "kept_from")}
     return None

@@ -58,7 +58,7 @@ class Runtime:
         self._scopes = threading.local()
         # Zero-code mode: writes seen so far per (call site, mode, target), for their ordinals.
         self.write_ordinals: dict[tuple[str, str, str], int] = {}
-        self.telemetry: Any = None  # listener_bridge.Telemetry, set by the bootstrap
+        self.telemetry: Any = None  # driver/telemetry.Telemetry, set by the bootstrap
 
     @property
     def in_stage(self) -> bool:

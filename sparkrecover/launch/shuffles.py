@@ -17,11 +17,11 @@ not a local folder: each of those is said once and journaled as ``shuffle.unsupp
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
 
+from sparkrecover.core import staleness
 from sparkrecover.jvm import (
     FALLBACK_PATH_CONF,
     SHUFFLE_DIR_CONF,
@@ -32,7 +32,7 @@ from sparkrecover.jvm import (
     SHUFFLE_SCRIPT_CONF,
 )
 from sparkrecover.launch import launcher
-from sparkrecover.rundir import keep
+from sparkrecover.rundir import keep, storage
 from sparkrecover.rundir.plans import KeptShuffle
 
 MODES = ("auto", "link", "copy", "off")
@@ -76,7 +76,7 @@ def setup(
         SHUFFLE_MANAGER_CONF: SHUFFLE_MANAGER_CLASS,
         SHUFFLE_DIR_CONF: folder,
         SHUFFLE_MODE_CONF: effective,
-        SHUFFLE_SCRIPT_CONF: script_digest(parsed.app),
+        SHUFFLE_SCRIPT_CONF: staleness.script_digest(parsed.app, storage.read_bytes),
         FALLBACK_PATH_CONF: os.path.join(folder, FALLBACK) + "/",
     }
     if reuse:
@@ -132,17 +132,6 @@ def _existing(path: str) -> str:
             break
         path = parent
     return path or "/"
-
-
-def script_digest(script: str) -> str:
-    """Python function bodies are not in Spark's plans: the script's bytes stand for them."""
-    digest = hashlib.sha256()
-    try:
-        with open(script, "rb") as handle:
-            digest.update(handle.read())
-    except OSError:
-        digest.update(b"unreadable:" + script.encode())
-    return digest.hexdigest()
 
 
 def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:
