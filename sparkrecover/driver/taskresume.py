@@ -36,7 +36,8 @@ class TaskPlan:
     shape: partitions.WriteShape
     reason: str | None  # why nothing can be kept (None: partitions are reusable)
     kept: list[int] = field(default_factory=list)
-    kept_dir: str | None = None  # local folder of the set-aside task folders
+    kept_dir: str | None = None  # the kept task folders' folder, as Spark names it
+    in_place: bool = False  # kept where the dead job left them (taskfiles.keeps_in_place)
 
     @property
     def reusable(self) -> bool:
@@ -77,17 +78,32 @@ def target_of(write: Any) -> Target | None:
     return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, write.format)
 
 
-def set_aside(url: str, entry: PlanEntry) -> None:
+def whole_reason(write: Any) -> str:
+    """Why an implicit write that ``target_of`` turns down keeps no committed partition (journaled on
+    its ``stage.started`` as ``whole``, so that a resume can say it)."""
+    if write.table is not None:
+        return f"it writes {write.target}, and only a write to a path keeps its committed partitions"
+    if not write.url:
+        return "it writes to a sink, not to a folder of files"
+    return "only a DataFrame write keeps its committed partitions (this is an RDD or model save, or a SQL statement)"
+
+
+def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
     """Step 1, before anything cleans the target: on an object store, abort the multipart uploads a
     dead writer left below it (files of tasks that never finished: they cost money until aborted
     and nothing would ever complete them); for a ``continue`` decision, move the kept partitions'
-    committed task folders out of the target. The write checks them against its shape later."""
+    committed task folders out of the target, or, where the write's ``mode`` lets them stay on an
+    object store, remove everything else from the job attempt folder they are in. The write
+    checks them against its shape later."""
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
     try:
         _abort_uploads(url, kept_dir)
         if tasks and kept_dir:
-            _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
+            if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
+                _keep_in_place(url, set(tasks.kept), set(tasks.empty))
+            else:
+                _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
         print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
@@ -112,18 +128,25 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
-    if tasks and plan.reusable and kept_dir and set_aside_before:
+    in_place = bool(tasks) and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
+    place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
+    if tasks and plan.reusable and place:
         changed = _changed(tasks, shape)
         if changed is not None:
             plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
-            kept_path = storage.data_filesystem(kept_dir)[1]
-            set_aside = [p for p, found in folders.items() if any(taskfiles.place_of(f) == kept_path for f in found)]
-            plan.kept = kept_partitions.agreed(tasks.kept, set_aside)
-            plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
+            kept_path = storage.data_filesystem(place)[1]
+            found = [
+                p for p, candidates in folders.items() if any(taskfiles.place_of(f) == kept_path for f in candidates)
+            ]
+            plan.kept = kept_partitions.agreed(tasks.kept, found)
+            plan.kept_dir = storage.to_spark_path(place) if plan.kept else None
+            plan.in_place = in_place and bool(plan.kept)
     if not plan.kept and kept_dir and set_aside_before:
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
+    if not plan.kept and in_place:
+        _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
     return plan
 
 
@@ -156,7 +179,7 @@ def _unsupported(target: Target) -> str | None:
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
     if target is not None:
-        set_aside(target.url, entry)
+        set_aside(target.url, entry, target.mode)
     return plan_write(target, entry)
 
 
@@ -178,6 +201,28 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
             # One rename per task: atomic where renames are (a crash loses nothing); on an object
             # store a copy of each file, and a crash leaves files in both places: never kept.
             fs.mv(folder.path, f"{kept_path}/{folder.path.rsplit('/', 1)[-1]}")
+
+
+def _keep_in_place(url: str, wanted: set[int], empty_ok: set[int]) -> None:
+    """Leave in the job attempt folder only the task folders the write will keep: the rest (other
+    partitions' folders, tasks in flight, other job attempts) would be merged by its job commit."""
+    folders = taskfiles.task_folders(url)
+    temporary = storage.join(url, "_temporary")
+    if taskfiles.job_commit_began(url, folders):
+        _remove(temporary)
+        return
+    usable = taskfiles.usable(folders, empty_ok)
+    keep = {usable[p].path for p in kept_partitions.agreed(wanted, usable)}
+    fs, attempt = storage.data_filesystem(taskfiles.job_attempt_dir(url))
+    for folder, spared in ((storage.data_filesystem(temporary)[1], attempt), (attempt, None)):
+        try:
+            entries = fs.ls(folder, detail=False)
+        except FileNotFoundError:
+            continue
+        for name in entries:
+            name = name.rstrip("/")
+            if name != spared and name not in keep:
+                fs.rm(name, recursive=True)
 
 
 def _abort_uploads(url: str, kept_dir: str | None) -> None:
@@ -214,6 +259,9 @@ def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
         reusable=plan.shape.reusable,
         reason=plan.reason,
         kept=plan.kept,
+        # Where the kept partitions' task folders wait for the job commit (Spark's name): set
+        # aside beside the target, or in place in its job attempt folder (an object store).
+        kept_dir=plan.kept_dir,
         specs=plan.shape.specs_digest,
         partition_specs=plan.shape.specs if sum(map(len, plan.shape.specs)) <= SPECS_JOURNALED else None,
     )

@@ -32,6 +32,8 @@ from sparkrecover.rundir import storage
 
 JOB_ATTEMPT_DIR = "_temporary/0"
 KEPT_PREFIX = ".sparkrecover-kept-"
+# Hadoop schemes of object stores, where a rename is a copy of each file and a delete.
+COPYING_SCHEMES = frozenset({"s3a", "s3n", "s3", "gs", "oss", "cosn", "obs", "wasb", "wasbs"})
 _TASK = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)$")
 _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
@@ -59,6 +61,22 @@ def kept_dir(target_url: str) -> str | None:
         parent, name = posixpath.split(rest)
         parent = f"{scheme}://{parent}"
     return storage.join(parent, KEPT_PREFIX + name)
+
+
+def job_attempt_dir(target_url: str) -> str:
+    """Where FileOutputCommitter keeps a job's committed task folders until its job commit."""
+    return storage.join(target_url, *JOB_ATTEMPT_DIR.split("/"))
+
+
+def keeps_in_place(target_url: str, mode: str | None) -> bool:
+    """Whether a resumed write keeps committed task folders where the dead job left them, in the
+    job attempt folder, instead of setting them aside: on an object store, where setting them
+    aside and moving them back would copy every kept file twice; for a write that leaves its
+    target where it is (append) or empties it through the commit protocol (overwrite, which
+    ``ResumingCommitProtocol.deleteWithJob`` makes spare them). A write that must find no target
+    (errorifexists, ignore) sets them aside and pays the copies."""
+    scheme = storage.scheme_of(storage.to_spark_path(target_url))
+    return scheme in COPYING_SCHEMES and (mode or "").lower() in ("overwrite", "append")
 
 
 def place_of(folder: TaskFolder) -> str:

@@ -153,6 +153,7 @@ def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitio
     events = events_of(os.path.join(root, "night"))
     writes = [e for e in events if e["type"] == "write.started"]
     assert [(e["attempt"], len(e["kept"]), e["reusable"]) for e in writes] == [(1, 0, True), (2, kept, True)]
+    assert writes[1]["kept_dir"] == out + "/_temporary/0"  # kept in place: never copied aside and back
     (committed,) = [e for e in events if e["type"] == "stage.committed"]
     assert committed["manifest"][0]["file_count"] == PARTS and committed["manifest"][0]["success"] is True
 
@@ -188,6 +189,8 @@ def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp
     resumed = run_cli("resume", "night", "--root", root, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS - kept
+    (resumed_write,) = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"][1:]
+    assert resumed_write["kept_dir"] == "viewfs://cluster/data/.sparkrecover-kept-out"  # renamed aside and back
     assert sorted((r.id, r.tripled) for r in spark.read.parquet(str(disk / "data" / "out")).collect()) == [
         (i, i * 3) for i in range(PARTS * 100)
     ]
