@@ -14,7 +14,9 @@
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
 # reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage). Extra arguments go to pytest.
+# of a fully reused map stage); a driver stopped by SIGINT or SIGTERM keeps its committed partitions
+# and map outputs (FencedCommitProtocol.abortJob, DriverSignals' reflective sun.misc.Signal handler
+# in front of 3.5's JVM). Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -45,4 +47,6 @@ exec "$python" -m pytest \
   "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly[first map stage]" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
+  tests/driver/test_signals.py \
+  "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
   "$@"

@@ -119,7 +119,11 @@ class AttemptState:
     def outcome(self) -> str:
         if self.exit_code is None:
             if self.driver_ended is not None:  # the CLI died after its driver finished
-                return "succeeded" if self.driver_ended.get("exit_code") == 0 else "failed"
+                code = self.driver_ended.get("exit_code")
+                if code == 0:
+                    return "succeeded"
+                # Stopped by a signal the driver caught (driver/signals.py).
+                return "interrupted" if self.driver_ended.get("signal") is not None else "failed"
             return "crashed"
         if self.exit_code == 0:
             return "succeeded"

@@ -255,14 +255,20 @@ def command_lines(document: dict[str, Any]) -> list[str]:
     if not attempts:
         return lines
     counts: dict[str, int] = {}
+    # A stage the last attempt was running when it was stopped or killed did not run: it was cut off
+    # (as inspect and the report word it), and a resume continues it.
+    stopped = attempts[-1]["outcome"] in ("interrupted", "crashed")
     for row in document["stages"]:
-        counts[row["decision"]] = counts.get(row["decision"], 0) + 1
-    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost")}
+        decision = "cut off" if stopped and row["outcome"] == "unfinished" else row["decision"]
+        counts[decision] = counts.get(decision, 0) + 1
+    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost", "cut off")}
     if document["stages"]:
         parts = [f"{done['skip']} skipped"]
         if done["continue"]:
             parts.append(f"{done['continue']} continued ({document['kept_partitions']:,} partitions kept)")
         parts.append(f"{done['run'] + done['rerun']} run")
+        if done["cut off"]:
+            parts.append(f"{done['cut off']} cut off")
         if done["lost"]:
             parts.append(f"{done['lost']} lost")
         lines.append(f"stages: {', '.join(parts)} (of {len(document['stages'])})")

@@ -24,6 +24,13 @@
  * the check and the commit. The lock dies with the process that holds it. Other stores keep the
  * window between the read and the end of the commit (docs/operations.md, "Fencing").
  *
+ * A driver being stopped (a signal, DriverSignals.interruption) keeps its write's committed task
+ * output: abortJob then leaves FileOutputCommitter's committed task folders in the job attempt path,
+ * as a SIGKILL leaves them for a resume to keep, and removes only what was in flight (task attempts
+ * not committed, the staging folder of dynamic partition overwrite). A job that fails for any other
+ * reason (a task, a refused job commit, a cancellation by the application) is aborted as Spark aborts
+ * it, and so is one whose committer is not a FileOutputCommitter (its committed tasks are not kept).
+ *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
  * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
  * method on one Scala version and a plain overload on the other (the 2.12 one hands the parent an
@@ -50,6 +57,9 @@ import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
@@ -72,8 +82,51 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static volatile String token;
     private static volatile Configuration leaseConf;
 
+    private final String jobId;
+    private final String path;
+
+    /** The committer the parent set up last in this instance (driver: the job's; executor: the task's). */
+    private transient OutputCommitter current;
+
     public FencedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
+        this.jobId = jobId;
+        this.path = path;
+    }
+
+    @Override
+    public OutputCommitter setupCommitter(TaskAttemptContext context) {
+        current = super.setupCommitter(context);
+        return current;
+    }
+
+    /** The committer set up last (null before setupJob or setupTask). */
+    protected OutputCommitter committer() {
+        return current;
+    }
+
+    @Override
+    public void abortJob(JobContext context) {
+        String why = DriverSignals.interruption();
+        OutputCommitter committer = current;
+        if (why == null || !(committer instanceof FileOutputCommitter)) {
+            super.abortJob(context);
+            return;
+        }
+        Path jobAttempt = ((FileOutputCommitter) committer).getJobAttemptPath(context);
+        Configuration conf = context.getConfiguration();
+        deleteQuietly(new Path(jobAttempt, FileOutputCommitter.PENDING_DIR_NAME), conf);
+        deleteQuietly(new Path(path, ".spark-staging-" + jobId), conf);
+        System.err.println("sparkrecover: the driver is being stopped (" + why + "): the committed task output of "
+                           + "the write to " + path + " stays in " + jobAttempt + " for a resume to keep");
+    }
+
+    private static void deleteQuietly(Path folder, Configuration conf) {
+        try {
+            folder.getFileSystem(conf).delete(folder, true);
+        } catch (IOException | RuntimeException error) {
+            // In-flight leftovers: the resume's cleanup removes what is left of them.
+        }
     }
 
     /**

@@ -24,6 +24,9 @@ FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
 RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
 # Listings of a Hadoop filesystem in one call (driver/hadoopfs.py).
 LISTING_CLASS = "sparkrecover.jvm.HadoopListing"
+# Whether the driver is being stopped (its job aborts keep committed task output), and the JVM's
+# SIGINT and SIGTERM handed to the Python driver (driver/signals.py).
+SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"
 
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"

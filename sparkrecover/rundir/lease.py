@@ -321,10 +321,17 @@ class Lease:
         """Renew the lease; False (and nothing written) when it is no longer ours."""
         if _conditional(self.url) and self._etag:
             return self._put(self._document(), IfMatch=self._etag)
-        landed = read_lease(self.run_dir)
-        if landed is None or landed.get("token") != self.token:
-            return False  # taken over (or removed) by someone who judged us dead: do not fight
-        storage.write_atomic(self.url, self._document())
+        # The check and the write under the lock a takeover takes: a driver frozen between them
+        # (SIGSTOP, a paused VM) would otherwise, once thawed, write its lease over its successor's
+        # (or back after a release), and its job commit would pass the fence.
+        try:
+            with lease_lock.held(self.run_dir, self.run_id, wait_s=self.ttl / 3):
+                landed = read_lease(self.run_dir)
+                if landed is None or landed.get("token") != self.token:
+                    return False  # taken over (or removed) by someone who judged us dead: do not fight
+                storage.write_atomic(self.url, self._document())
+        except LeaseHeldError:
+            pass  # our own job commit holds the lock (no takeover can happen meanwhile): beat next time
         return True
 
     def still_held(self) -> bool:
@@ -357,12 +364,13 @@ class Lease:
         if self.lost.is_set():
             return
         try:
-            landed = read_lease(self.run_dir)
-            if landed is not None and landed.get("token") == self.token:
-                fs, path = storage.filesystem(self.url)
-                fs.rm(path)
+            with lease_lock.held(self.run_dir, self.run_id, wait_s=5.0):  # as in _heartbeat
+                landed = read_lease(self.run_dir)
+                if landed is not None and landed.get("token") == self.token:
+                    fs, path = storage.filesystem(self.url)
+                    fs.rm(path)
         except Exception:
-            pass
+            pass  # a lease left behind goes stale: the next submit or resume takes it over
 
 
 def user_name() -> str:

@@ -306,3 +306,45 @@ def test_resume_over_an_empty_lease_exits_4_with_advice(run, cli, tmp_path):
     code, _, err = cli("resume", run.run_id, "--root", str(tmp_path / "root"))
     assert code == 4, err
     assert "unreadable" in err and "Traceback" not in err and "RecursionError" not in err
+
+
+def _lock_is_free(run_dir: str) -> bool:
+    """Whether another process can take the lease's lock now (POSIX locks exclude processes only)."""
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "try:\n"
+        "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except OSError:\n"
+        "    sys.exit(1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, os.path.join(run_dir, "lease.lock")], check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("step", ["heartbeat", "release"])
+def test_a_heartbeat_and_a_release_change_the_lease_only_under_its_lock(tmp_path, monkeypatch, step):
+    """A driver frozen between its heartbeat's check of the lease and its write (SIGSTOP, a paused
+    VM) must not, once thawed, write its own lease over the one a takeover wrote (nor re-create
+    one a finished resume released): the job commit would then pass its fence. The check and the
+    write (or removal) happen under the lock a takeover takes, so the takeover sees one or the
+    other whole."""
+    run_dir = str(tmp_path / "r1")
+    lease = leases.Lease(run_dir, "r1", ttl=3600).acquire()
+    seen: list[bool] = []
+    real_read = leases.read_lease
+
+    def read_then_look_at_the_lock(folder):
+        found = real_read(folder)
+        seen.append(_lock_is_free(run_dir))
+        return found
+
+    monkeypatch.setattr(leases, "read_lease", read_then_look_at_the_lock)
+    if step == "heartbeat":
+        assert lease._heartbeat()
+        monkeypatch.setattr(leases, "read_lease", real_read)
+        lease.release()
+    else:
+        lease.release()
+    assert seen and not any(seen)
+    assert not os.path.exists(os.path.join(run_dir, "lease.json"))
