@@ -80,7 +80,7 @@ def setup(
         FALLBACK_PATH_CONF: os.path.join(folder, FALLBACK) + "/",
     }
     if reuse:
-        confs[SHUFFLE_REUSE_CONF] = write_reuse_file(folder, attempt, reuse)
+        confs[SHUFFLE_REUSE_CONF] = keep.write_reuse_list(run_dir, attempt, reuse)
     options: list[str] = []
     for key, value in confs.items():
         options += ["--conf", f"{key}={value}"]
@@ -132,26 +132,3 @@ def _existing(path: str) -> str:
             break
         path = parent
     return path or "/"
-
-
-def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:
-    """The plan's validated kept map outputs, one tab-separated line each, for the JVM."""
-    path = os.path.join(folder, f"reuse-{attempt:04d}.tsv")
-    lines = []
-    for shuffle in reuse:
-        for output in shuffle.maps:
-            fields = (
-                shuffle.shuffle,
-                output.map,
-                output.path,
-                output.data_bytes,
-                output.index_bytes,
-                output.records,
-                output.row_bytes,
-            )
-            lines.append("\t".join(str(item) for item in fields))
-    scratch = path + ".tmp"
-    with open(scratch, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.replace(scratch, path)
-    return path

@@ -11,11 +11,13 @@ only: a run directory on any other store keeps no map outputs.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 from collections.abc import Callable
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import KeptShuffle
 
 FOLDER = "shuffles"  # under the run directory
 
@@ -74,10 +76,40 @@ def size_reader(run_dir: str) -> Callable[[str], int | None] | None:
 
 
 def remove(run_dir: str) -> bool:
-    """Delete the kept map outputs of a run (it succeeded, or starts from scratch). True when
-    there was a folder to remove."""
+    """Delete the keep folder of a run (it succeeded, or starts from scratch). True when it held a
+    kept map output (``<identity>/map-<index>``): the folder is made before every attempt, and
+    one whose shuffles kept nothing must not be reported as kept outputs removed."""
     found = folder(run_dir)
     if found is None or not os.path.isdir(found):
         return False
+    kept = bool(glob.glob(os.path.join(glob.escape(found), "*", "map-*")))
     shutil.rmtree(found, ignore_errors=True)
-    return True
+    return kept
+
+
+def write_reuse_list(run_dir: str, attempt: int, reuse: list[KeptShuffle]) -> str:
+    """The plan's validated kept map outputs for the JVM (``spark.sparkrecover.shuffle.reuse``),
+    one tab-separated line each, in the keep folder (made if missing); returns its path. Written
+    by the command line before it launches a resumed attempt, or by a driver a launcher restarted."""
+    found = create(run_dir)
+    if found is None:
+        raise ValueError(f"the run directory {run_dir} keeps no map outputs: it is not a local folder")
+    path = os.path.join(found, f"reuse-{attempt:04d}.tsv")
+    lines = []
+    for shuffle in reuse:
+        for output in shuffle.maps:
+            fields = (
+                shuffle.shuffle,
+                output.map,
+                output.path,
+                output.data_bytes,
+                output.index_bytes,
+                output.records,
+                output.row_bytes,
+            )
+            lines.append("\t".join(str(item) for item in fields))
+    scratch = path + ".tmp"
+    with open(scratch, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
+    os.replace(scratch, path)
+    return path

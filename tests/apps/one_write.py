@@ -6,7 +6,9 @@ VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``json`` (the same as
 ``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, whose input
 Spark sorts first: UNORDERED), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
 an ``@sr.stage(outputs=[OUT])`` function), ``pipeline`` (a small checkpoint first, the write as the
-checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages).
+checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages),
+``append-then-overwrite`` (1,000 rows appended to ``OUT-log`` first, then the overwrite: a
+restart that appended again would leave 2,000).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
@@ -62,6 +64,9 @@ if variant == "overwrite":
     frame.write.mode("overwrite").parquet(out)
 elif variant == "json":
     frame.write.mode("overwrite").json(out)
+elif variant == "append-then-overwrite":
+    spark.range(0, 1000, numPartitions=2).write.mode("append").parquet(out + "-log")
+    frame.write.mode("overwrite").parquet(out)
 elif variant == "append":
     frame.write.mode("append").parquet(out)
 elif variant == "partitioned":
