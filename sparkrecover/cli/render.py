@@ -209,8 +209,8 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
 
 
 def _attempt_note(row: dict[str, Any]) -> str:
-    if row.get("started_by") == "launcher":
-        return " (restarted by the launcher)"
+    if row.get("started_by") == "launcher":  # the first such driver started the run: nothing restarted it
+        return " (restarted by the launcher)" if row["attempt"] > 1 else " (started by the launcher)"
     return " (resumed)" if row["resumed"] else ""
 
 

@@ -269,9 +269,11 @@ def shuffle_milestones(
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
     ev.ATTEMPT_STARTED: lambda r: (
-        f"restarted by the launcher: driver pid {r.get('pid')} took the next attempt"
-        if r.get("started_by") == "launcher"
-        else f"spark-submit started by pid {r.get('pid')}"
+        f"spark-submit started by pid {r.get('pid')}"
+        if r.get("started_by") != "launcher"
+        else f"restarted by the launcher: driver pid {r.get('pid')} took the next attempt"
+        if r.get("attempt", 1) > 1
+        else f"started by the launcher: driver pid {r.get('pid')} took attempt 1"
     ),
     ev.PLAN_CREATED: _plan_created,
     ev.DRIVER_STARTED: lambda r: (

@@ -4,6 +4,8 @@ drivers (synthetic journals, no Spark; a terminal is a rich Console forced to be
 from __future__ import annotations
 
 import io
+import os
+import re
 
 import orjson
 import pytest
@@ -290,3 +292,28 @@ def test_an_attempt_a_launcher_restarted_is_shown_as_such_everywhere(cli, tmp_pa
     page = str(tmp_path / "page.html")
     assert cli("report", "nightly", "--root", root, "-o", page)[0] == 0
     assert "restarted by the launcher · started" in open(page, encoding="utf-8").read()
+
+
+def test_the_first_attempt_a_launcher_started_is_started_not_restarted(cli, tmp_path):
+    """Under a launcher the first driver journals its attempt.started itself too: nothing restarted
+    it, and no view may say so."""
+    from sparkrecover.journal import JournalWriter
+
+    root = str(tmp_path / "root")
+    for attempt, pid in ((1, 76), (2, 77)):
+        driver = JournalWriter(os.path.join(root, "nightly"), "nightly", attempt, "driver", flush_interval=0)
+        driver.emit("attempt.started", pid=pid, host="node-2", command=["bootstrap.py"], started_by="launcher")
+        driver.emit("driver.ended", exit_code=1 if attempt == 1 else 0, error=None)
+        driver.emit("attempt.ended", exit_code=1 if attempt == 1 else 0, signal=None)
+        driver.close()
+
+    _code, out, _ = cli("inspect", "nightly", "--root", root)
+    assert re.search(r"│ 1 \(started by the launcher\) +│ failed", out), out
+    assert re.search(r"│ 2 \(restarted by the launcher\) │ succeeded", out), out
+    _code, out, _ = cli("replay", "nightly", "--root", root)
+    assert "started by the launcher: driver pid 76 took attempt 1" in out
+    assert "restarted by the launcher: driver pid 77 took the next attempt" in out
+    page = str(tmp_path / "page.html")
+    assert cli("report", "nightly", "--root", root, "-o", page)[0] == 0
+    html = open(page, encoding="utf-8").read()
+    assert html.count("restarted by the launcher · started") == 1 and "started by the launcher · started" in html
