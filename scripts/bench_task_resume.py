@@ -1,7 +1,11 @@
 """Task-level resume (docs/design.md §9): one write of 80 partitions of about 1 s each, killed after
 50 %, 70 % and 90 % of its partitions committed, then resumed.
 
-    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...]
+    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...] [--store s3a]
+
+With ``--store s3a`` the write goes to S3 through s3a (a moto server on loopback, started here; the
+hadoop-aws jars scripts/fetch_s3a_jars.py fetches), where a task commit and the job commit copy
+every file, and the resume keeps the committed task folders where the dead job left them.
 
 1. The app (tests/apps/one_write.py: one Parquet write, each partition's first row sleeps) under
    ``sparkrecover submit``, uninterrupted: the full run.
@@ -46,6 +50,25 @@ def marked_since(markers: str, since_ns: int) -> int:
     return len({name.split("-")[0] for name in os.listdir(markers) if int(name.split("-")[1]) > since_ns})
 
 
+class S3aStore:
+    """A moto server on loopback and Spark's settings to reach it (tests/e2e/test_e2e_s3.py's)."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, _bench.REPO)
+        from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
+        from tests.s3server import MotoS3
+
+        if not s3a_jars():
+            sys.exit("no hadoop-aws jars: run .venv/bin/python scripts/fetch_s3a_jars.py")
+        self.server = MotoS3()
+        self.prefix = "s3a://" + self.server.create_bucket() + "/" + self.server.unique_prefix().rsplit("/", 1)[1]
+        self.options = s3a_options(self.server.endpoint)
+        self.env = self.server.env()
+
+    def out(self, name: str) -> str:
+        return f"{self.prefix}/{name}/out"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--partitions", type=int, default=80)
@@ -57,30 +80,33 @@ def main() -> int:
         metavar="FRACTION",
         help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)",
     )
+    parser.add_argument("--store", choices=("local", "s3a"), default="local", help="where the write goes")
     options = parser.parse_args()
     _bench.warm_jar()
     parts = options.partitions
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
-    env = {**os.environ, "ONE_WRITE_SLEEP": str(options.seconds)}
+    s3a = S3aStore() if options.store == "s3a" else None
+    env = {**os.environ, **(s3a.env if s3a else {}), "ONE_WRITE_SLEEP": str(options.seconds)}
+    spark_options = [*_bench.SPARK_OPTIONS, *(s3a.options if s3a else [])]
     print(
         f"bench_task_resume: one write of {parts} partitions x {options.seconds:.1f} s on local[2] "
+        f"to {'s3a:// (moto on loopback)' if s3a else 'a local folder'} "
         f"{_bench.load_note()}; logs in {log}",
         flush=True,
     )
 
     def app(name: str) -> list[str]:
-        return [APP, os.path.join(work, name, "out"), os.path.join(work, name, "markers"), str(parts)]
+        out = s3a.out(name) if s3a else os.path.join(work, name, "out")
+        return [APP, out, os.path.join(work, name, "markers"), str(parts)]
 
     full = _bench.timed(
-        _bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--", *_bench.SPARK_OPTIONS, *app("full")),
+        _bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--", *spark_options, *app("full")),
         log,
         env,
     )
     print(f"  full run under sparkrecover submit: {full:.2f} s", flush=True)
-    plain = _bench.timed(
-        [_bench.spark_submit(), *_bench.SPARK_OPTIONS, *app("plain")], log, {**_bench.plain_env(), **env}
-    )
+    plain = _bench.timed([_bench.spark_submit(), *spark_options, *app("plain")], log, {**_bench.plain_env(), **env})
     print(
         f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
         flush=True,
@@ -98,7 +124,7 @@ def main() -> int:
             "--flush-interval",
             "0.2",
             "--",
-            *_bench.SPARK_OPTIONS,
+            *spark_options,
             *app(name),
         )
         with open(log, "ab") as handle:

@@ -23,3 +23,5 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet -e '.[test]' 'pyspark==3.5.*'
   touch "$stamp"
 fi
+# The S3 case of scripts/test_spark35.sh needs hadoop-aws, which pyspark does not bundle.
+"$venv/bin/python" scripts/fetch_s3a_jars.py

@@ -127,6 +127,9 @@ def _first_decision(
 def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) -> None:
     """Turn ``run`` into ``continue`` when some partitions of the unfinished write are kept."""
     progress = stage.write_progress
+    whole = (stage.started or {}).get("whole")
+    if progress is None and isinstance(whole, str):
+        decision.reason += f"; no partition is kept: {whole}"  # task-level resume did not apply
     if progress is None or not progress.unfinished:
         return
     if not progress.reusable:

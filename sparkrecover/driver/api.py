@@ -203,7 +203,15 @@ class FunctionStage:
     def clean(self, entry: PlanEntry) -> dict[str, Any]:
         for before in entry.restore:
             manifests.restore_output(before)  # no data left twice by an earlier write (§4 rule 2)
-        return {"before": [manifests.build_output(url, spark_path) for url, spark_path in self.located]}
+        extra: dict[str, Any] = {
+            "before": [manifests.build_output(url, spark_path) for url, spark_path in self.located]
+        }
+        if len(self.located) != 1:  # a resume says why it keeps no committed partition
+            extra["whole"] = (
+                f"it declares {len(self.located)} outputs, and only a stage with one keeps the committed "
+                "partitions of its write to it"
+            )
+        return extra
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
         self.rt.expect_write(self.expected)

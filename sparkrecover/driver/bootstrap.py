@@ -60,13 +60,14 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
-    from sparkrecover.driver import fence, signals
+    from sparkrecover.driver import fence, hadoopfs, signals
     from sparkrecover.journal import events as ev
 
     original_init = SparkContext.__init__
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
+        hadoopfs.install(self)  # the script's data is seen through Spark's own filesystem client
         try:
             rt.telemetry.attach(self)
         except Exception as error:

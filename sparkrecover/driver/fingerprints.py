@@ -67,7 +67,7 @@ def build(
     upstream: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A fingerprint: one digest per ingredient plus an overall digest."""
-    inputs = stat_files(input_urls, storage.stat)
+    inputs = stat_files(input_urls, storage.data_stat)
     plan = canonical_plan(frame) if frame is not None else None
     parts = {
         "version": None if version is None else str(version),

@@ -39,8 +39,6 @@ from sparkrecover.jvm import (
 
 DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
-# Filesystems whose directory rename is atomic, which a committed task folder relies on.
-RENAME_SCHEMES = frozenset({"file", "hdfs", "viewfs"})
 
 # Functions the optimizer folds into literals (so the optimized plan calls them deterministic)
 # whose value differs in another application. Matched in the analyzed plan's text.
@@ -195,11 +193,12 @@ def unsupported_reason(
     mode: str = "errorifexists",
     options: Mapping[str, str] | None = None,
     frame: Any = None,
+    format: str = "parquet",
 ) -> str | None:
     """Why the committed tasks of a write of ``frame`` to ``path`` (as Spark names it) with this
     session cannot be reused, or None. ``options`` are the writer's options (they join the job's
-    Hadoop configuration); ``mode`` its save mode. Tables (no path) are refused: a catalog table
-    would not learn of the kept tasks' partitions."""
+    Hadoop configuration); ``mode`` its save mode; ``format`` its source. Tables (no path) are
+    refused: a catalog table would not learn of the kept tasks' partitions."""
     if frame is not None and not hasattr(frame, "_jdf"):
         return "Spark Connect: the driver cannot change how the write runs"
     if not hasattr(spark, "_jsparkSession"):
@@ -246,11 +245,16 @@ def unsupported_reason(
         scheme = str(scheme or hpath.getFileSystem(conf).getUri().getScheme() or "file").lower()
     except Exception as error:
         return f"the output's filesystem is unavailable ({type(error).__name__}: {_first_line(error)})"
-    if scheme not in RENAME_SCHEMES:
-        return f"the output's filesystem ({scheme}:) has no atomic directory rename"
     factory = conf.get(f"mapreduce.outputcommitter.factory.scheme.{scheme}")
-    if factory:
-        return f"a committer factory is configured for {scheme}: ({factory})"
+    # Parquet names its committer itself (spark.sql.parquet.output.committer.class): no factory.
+    if factory and format.lower() != "parquet":
+        # A PathOutputCommitter (the S3A committers, the manifest committer): Spark's default commit
+        # protocol gives only a FileOutputCommitter a work path, so such a committer's tasks write
+        # straight into the target (HadoopMapReduceCommitProtocol.newTaskTempFile).
+        return (
+            f"a committer factory is configured for {scheme}: ({factory}): under Spark's default commit "
+            "protocol its tasks write straight into the target, so there are no committed task folders to keep"
+        )
     return None
 
 

@@ -186,7 +186,7 @@ def _infers(spark: Any, fmt: str, options: dict[str, str]) -> bool:
 def _inputs(frame: Any) -> list[list[Any]]:
     """[url, size, mtime] of every file the read lists: ``inputFiles`` asks the relation's file
     index, which Spark listed when it made the DataFrame (no job)."""
-    return stat_files((storage.from_spark_path(path) for path in frame.inputFiles()), storage.stat)
+    return stat_files((storage.from_spark_path(path) for path in frame.inputFiles()), storage.data_stat)
 
 
 def _record(rt: runtime.Runtime, call: Read, frame: Any, duration: float) -> None:

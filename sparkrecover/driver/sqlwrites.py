@@ -154,7 +154,7 @@ def describe(spark: Any, statement: str) -> writes.Write | None:
             spark,
             url=url,
             spark_path=spark_path,
-            existed=storage.exists(url),
+            existed=storage.data_exists(url),
         )
     return None
 

@@ -156,7 +156,7 @@ def register(spark: Any, name: str, committed: Committed) -> None:
     statement += f" LOCATION {_literal(recorded['location'])}"
     session = spark._jsparkSession  # not through spark.sql: this statement is ours, not a stage
     session.sql(statement)
-    if recorded.get("partition_columns") and storage.exists(storage.from_spark_path(recorded["location"])):
+    if recorded.get("partition_columns") and storage.data_exists(storage.from_spark_path(recorded["location"])):
         session.sql(f"ALTER TABLE {ident} RECOVER PARTITIONS")
     if recorded.get("type") and recorded["type"] != "EXTERNAL":
         set_type(spark, f"{recorded['database']}.{recorded['name']}", recorded["type"])

@@ -17,7 +17,6 @@ The protocol, step by step (docs/decisions.md lists what a crash between any two
 from __future__ import annotations
 
 import hashlib
-import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ from typing import Any
 
 from sparkrecover.core import kept_partitions, staleness
 from sparkrecover.driver import hooks, partitions
+from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY
 from sparkrecover.kinds import Verdict
@@ -37,7 +37,8 @@ class TaskPlan:
     shape: partitions.WriteShape
     reason: str | None  # why nothing can be kept (None: partitions are reusable)
     kept: list[int] = field(default_factory=list)
-    kept_dir: str | None = None  # local folder of the set-aside task folders
+    kept_dir: str | None = None  # the kept task folders' folder, as Spark names it
+    in_place: bool = False  # kept where the dead job left them (taskfiles.keeps_in_place)
 
     @property
     def reusable(self) -> bool:
@@ -78,22 +79,40 @@ def target_of(write: Any) -> Target | None:
     return Target(write.frame, write.spark, write.url, write.spark_path, write.mode, write.format)
 
 
-def set_aside(url: str, entry: PlanEntry) -> None:
-    """Step 1 for a ``continue`` decision: move the kept partitions' committed task folders out of
-    the target, before anything cleans it. The write checks them against its shape later."""
+def whole_reason(write: Any) -> str:
+    """Why an implicit write that ``target_of`` turns down keeps no committed partition (journaled on
+    its ``stage.started`` as ``whole``, so that a resume can say it)."""
+    if write.table is not None:
+        return f"it writes {write.target}, and only a write to a path keeps its committed partitions"
+    if not write.url:
+        return "it writes to a sink, not to a folder of files"
+    return "only a DataFrame write keeps its committed partitions (this is an RDD or model save, or a SQL statement)"
+
+
+def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
+    """Step 1, before anything cleans the target: on an object store, abort the multipart uploads a
+    dead writer left below it (files of tasks that never finished: they cost money until aborted
+    and nothing would ever complete them); for a ``continue`` decision, move the kept partitions'
+    committed task folders out of the target, or, where the write's ``mode`` lets them stay on an
+    object store, remove everything else from the job attempt folder they are in. The write
+    checks them against its shape later."""
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
-    if tasks and kept_dir:
-        try:
-            _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
-        except OSError as error:  # what was not moved is computed again: slower, never wrong
-            print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
+    try:
+        _abort_uploads(url, kept_dir)
+        if tasks and kept_dir:
+            if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
+                _keep_in_place(url, set(tasks.kept), set(tasks.empty))
+            else:
+                _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
+    except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
+        print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
-    kept at all; None where task-level resume does not apply (no local output folder)."""
-    if target is None or not storage.is_local(target.url):
+    kept at all; None where task-level resume does not apply (no output folder)."""
+    if target is None:
         return None
     try:
         reason = _unsupported(target)
@@ -109,17 +128,26 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
-    if tasks and plan.reusable and kept_dir and os.path.isdir(kept_dir):
+    set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
+    in_place = bool(tasks) and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
+    place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
+    if tasks and plan.reusable and place:
         changed = _changed(tasks, shape)
         if changed is not None:
             plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
-            set_aside = [p for p, found in folders.items() if any(os.path.dirname(f.path) == kept_dir for f in found)]
-            plan.kept = kept_partitions.agreed(tasks.kept, set_aside)
-            plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
-    if not plan.kept and kept_dir and os.path.isdir(kept_dir):
+            kept_path = storage.data_filesystem(place)[1]
+            found = [
+                p for p, candidates in folders.items() if any(taskfiles.place_of(f) == kept_path for f in candidates)
+            ]
+            plan.kept = kept_partitions.agreed(tasks.kept, found)
+            plan.kept_dir = storage.to_spark_path(place) if plan.kept else None
+            plan.in_place = in_place and bool(plan.kept)
+    if not plan.kept and kept_dir and set_aside_before:
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
+    if not plan.kept and in_place:
+        _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
     return plan
 
 
@@ -146,13 +174,13 @@ def _unsupported(target: Target) -> str | None:
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
     if fmt not in hooks.FILE_FORMATS:
         return f"the {fmt} format does not commit through task folders"
-    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
+    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame, format=fmt)
 
 
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
-    if target is not None and storage.is_local(target.url):
-        set_aside(target.url, entry)
+    if target is not None:
+        set_aside(target.url, entry, target.mode)
     return plan_write(target, entry)
 
 
@@ -163,21 +191,60 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
         return
     usable = taskfiles.usable(folders, empty_ok)
     chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
-    os.makedirs(kept_dir, exist_ok=True)
-    for folder in chosen.values():
-        target = os.path.join(kept_dir, os.path.basename(folder.path))
-        if os.path.dirname(folder.path) != kept_dir:
-            os.replace(folder.path, target)  # one atomic rename per task: a crash loses nothing
+    fs, kept_path = storage.data_filesystem(kept_dir)
     for partition, candidates in folders.items():  # what is not kept must not be merged later
         for folder in candidates:
-            if os.path.dirname(folder.path) == kept_dir and chosen.get(partition) is not folder:
-                _remove(folder.path)
+            if taskfiles.place_of(folder) == kept_path and chosen.get(partition) is not folder:
+                fs.rm(folder.path, recursive=True)
+    fs.makedirs(kept_path, exist_ok=True)
+    for folder in chosen.values():
+        if taskfiles.place_of(folder) != kept_path:
+            # One rename per task: atomic where renames are (a crash loses nothing); on an object
+            # store a copy of each file, and a crash leaves files in both places: never kept.
+            fs.mv(folder.path, f"{kept_path}/{folder.path.rsplit('/', 1)[-1]}")
 
 
-def _remove(path: str) -> None:
-    import shutil
+def _keep_in_place(url: str, wanted: set[int], empty_ok: set[int]) -> None:
+    """Leave in the job attempt folder only the task folders the write will keep: the rest (other
+    partitions' folders, tasks in flight, other job attempts) would be merged by its job commit."""
+    folders = taskfiles.task_folders(url)
+    temporary = storage.join(url, "_temporary")
+    if taskfiles.job_commit_began(url, folders):
+        _remove(temporary)
+        return
+    usable = taskfiles.usable(folders, empty_ok)
+    keep = {usable[p].path for p in kept_partitions.agreed(wanted, usable)}
+    fs, attempt = storage.data_filesystem(taskfiles.job_attempt_dir(url))
+    for folder, spared in ((storage.data_filesystem(temporary)[1], attempt), (attempt, None)):
+        try:
+            entries = fs.ls(folder, detail=False)
+        except FileNotFoundError:
+            continue
+        for name in entries:
+            name = name.rstrip("/")
+            if name != spared and name not in keep:
+                fs.rm(name, recursive=True)
 
-    shutil.rmtree(path, ignore_errors=True)
+
+def _abort_uploads(url: str, kept_dir: str | None) -> None:
+    for place in (url, kept_dir):
+        if place is not None and not storage.is_local(place):
+            fs, path = storage.data_filesystem(place)
+            abort = getattr(fs, "abort_uploads", None)
+            if abort is not None:
+                abort(path)
+
+
+def _remove(url: str) -> None:
+    """Remove a folder of the data's filesystem, if it is there."""
+    if storage.is_local(url):
+        import shutil
+
+        shutil.rmtree(storage.normalize(url), ignore_errors=True)
+        return
+    fs, path = storage.data_filesystem(url)
+    if fs.exists(path):
+        fs.rm(path, recursive=True)
 
 
 def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
@@ -193,6 +260,9 @@ def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
         reusable=plan.shape.reusable,
         reason=plan.reason,
         kept=plan.kept,
+        # Where the kept partitions' task folders wait for the job commit (Spark's name): set
+        # aside beside the target, or in place in its job attempt folder (an object store).
+        kept_dir=plan.kept_dir,
         specs=plan.shape.specs_digest,
         partition_specs=plan.shape.specs if sum(map(len, plan.shape.specs)) <= SPECS_JOURNALED else None,
     )
@@ -219,7 +289,9 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
             result = do_write()
     finally:
         sc.setLocalProperty(KEPT_PROPERTY, before)
-    _remove(taskfiles.kept_dir(target.url) or "")
+    kept_dir = taskfiles.kept_dir(target.url)
+    if kept_dir is not None:
+        _remove(kept_dir)
     return result
 
 

@@ -70,6 +70,7 @@ class WriteStage:
         self.name, self.spark = write.name, write.spark
         self.version: str | None = None  # an implicit write has no version= of its own
         self.target: taskresume.Target | None = None
+        self.tasks: taskresume.TaskPlan | None = None
         self.before: dict[str, Any] | None = None
         self.moved: str | None = None
 
@@ -108,13 +109,15 @@ class WriteStage:
     def set_aside(self, entry: PlanEntry) -> taskresume.TaskPlan | None:
         # Committed task folders are set aside before the cleaning removes the dead attempt's _temporary.
         self.target = taskresume.target_of(self.write)
-        return taskresume.prepare(self.target, entry)
+        self.tasks = taskresume.prepare(self.target, entry)
+        return self.tasks
 
     def clean(self, entry: PlanEntry) -> dict[str, Any]:
         write = self.write
-        cleaned = undo_previous(self.rt, entry, write)
+        in_place = self.tasks is not None and self.tasks.in_place
+        cleaned = undo_previous(self.rt, entry, write, spare_committed_tasks=in_place)
         self.before = snapshot(write, self.rt.writer.attempt)
-        return {
+        extra = {
             "before": [self.before] if self.before else [],
             "call_site": write.call_site,
             "ordinal": write.ordinal,
@@ -123,6 +126,9 @@ class WriteStage:
             "verifiable": write.verifiable,
             "cleaned": cleaned[:100],
         }
+        if self.target is None:  # task-level resume does not apply: a resume says why it keeps nothing
+            extra["whole"] = taskresume.whole_reason(write)
+        return extra
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
         if tasks is not None and self.target is not None:
@@ -191,9 +197,13 @@ def snapshot(write: Write, attempt: int) -> dict[str, Any] | None:
     return before
 
 
-def undo_previous(rt: runtime.Runtime, entry: PlanEntry, write: Write) -> list[str]:
+def undo_previous(
+    rt: runtime.Runtime, entry: PlanEntry, write: Write, spare_committed_tasks: bool = False
+) -> list[str]:
     """Bring the target back to what it held before this write first ran in this run, so that
-    running it again leaves its rows there once. Returns what was removed."""
+    running it again leaves its rows there once. Returns what was removed. With
+    ``spare_committed_tasks`` the committer's ``_temporary`` stays: the committed task folders the
+    write keeps in place are there (and only they: ``taskresume.set_aside`` removed the rest)."""
     committed = entry.committed
     removed: list[str] = []
     for before in entry.restore:
@@ -212,7 +222,7 @@ def undo_previous(rt: runtime.Runtime, entry: PlanEntry, write: Write) -> list[s
                 removed += _remove(url, added) if added is not None else manifests.restore_output(before)
             else:
                 removed += manifests.restore_output(before)
-        removed += remove_leftovers(url)
+        removed += remove_leftovers(url, spare_committed_tasks)
     return removed
 
 
@@ -228,8 +238,8 @@ def _remove(url: str, names: list[str]) -> list[str]:
     removed = []
     for name in names:
         target = storage.join(url, name) if name else url
-        if storage.exists(target):
-            fs, path = storage.filesystem(target)
+        if storage.data_exists(target):
+            fs, path = storage.data_filesystem(target)
             fs.rm(path)
             removed.append(target)
     return removed
@@ -240,23 +250,23 @@ def _remove_target(spark: Any, url: str, table: str | None) -> list[str]:
     if table is not None and spark.catalog.tableExists(table):
         spark.sql(f"DROP TABLE IF EXISTS {table}")
         removed.append(f"table {table}")
-    if storage.exists(url):
+    if storage.data_exists(url):
         if storage.is_local(url):
             shutil.rmtree(storage.normalize(url), ignore_errors=True)
         else:
-            fs, path = storage.filesystem(url)
+            fs, path = storage.data_filesystem(url)
             fs.rm(path, recursive=True)
         removed.append(url)
     return removed
 
 
-def remove_leftovers(url: str) -> list[str]:
+def remove_leftovers(url: str, spare_committed_tasks: bool = False) -> list[str]:
     """Remove a killed job's _temporary and staging folders, and checksum files whose data file
     was removed (Spark ignores them, people counting files do not)."""
     removed = []
     if not storage.is_local(url):
-        fs, path = storage.filesystem(url)
-        for name in _LEFTOVER_DIRS:
+        fs, path = storage.data_filesystem(url)
+        for name in () if spare_committed_tasks else _LEFTOVER_DIRS:
             leftover = path.rstrip("/") + "/" + name
             if fs.exists(leftover):
                 fs.rm(leftover, recursive=True)

@@ -230,7 +230,7 @@ def _describe_v1(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
         spark,
         url=url,
         spark_path=spark_path,
-        existed=storage.exists(url),
+        existed=storage.data_exists(url),
         writer=writer,
         format=fmt,
     )
@@ -262,7 +262,7 @@ def folder_write(source: Any, path: str, mode: str, category: str) -> writes.Wri
         source,
         url=url,
         spark_path=spark_path,
-        existed=storage.exists(url),
+        existed=storage.data_exists(url),
     )
 
 

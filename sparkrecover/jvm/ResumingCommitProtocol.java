@@ -5,7 +5,8 @@
  * Set for one write only, through spark.sql.sources.commitProtocolClass; reads from the job's
  * Hadoop configuration (Spark copies every SQL conf set with spark.conf.set into it):
  *   sparkrecover.kept.dir         a folder holding the set-aside task_* folders of the dead
- *                                 attempt (committed by FileOutputCommitter, algorithm 1)
+ *                                 attempt (committed by FileOutputCommitter, algorithm 1), or
+ *                                 the output's own <out>/_temporary/0 when they were kept in place
  *   sparkrecover.kept.partitions  the Spark partition ids they hold, comma-separated
  *
  * setupJob: after the parent's (which creates <out>/_temporary/0, the job attempt path), moves
@@ -13,6 +14,13 @@
  * merges it into the output before writing _SUCCESS; so a kill at any point leaves either no
  * _SUCCESS or the whole output. The kept folder, empty then, is removed. Before moving anything
  * it checks that the folders and the ids agree one to one and refuses the write otherwise.
+ *
+ * Kept in place (an object store, where every rename is a copy of each file: setting the folders
+ * aside and moving them back would copy each kept file twice more than an uninterrupted write
+ * does): the kept folder is the job attempt path itself. setupJob then moves nothing and checks
+ * that it holds the kept partitions' folders and nothing else (anything else would be merged into
+ * the output by the job commit); and deleteWithJob, which an overwrite calls on the output before
+ * setupJob, deletes everything of the output but those folders.
  *
  * commitTask: the resumed write runs every partition, kept ones as empty tasks
  * (KeptPartitionsRDD). Partition 0 writes a file even when empty (FileFormatWriter keeps one
@@ -43,6 +51,7 @@ import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.TaskID;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.sql.internal.SQLConf;
 
 public class ResumingCommitProtocol extends FencedCommitProtocol {
     private static final long serialVersionUID = 1L;
@@ -81,6 +90,78 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         }
     }
 
+    /**
+     * An overwrite deletes its output (through here) before setupJob. With the kept task folders
+     * in place in <out>/_temporary/0, everything else of the output goes and they stay. The
+     * settings come from the session's SQL conf (this runs before any job context exists), where
+     * the driver set them for this write.
+     */
+    @Override
+    public boolean deleteWithJob(FileSystem fs, Path path, boolean recursive) {
+        SQLConf sql = SQLConf.get();
+        String dir = sql.getConfString(KEPT_DIR, "").trim();
+        if (dir.isEmpty() || !recursive) {
+            return super.deleteWithJob(fs, path, recursive);
+        }
+        try {
+            Path output = fs.makeQualified(path);
+            Path jobAttempt = new Path(new Path(output, "_temporary"), "0");
+            if (!fs.makeQualified(new Path(dir)).equals(jobAttempt)) {
+                return super.deleteWithJob(fs, path, recursive);
+            }
+            BitSet kept = new BitSet();
+            for (int id : KeptPartitionsRDD.parse(sql.getConfString(KEPT_PARTITIONS, ""))) {
+                kept.set(id);
+            }
+            deleteAllBut(fs, output, new Path(output, "_temporary"), jobAttempt, kept);
+            return true;
+        } catch (IOException error) {
+            throw new IllegalStateException("sparkrecover: could not empty " + path + " around its kept task outputs: "
+                                            + error.getMessage(), error);
+        }
+    }
+
+    /** Deletes every entry of the output but the kept partitions' task folders in the job attempt path. */
+    private static void deleteAllBut(FileSystem fs, Path output, Path temporary, Path jobAttempt, BitSet kept)
+        throws IOException {
+        if (!fs.exists(output)) {
+            return;
+        }
+        for (FileStatus status : fs.listStatus(output)) {
+            if (!status.getPath().getName().equals(temporary.getName())) {
+                fs.delete(status.getPath(), true);
+            }
+        }
+        if (!fs.exists(temporary)) {
+            return;
+        }
+        for (FileStatus status : fs.listStatus(temporary)) {
+            if (!status.getPath().getName().equals(jobAttempt.getName())) {
+                fs.delete(status.getPath(), true);
+            }
+        }
+        if (!fs.exists(jobAttempt)) {
+            return;
+        }
+        for (FileStatus status : fs.listStatus(jobAttempt)) {
+            if (!isKeptTask(status, kept)) {
+                fs.delete(status.getPath(), true);
+            }
+        }
+    }
+
+    private static boolean isKeptTask(FileStatus status, BitSet kept) {
+        String name = status.getPath().getName();
+        if (!status.isDirectory() || !name.startsWith("task_")) {
+            return false;
+        }
+        try {
+            return kept.get(TaskID.forName(name).getId());
+        } catch (IllegalArgumentException error) {
+            return false;
+        }
+    }
+
     @Override
     public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext context) {
         Configuration conf = context.getConfiguration();
@@ -115,9 +196,13 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         if (!fs.exists(dir)) {
             throw new IOException(dir + " does not exist");
         }
+        boolean inPlace = fs.makeQualified(dir).equals(fs.makeQualified(jobAttempt));
         TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
         for (FileStatus status : fs.listStatus(dir)) {
             String name = status.getPath().getName();
+            if (inPlace && name.equals("_temporary") && status.isDirectory()) {
+                continue;  // this job's own task attempts, in a job that starts now
+            }
             if (!status.isDirectory() || !name.startsWith("task_")) {
                 throw new IOException("unexpected entry " + status.getPath() + " (only task_* folders belong there)");
             }
@@ -137,6 +222,9 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         }
         if (!found.equals(kept)) {
             throw new IOException("the task folders hold partitions " + found + " but the kept partitions are " + kept);
+        }
+        if (inPlace) {
+            return;  // already where the job commit merges from
         }
         FileSystem target = jobAttempt.getFileSystem(conf);
         if (!target.getUri().equals(fs.getUri())) {

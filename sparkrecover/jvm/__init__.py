@@ -22,6 +22,8 @@ PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
 # ... which this one extends with a resumed write's kept task folders (driver/partitions.py).
 RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+# Listings of a Hadoop filesystem in one call (driver/hadoopfs.py).
+LISTING_CLASS = "sparkrecover.jvm.HadoopListing"
 # Whether the driver is being stopped (its job aborts keep committed task output), and the JVM's
 # SIGINT and SIGTERM handed to the Python driver (driver/signals.py).
 SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"

@@ -36,4 +36,4 @@ class StorageEvidence:
         return set(taskfiles.usable(folders, empty_ok)), None
 
     def stat(self, url: str) -> tuple[int, Any]:
-        return storage.stat(url)
+        return storage.data_stat(url)

@@ -55,7 +55,7 @@ def list_files(url: str) -> tuple[dict[str, int], bool, bool]:
                 if _is_data(relative):
                     files[relative] = os.path.getsize(os.path.join(folder, name))
         return files, success, True
-    fs, path = storage.filesystem(url)
+    fs, path = storage.data_filesystem(url)
     with storage.guard(url, "list"):
         return _list_remote(fs, path)
 
@@ -85,7 +85,7 @@ def _file_url(url: str, name: str) -> str:
 
 def sha256_of(url: str) -> str:
     digest = hashlib.sha256()
-    fs, path = storage.filesystem(url)
+    fs, path = storage.data_filesystem(url)
     with fs.open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(_CHUNK), b""):
             digest.update(chunk)
@@ -103,7 +103,7 @@ def footer_problem(url: str, size: int) -> str | None:
         return None
     if size < 8:
         return f"{url} is too short to be a {'Parquet' if tail_magic else 'ORC'} file"
-    fs, path = storage.filesystem(url)
+    fs, path = storage.data_filesystem(url)
     with fs.open(path, "rb") as handle:
         head = handle.read(len(head_magic))
         tail = b""
@@ -247,13 +247,13 @@ def restore_output(before: dict[str, Any]) -> list[str]:
         return []
     kept = {entry[0] for entry in before.get("files") or []}
     removed = []
-    fs, _ = storage.filesystem(url)
+    fs, _ = storage.data_filesystem(url)
     for name in sorted(set(current) - kept):
         target = storage.join(url, name) if name else url
-        fs.rm(storage.filesystem(target)[1])
+        fs.rm(storage.data_filesystem(target)[1])
         removed.append(target)
     if not before.get("success"):
         marker = storage.join(url, SUCCESS_MARKER)
-        if storage.exists(marker):
-            fs.rm(storage.filesystem(marker)[1])
+        if storage.data_exists(marker):
+            fs.rm(storage.data_filesystem(marker)[1])
     return removed

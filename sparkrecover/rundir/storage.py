@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkrecover.errors import StorageError, UsageError
@@ -163,6 +163,44 @@ def listdir(url: str) -> list[str]:
     with guard(url, "list"):
         fs.invalidate_cache(path)
         return [p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False)]
+
+
+# In the driver, Spark's data (the paths it reads and writes, as fsspec URLs) is served through the
+# client Spark wrote it with (driver/hadoopfs.py installs it): an output on s3a:// or hdfs:// then
+# needs no Python backend there. Everywhere else, and for local paths, fsspec.
+_data_resolver: Callable[[str], tuple[Any, str]] | None = None
+
+
+def serve_data(resolver: Callable[[str], tuple[Any, str]] | None) -> None:
+    """Serve non-local data paths through ``resolver`` (URL -> filesystem, path), or through fsspec
+    again (None)."""
+    global _data_resolver
+    _data_resolver = resolver
+
+
+def data_filesystem(url: str) -> tuple[Any, str]:
+    """The filesystem and path of a data path (an input or output of Spark's, not the run
+    directory): the driver's Hadoop client where one serves it, else fsspec's."""
+    if _data_resolver is not None and not is_local(url):
+        return _data_resolver(url)
+    return filesystem(url)
+
+
+def data_exists(url: str) -> bool:
+    if is_local(url) or _data_resolver is None:
+        return exists(url)
+    fs, path = data_filesystem(url)
+    with guard(url, "look up"):
+        return bool(fs.exists(path))
+
+
+def data_stat(url: str) -> tuple[int, float | None]:
+    """``stat`` for a data path (through the driver's Hadoop client where one serves it)."""
+    if is_local(url) or _data_resolver is None:
+        return stat(url)
+    fs, path = data_filesystem(url)
+    info = fs.info(path)
+    return int(info.get("size") or 0), info.get("mtime")
 
 
 def to_spark_path(url: str) -> str:

@@ -7,24 +7,33 @@ task the commit coordination authorized and whose rename finished. In-flight att
 (``kept_dir``) before a resumed write, outside the target so that an overwrite's delete spares
 them; both places are evidence.
 
+On an object store a rename is a copy of each file and a delete: a folder can be half there when
+its task commit (or a set-aside) was cut short. The journal's ``task.committed``, written after
+the task's commit returned, is what says a folder is whole; a half-moved set-aside leaves files in
+both places, and a partition with two folders holding files is never kept.
+
 A partition counts as committed only with exactly one usable folder: data files whose names carry
 the partition (``part-<partition:05d>-<write uuid>…``), all of one write; or no file at all when the
 journal says the task wrote no rows (Spark writes nothing for an empty partition other than 0).
 Anything else is not kept: that partition is computed again, which is always safe.
 
-Only local folders are read: stores without atomic rename (s3a, gs) fall back to a full rerun.
+Read through ``storage.data_filesystem``: fsspec on the command line (s3fs for ``s3://``, pyarrow
+for ``hdfs://``), Hadoop's FileSystem in the driver.
 """
 
 from __future__ import annotations
 
-import os
+import posixpath
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from sparkrecover.rundir import storage
 
-JOB_ATTEMPT_DIR = os.path.join("_temporary", "0")
+JOB_ATTEMPT_DIR = "_temporary/0"
 KEPT_PREFIX = ".sparkrecover-kept-"
+# Hadoop schemes of object stores, where a rename is a copy of each file and a delete.
+COPYING_SCHEMES = frozenset({"s3a", "s3n", "s3", "gs", "oss", "cosn", "obs", "wasb", "wasbs"})
 _TASK = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)$")
 _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
@@ -32,7 +41,7 @@ _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4
 @dataclass
 class TaskFolder:
     partition: int
-    path: str  # local path of the task_* folder
+    path: str  # the task_* folder, as the data filesystem names it
     files: list[tuple[str, int]] = field(default_factory=list)  # (relative name, size) of data files
     uuids: set[str] = field(default_factory=set)
     problem: str | None = None  # why it cannot be kept (names that do not match)
@@ -40,46 +49,98 @@ class TaskFolder:
 
 def kept_dir(target_url: str) -> str | None:
     """Where committed task folders of ``target_url`` are set aside: a hidden sibling folder on
-    the same filesystem (a rename, never a copy), outside what an overwrite deletes."""
-    if not storage.is_local(target_url):
-        return None
+    the same filesystem, outside what an overwrite deletes (None: the target has no parent, a
+    bucket's root)."""
     target = storage.normalize(target_url).rstrip("/")
-    return os.path.join(os.path.dirname(target), KEPT_PREFIX + os.path.basename(target))
+    if storage.is_local(target):
+        parent, name = posixpath.split(target)
+    else:
+        scheme, _, rest = target.partition("://")
+        if "/" not in rest:
+            return None
+        parent, name = posixpath.split(rest)
+        parent = f"{scheme}://{parent}"
+    return storage.join(parent, KEPT_PREFIX + name)
 
 
-def _read_task(path: str, partition: int) -> TaskFolder:
-    folder = TaskFolder(partition, path)
-    for parent, dirs, names in os.walk(path):
-        dirs.sort()
-        for name in sorted(names):
-            if name.startswith((".", "_")):
-                continue  # checksum files and markers travel with their data file
-            relative = os.path.relpath(os.path.join(parent, name), path)
-            match = _PART.match(name)
-            if match is None or int(match[1]) != partition:
-                folder.problem = f"{relative} does not belong to partition {partition}"
-                continue
-            folder.uuids.add(match[2])
-            folder.files.append((relative, os.path.getsize(os.path.join(parent, name))))
-    if len(folder.uuids) > 1:
-        folder.problem = f"files of {len(folder.uuids)} writes in one task folder"
-    return folder
+def job_attempt_dir(target_url: str) -> str:
+    """Where FileOutputCommitter keeps a job's committed task folders until its job commit."""
+    return storage.join(target_url, *JOB_ATTEMPT_DIR.split("/"))
+
+
+def keeps_in_place(target_url: str, mode: str | None) -> bool:
+    """Whether a resumed write keeps committed task folders where the dead job left them, in the
+    job attempt folder, instead of setting them aside: on an object store, where setting them
+    aside and moving them back would copy every kept file twice; for a write that leaves its
+    target where it is (append) or empties it through the commit protocol (overwrite, which
+    ``ResumingCommitProtocol.deleteWithJob`` makes spare them). A write that must find no target
+    (errorifexists, ignore) sets them aside and pays the copies."""
+    scheme = storage.scheme_of(storage.to_spark_path(target_url))
+    return scheme in COPYING_SCHEMES and (mode or "").lower() in ("overwrite", "append")
+
+
+def place_of(folder: TaskFolder) -> str:
+    """The folder a task folder sits in (the job attempt's, or the set-aside one)."""
+    return folder.path.rstrip("/").rsplit("/", 1)[0]
+
+
+def _files_below(fs: Any, place: str) -> dict[str, int]:
+    """Every file below ``place`` (relative name -> size); empty when it is absent."""
+    try:
+        found = fs.find(place, detail=True)
+    except FileNotFoundError:
+        return {}
+    prefix = place.rstrip("/") + "/"
+    return {name[len(prefix) :]: int(info.get("size") or 0) for name, info in found.items() if name.startswith(prefix)}
+
+
+def _task_names(fs: Any, place: str) -> list[str]:
+    try:
+        entries = fs.ls(place, detail=True)
+    except FileNotFoundError:
+        return []
+    return sorted(e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory")
+
+
+def _read_tasks(fs: Any, place: str) -> list[TaskFolder]:
+    """The task folders directly in ``place``, with their data files, from two listings (one flat
+    listing of every file: on an object store one request per thousand files, not one per folder)."""
+    tasks: dict[str, TaskFolder] = {}
+    for name in _task_names(fs, place):
+        match = _TASK.match(name)
+        if match:
+            tasks[name] = TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}")
+    for relative, size in sorted(_files_below(fs, place).items()):
+        task, _, inside = relative.partition("/")
+        folder = tasks.get(task)
+        if folder is None or not inside:
+            continue
+        leaf = inside.rsplit("/", 1)[-1]
+        if leaf.startswith((".", "_")):
+            continue  # checksum files and markers travel with their data file
+        match = _PART.match(leaf)
+        if match is None or int(match[1]) != folder.partition:
+            folder.problem = f"{inside} does not belong to partition {folder.partition}"
+            continue
+        folder.uuids.add(match[2])
+        folder.files.append((inside, size))
+    for folder in tasks.values():
+        if len(folder.uuids) > 1:
+            folder.problem = f"files of {len(folder.uuids)} writes in one task folder"
+    return list(tasks.values())
 
 
 def task_folders(target_url: str) -> dict[int, list[TaskFolder]]:
     """Every committed task folder of the target, in ``_temporary/0`` and set aside, by partition."""
     found: dict[int, list[TaskFolder]] = {}
-    if not storage.is_local(target_url):
-        return found
-    places = [os.path.join(storage.normalize(target_url), JOB_ATTEMPT_DIR), kept_dir(target_url) or ""]
+    places = [storage.join(target_url, *JOB_ATTEMPT_DIR.split("/")), kept_dir(target_url)]
     for place in places:
-        if not place or not os.path.isdir(place):
+        if place is None:
             continue
-        for name in sorted(os.listdir(place)):
-            match = _TASK.match(name)
-            if match and os.path.isdir(os.path.join(place, name)):
-                partition = int(match[1])
-                found.setdefault(partition, []).append(_read_task(os.path.join(place, name), partition))
+        fs, path = storage.data_filesystem(place)
+        with storage.guard(place, "list committed tasks"):
+            for folder in _read_tasks(fs, path):
+                found.setdefault(folder.partition, []).append(folder)
     return found
 
 
@@ -101,13 +162,16 @@ def job_commit_began(target_url: str, folders: dict[int, list[TaskFolder]]) -> b
     """Whether data files of these task folders' writes already sit in the target itself: the
     dead attempt's job commit had begun merging, and what is left cannot be trusted."""
     uuids = {uuid for candidates in folders.values() for f in candidates for uuid in f.uuids}
-    if not uuids or not storage.is_local(target_url):
+    if not uuids:
         return False
-    root = storage.normalize(target_url)
-    for _, dirs, names in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
-        for name in names:
-            match = _PART.match(name)
-            if match and match[2] in uuids:
-                return True
+    fs, root = storage.data_filesystem(target_url)
+    with storage.guard(target_url, "list"):
+        files = _files_below(fs, root)
+    for relative in files:
+        parts = relative.split("/")
+        if any(part.startswith(("_", ".")) for part in parts[:-1]):
+            continue  # _temporary (the committed tasks themselves), hidden folders
+        match = _PART.match(parts[-1])
+        if match and match[2] in uuids:
+            return True
     return False

@@ -2,7 +2,7 @@
 
     one_write.py OUT MARKERS PARTS [VARIANT]
 
-VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends to OUT),
+VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``json`` (the same as JSON), ``append`` (appends to OUT),
 ``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, whose input
 Spark sorts first: UNORDERED), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
 an ``@sr.stage(outputs=[OUT])`` function), ``pipeline`` (a small checkpoint first, the write as the
@@ -12,37 +12,58 @@ restart that appended again would leave 2,000).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
+
+The environment shapes the partitions: ``ONE_WRITE_SLEEP`` (seconds a partition sleeps, 0.6),
+``ONE_WRITE_ROWS`` (rows per partition, 100), ``ONE_WRITE_SLEEP_ROW`` (the row of its partition at
+which it sleeps, 0: the first), ``ONE_WRITE_PAYLOAD`` (``BYTES:FROM``: from partition FROM on, the
+first 100 rows carry BYTES of incompressible bytes derived from their id, so that a task has written
+megabytes before it sleeps at row 100: on S3 a multipart upload is then open while it sleeps).
 """
 
+import hashlib
 import os
 import sys
 import time
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType
+from pyspark.sql.types import BinaryType, LongType
 
 import sparkrecover as sr
 
 out, markers, parts = sys.argv[1], sys.argv[2], int(sys.argv[3])
 variant = sys.argv[4] if len(sys.argv) > 4 else "overwrite"
-ROWS = 100
+ROWS = int(os.environ.get("ONE_WRITE_ROWS", "100"))
+SLEEP_ROW = int(os.environ.get("ONE_WRITE_SLEEP_ROW", "0"))
+PAYLOAD, PAYLOAD_FROM = (int(n) for n in os.environ.get("ONE_WRITE_PAYLOAD", "0:0").split(":"))
 
 
 def work(value):
     if value % ROWS == 0:  # the first row of its partition
         open(os.path.join(markers, f"{value // ROWS}-{time.time_ns()}"), "w").close()
+    if value % ROWS == SLEEP_ROW:
         time.sleep(float(os.environ.get("ONE_WRITE_SLEEP", "0.6")))
     return value * 3
+
+
+def payload(value):
+    """What a test can compute again: ``payload_of`` in tests/e2e/test_task_resume_stores.py."""
+    if value // ROWS < PAYLOAD_FROM or value % ROWS >= 100:
+        return b""
+    return hashlib.shake_256(str(value).encode()).digest(PAYLOAD)
 
 
 spark = SparkSession.builder.appName("one-write").getOrCreate()
 os.makedirs(markers, exist_ok=True)
 frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", F.udf(work, LongType())("id"))
+if PAYLOAD:
+    frame = frame.withColumn("payload", F.udf(payload, BinaryType())("id"))
 if os.environ.get("ONE_WRITE_NOTE"):  # another query: what a code change does to the plan
     frame = frame.withColumn("note", F.lit(os.environ["ONE_WRITE_NOTE"]))
 if variant == "overwrite":
     frame.write.mode("overwrite").parquet(out)
+elif variant == "json":
+    frame.write.mode("overwrite").json(out)
 elif variant == "append-then-overwrite":
     spark.range(0, 1000, numPartitions=2).write.mode("append").parquet(out + "-log")
     frame.write.mode("overwrite").parquet(out)

@@ -114,6 +114,22 @@ def test_partitions_that_may_differ_are_not_kept_and_the_plan_says_why(run):
     )
 
 
+def test_a_write_task_level_resume_does_not_apply_to_says_why_it_keeps_nothing(run):
+    """A table write, a sink, an RDD save (the driver journals ``whole`` on its ``stage.started``):
+    its tasks may have committed, but the plan says why none is kept."""
+    whole = "it writes table sales, and only a write to a path keeps its committed partitions"
+    run.driver.emit(
+        "stage.started", stage="t", kind="write", outputs=[], upstream=[], fingerprint={"version": None}, whole=whole
+    )
+    run.end(137, 9)
+    decision = decision_of(run, "t")
+    assert (decision.decision, decision.reason) == (
+        "run",
+        "started in attempt 1 but not committed; no partition is kept: it writes table sales, and only a write "
+        "to a path keeps its committed partitions",
+    )
+
+
 def test_progress_carries_over_attempts_of_the_same_shape_only(run):
     run.started("w")
     write_started(run, "w")

@@ -154,6 +154,38 @@ def test_a_resumed_write_keeps_the_committed_tasks_and_ends_like_a_clean_write(s
     assert all(os.path.getsize(os.path.join(out, name)) > 0 for name in parts)
 
 
+def test_kept_in_place_an_overwrite_empties_the_target_around_them(spark, jvm, tmp_path):
+    """What a resumed overwrite on an object store does (driver/taskresume.py keeps the committed
+    task folders where the dead job left them): the kept folder is the target's own job attempt
+    folder; the overwrite's delete spares the kept partitions' folders and removes everything else
+    (old output, other partitions' folders, tasks in flight, other job attempts); setupJob moves
+    nothing; the job commit merges them. Shown on a local folder: the protocol is the same on any
+    filesystem."""
+    frame, seen = counting_frame(spark, rows=400, slices=4)
+    clean, out = str(tmp_path / "clean"), str(tmp_path / "out")
+    partitions.without_partitions(frame, []).write.parquet(clean)
+    attempt = os.path.join(out, "_temporary", "0")
+    donors = {}
+    for partition in (0, 1, 2):
+        (name,) = [n for n in os.listdir(clean) if n.startswith(f"part-{partition:05d}")]
+        task = os.path.join(attempt, f"task_202601010000000000_0000_m_{partition:06d}")
+        os.makedirs(task)
+        shutil.copy(os.path.join(clean, name), os.path.join(task, name))
+        donors[partition] = name
+    for junk in ("part-00009-old.parquet", "_temporary/1/task_x/part-00003-x", "_temporary/0/_temporary/attempt_y/z"):
+        os.makedirs(os.path.dirname(os.path.join(out, junk)), exist_ok=True)
+        open(os.path.join(out, junk), "wb").close()
+    seen.value = 0
+    with partitions.resuming_commit(spark, "file://" + attempt, [0, 1]):
+        partitions.without_partitions(frame, [0, 1]).write.mode("overwrite").parquet(out)
+    assert seen.value == 200  # partitions 2 and 3 computed; 2's old folder was not kept, so it went
+    assert rows_of(spark, out) == rows_of(spark, clean)
+    names = files_of(out)
+    assert [n for n in names if not n.startswith("part-")] == ["_SUCCESS"]
+    assert sorted(n[:10] for n in names if n.startswith("part-")) == [f"part-{p:05d}" for p in range(4)]
+    assert donors[0] in names and donors[1] in names and donors[2] not in names
+
+
 def test_the_protocol_refuses_folders_that_do_not_match_the_kept_partitions(spark, jvm, tmp_path):
     kept_dir = tmp_path / "kept"
     (kept_dir / "task_202601010000000000_0001_m_000002").mkdir(parents=True)
@@ -206,7 +238,17 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     assert find_class(jvm, "sparkrecover.jvm.NoSuchClass") is None
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
-    assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
+    # Object stores keep their committed task folders too (a rename there is a copy: the journal
+    # says a folder is whole). A PathOutputCommitter bound for the scheme writes straight into the
+    # target under Spark's default protocol, except for Parquet, which names its own committer.
+    assert partitions.unsupported_reason(spark, "s3a://bucket/out") is None
+    factory = "spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a"
+    spark.conf.set(factory, "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
+    try:
+        assert "write straight into the target" in partitions.unsupported_reason(spark, "s3a://b/out", format="json")
+        assert partitions.unsupported_reason(spark, "s3a://bucket/out", format="parquet") is None
+    finally:
+        spark.conf.unset(factory)
     assert "algorithm 2" in partitions.unsupported_reason(spark, out, options={partitions.ALGORITHM_KEY: "2"})
     assert "no output path" in partitions.unsupported_reason(spark, None)
     settings = {

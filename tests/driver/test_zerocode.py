@@ -248,7 +248,8 @@ def test_a_write_without_a_place_to_check_says_so_in_the_plan(spark, tmp_path):
     (decision,) = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decision.reason == (
         "started in attempt 1 but not committed; noop sink cannot be verified: an "
-        "interrupted append to it may have left partial rows, and it is appended again"
+        "interrupted append to it may have left partial rows, and it is appended again; "
+        "no partition is kept: it writes to a sink, not to a folder of files"
     )
     rt2 = resume(tmp_path, rt)
     assert [d.reason for d in rt2.decisions.values()] == ["committed in attempt 1; noop sink cannot be verified"]

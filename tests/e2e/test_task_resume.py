@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import orjson
 import pytest
@@ -65,13 +66,23 @@ def submit_until(root: str, out: str, markers: str, commits: int, variant: str =
     )
 
 
-def run_until(command: list[str], run_dir: str, attempt: int, commits: int) -> int:
+def run_until(
+    command: list[str],
+    run_dir: str,
+    attempt: int,
+    commits: int,
+    env: dict[str, str] | None = None,
+    until: Callable[[], bool] | None = None,
+    timeout: float = 240,
+) -> int:
     """Run ``command`` in its own process group and SIGKILL the group once ``attempt`` journaled
-    ``commits`` task commits; returns the time of the kill (ns)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    ``commits`` task commits (or once ``until()`` says so); returns the time of the kill (ns)."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
+    )
     try:
-        deadline = time.monotonic() + 240
-        while task_commits(run_dir, attempt) < commits:
+        deadline = time.monotonic() + timeout
+        while not (until() if until is not None else task_commits(run_dir, attempt) >= commits):
             assert process.poll() is None, f"the run ended (exit {process.returncode}) before {commits} commits"
             assert time.monotonic() < deadline, "no task commits journaled in time"
             time.sleep(0.05)

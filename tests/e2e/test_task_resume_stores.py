@@ -1,0 +1,240 @@
+"""Task-level resume where clusters keep their data (real spark-submit, real SIGKILL): a narrow write
+to S3 through s3a (moto's server on loopback, the hadoop-aws jars scripts/fetch_s3a_jars.py fetches)
+and to a Hadoop filesystem that is not ``file:`` but renames atomically, as HDFS does (Hadoop's own
+``viewfs://`` over a local folder; the command line reads it through tests/hdfslike)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+
+import orjson
+import pytest
+
+from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
+from tests.e2e.test_task_resume import computed_since, run_until, task_commits
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
+
+pytestmark = pytest.mark.e2e
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+APP = os.path.join(REPO, "tests", "apps", "one_write.py")
+PARTS, KILL_AT = 16, 11  # killed once 11 of 16 partitions (70 %) committed
+ROWS, PAYLOAD, PAYLOAD_FROM = 200, 56 << 10, 9
+# Partitions 9-15 write 100 rows of 56 KiB before they sleep at row 100: with 5 MiB parts, the file
+# of a task in flight is an open multipart upload when the driver dies.
+APP_ENV = {
+    "ONE_WRITE_ROWS": str(ROWS),
+    "ONE_WRITE_SLEEP_ROW": "100",
+    "ONE_WRITE_SLEEP": "3",
+    "ONE_WRITE_PAYLOAD": f"{PAYLOAD}:{PAYLOAD_FROM}",
+}
+LARGE_FILES = [
+    "--conf",
+    "spark.hadoop.fs.s3a.multipart.size=5M",
+    "--conf",
+    "spark.hadoop.parquet.block.size=1048576",
+]
+needs_s3a = pytest.mark.skipif(
+    not s3a_jars(), reason="no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)"
+)
+
+
+def expected_rows() -> list[tuple[int, int, str]]:
+    """(id, tripled, sha256 of the payload) of every row one uninterrupted write leaves."""
+
+    def payload(value: int) -> bytes:  # tests/apps/one_write.py: payload
+        if value // ROWS < PAYLOAD_FROM or value % ROWS >= 100:
+            return b""
+        return hashlib.shake_256(str(value).encode()).digest(PAYLOAD)
+
+    return [(i, i * 3, hashlib.sha256(payload(i)).hexdigest()) for i in range(PARTS * ROWS)]
+
+
+def rows_of(spark, folder: str, fmt: str = "parquet") -> list[tuple[int, int, str]]:
+    from pyspark.sql import functions as F
+
+    frame = spark.read.format(fmt).load(folder)
+    if fmt == "json":  # JSON carries binary as base64 text
+        frame = frame.withColumn("payload", F.unbase64("payload"))
+    digests = frame.select("id", "tripled", F.sha2(F.coalesce("payload", F.lit(b"")), 256).alias("digest"))
+    return sorted((r.id, r.tripled, r.digest) for r in digests.collect())
+
+
+class Bucket:
+    """The moto bucket, seen with boto3 (what an operator's `aws s3api` would show)."""
+
+    def __init__(self, s3) -> None:
+        import boto3
+
+        self.client = boto3.client("s3", endpoint_url=s3.endpoint)
+        self.name, _, self.prefix = s3.prefix[len("s3://") :].partition("/")
+
+    def keys(self) -> list[str]:
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=self.prefix + "/")
+        return sorted(o["Key"][len(self.prefix) + 1 :] for page in pages for o in page.get("Contents", []))
+
+    def uploads(self, older_than: float = 0.0) -> list[str]:
+        """Keys of the multipart uploads open below the prefix, started at least ``older_than``
+        seconds ago."""
+        found = self.client.list_multipart_uploads(Bucket=self.name, Prefix=self.prefix + "/").get("Uploads", [])
+        now = time.time()
+        return sorted(u["Key"][len(self.prefix) + 1 :] for u in found if now - u["Initiated"].timestamp() >= older_than)
+
+    def download(self, folder: str, into: str) -> str:
+        for key in self.keys():
+            if key.startswith(folder + "/"):
+                local = os.path.join(into, key)
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                self.client.download_file(self.name, f"{self.prefix}/{key}", local)
+        return os.path.join(into, folder)
+
+
+def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env) -> int:
+    """Submit the app, SIGKILL it once KILL_AT partitions committed and a task's multipart upload is
+    open (a large file in flight); returns the time of the kill (ns). The upload must have been open
+    a moment: one seen just as its task finished sleeping could complete before the kill lands."""
+    run_dir = os.path.join(root, "night")
+    command = sparkrecover_command(
+        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
+        *SPARK_OPTIONS, *spark_options, APP, out, markers, str(PARTS), variant,
+    )  # fmt: skip
+
+    def ready() -> bool:
+        return task_commits(run_dir, 1) >= KILL_AT and bool(bucket.uploads(older_than=0.3))
+
+    return run_until(command, run_dir, 1, commits=0, env=env, until=ready, timeout=600)
+
+
+def shadowed_s3fs(tmp_path) -> str:
+    """A folder that, first on PYTHONPATH, makes ``import s3fs`` fail as it does without the
+    package's [s3] extra."""
+    folder = tmp_path / "no-s3fs" / "s3fs"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("raise ImportError('s3fs is not installed (shadowed by the test)')\n")
+    return str(folder.parent)
+
+
+@needs_s3a
+def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitions(spark, tmp_path, s3):
+    """The driver has no s3fs (the write is recorded through Hadoop's client all the same); the
+    resume computes only the partitions that had not committed, aborts the upload a killed task
+    left, and the bucket ends as one uninterrupted write leaves it."""
+    root, markers = str(tmp_path / "root"), str(tmp_path / "markers")
+    bucket = Bucket(s3)
+    out = "s3a" + s3.prefix[2:] + "/out"
+    spark_options = (*s3a_options(s3.endpoint), *LARGE_FILES)
+    env = {**os.environ, **APP_ENV}
+    first_env = {**env, "PYTHONPATH": os.pathsep.join([shadowed_s3fs(tmp_path), env.get("PYTHONPATH", "")])}
+    killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, "overwrite", first_env)
+    left = bucket.uploads()
+    assert left and all(key.startswith("out/_temporary/0/_temporary/attempt_") for key in left), left
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    (stage,) = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert KILL_AT <= kept < PARTS and stage["partitions"]["total"] == PARTS
+
+    started = time.monotonic()
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    print(f"resume: {time.monotonic() - started:.1f} s, {kept} of {PARTS} partitions kept")
+    assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed
+
+    assert bucket.uploads() == []  # the killed task's upload was aborted, nothing else left open
+    keys = bucket.keys()
+    data = [key for key in keys if key.startswith("out/part-")]
+    assert sorted({key[len("out/") : len("out/part-00000")] for key in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert keys == sorted([*data, "out/_SUCCESS"])  # no _temporary, no set-aside folder, nothing else
+    assert rows_of(spark, bucket.download("out", str(tmp_path / "copy"))) == expected_rows()
+
+    events = events_of(os.path.join(root, "night"))
+    writes = [e for e in events if e["type"] == "write.started"]
+    assert [(e["attempt"], len(e["kept"]), e["reusable"]) for e in writes] == [(1, 0, True), (2, kept, True)]
+    assert writes[1]["kept_dir"] == out + "/_temporary/0"  # kept in place: never copied aside and back
+    (committed,) = [e for e in events if e["type"] == "stage.committed"]
+    assert committed["manifest"][0]["file_count"] == PARTS and committed["manifest"][0]["success"] is True
+
+
+def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp_path):
+    """A store that is not ``file:`` and renames atomically (viewfs:// over a local folder): the
+    driver sets the committed task folders aside and brings them back through Hadoop's client, the
+    command line reads the evidence through fsspec; nothing is copied."""
+    root, markers, disk = str(tmp_path / "root"), str(tmp_path / "markers"), tmp_path / "hdfs"
+    disk.mkdir()
+    out = "viewfs://cluster/data/out"
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([os.path.join(REPO, "tests", "hdfslike"), os.environ.get("PYTHONPATH", "")]),
+        "SPARKRECOVER_TEST_VIEWFS": f"cluster={disk}",
+    }
+    mount = ["--conf", f"spark.hadoop.fs.viewfs.mounttable.cluster.linkFallback=file://{disk}"]
+    command = sparkrecover_command(
+        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
+        *SPARK_OPTIONS, *mount, APP, out, markers, str(PARTS),
+    )  # fmt: skip
+    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=KILL_AT, env=env, timeout=600)
+    attempt = disk / "data" / "out" / "_temporary" / "0"
+    inodes = {os.stat(f).st_ino for f in attempt.glob("task_*/part-*")}
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    (stage,) = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert KILL_AT <= kept < PARTS
+
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    (resumed_write,) = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"][1:]
+    assert resumed_write["kept_dir"] == "viewfs://cluster/data/.sparkrecover-kept-out"  # renamed aside and back
+    assert sorted((r.id, r.tripled) for r in spark.read.parquet(str(disk / "data" / "out")).collect()) == [
+        (i, i * 3) for i in range(PARTS * 100)
+    ]
+    names = sorted(os.listdir(disk / "data" / "out"))
+    data = [name for name in names if name.startswith("part-")]
+    assert sorted({name[:10] for name in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert "_SUCCESS" in names and "_temporary" not in names
+    assert sorted(os.listdir(disk / "data")) == ["out"]  # the set-aside folder is gone
+    # The kept files were renamed, never copied: the same inodes, now in the target.
+    assert len({n for n in data if os.stat(disk / "data" / "out" / n).st_ino in inodes}) == kept
+
+
+@needs_s3a
+def test_a_write_whose_committed_partitions_cannot_be_adopted_says_why_and_leaves_nothing_open(spark, tmp_path, s3):
+    """The S3A magic committer bound through its factory: under Spark's default commit protocol
+    its tasks write straight into the target, so there are no committed task folders to adopt.
+    The plan says so, the write runs whole, and the multipart upload of the task the kill cut
+    short is aborted (the committer's own abort at job end is off, as a write that adopts needs)."""
+    root, markers = str(tmp_path / "root"), str(tmp_path / "markers")
+    bucket = Bucket(s3)
+    out = "s3a" + s3.prefix[2:] + "/out"
+    magic = {
+        "mapreduce.outputcommitter.factory.scheme.s3a": "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory",
+        "fs.s3a.committer.name": "magic",
+        "fs.s3a.committer.abort.pending.uploads": "false",
+    }
+    spark_options = [*s3a_options(s3.endpoint), *LARGE_FILES]
+    for key, value in magic.items():
+        spark_options += ["--conf", f"spark.hadoop.{key}={value}"]
+    env = {**os.environ, **APP_ENV}
+    killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, "json", env)
+    assert any(key.startswith("out/part-") for key in bucket.uploads())  # straight into the target
+
+    dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    (stage,) = orjson.loads(dry.stdout)["stages"]
+    assert stage["decision"] == "run", stage
+    assert "no partition is kept: a committer factory is configured for s3a" in stage["reason"]
+    assert "write straight into the target" in stage["reason"]
+
+    resumed = run_cli("resume", "night", "--root", root, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS
+    assert bucket.uploads() == []
+    keys = bucket.keys()
+    data = [key for key in keys if key.startswith("out/part-")]
+    assert len(data) == PARTS and keys == sorted([*data, "out/_SUCCESS"])
+    assert rows_of(spark, bucket.download("out", str(tmp_path / "copy")), "json") == expected_rows()
