@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from sparkrecover.core import humanize
 from sparkrecover.journal import events as ev
 
 KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
@@ -37,6 +38,7 @@ class Grid:
     attempt: int  # the latest attempt that ran it
     cells: list[Cell]
     reason: str | None = None  # why nothing could be kept, when the journal says
+    cost: str | None = None  # a shuffle's: the bytes kept and what keeping cost the executors
 
     def count(self, state: str) -> int:
         return sum(1 for cell in self.cells if cell.state == state)
@@ -72,6 +74,9 @@ class _Shuffle:
     attempt: int = 0
     done: dict[int, int] = field(default_factory=dict)  # map index -> the attempt that wrote it last
     attempts: set[int] = field(default_factory=set)
+    bytes: int = 0  # data and index bytes of every map output kept
+    keep_us: int = 0  # on the map tasks' threads
+    copy_us: int = 0  # background copies to the keep folder
 
 
 def shuffle_name(identity: Any) -> str:
@@ -140,6 +145,9 @@ class GridFold:
             if isinstance(index, int):
                 shuffle.maps = max(shuffle.maps, index + 1)
                 shuffle.done[index] = record["attempt"]
+                shuffle.bytes += _count(entry.get("data_bytes")) + _count(entry.get("index_bytes"))
+                shuffle.keep_us += _count(entry.get("keep_us"))
+                shuffle.copy_us += _count(entry.get("copy_us"))
 
     def grids(self) -> list[Grid]:
         found = [_write_grid(w) for w in self.writes.values() if w.ever_kept or (w.done and not w.committed)]
@@ -173,7 +181,14 @@ def _shuffle_grid(shuffle: _Shuffle) -> Grid:
             cells.append(Cell(index, UNFINISHED, None))
         else:
             cells.append(Cell(index, KEPT if by < shuffle.attempt else COMPUTED, by))
-    return Grid("shuffle", shuffle.name, shuffle.stage, shuffle.attempt, cells)
+    cost = f"{humanize.size(shuffle.bytes)} kept; {shuffle.keep_us / 1000:.0f} ms on map tasks' threads"
+    if shuffle.copy_us:
+        cost += f", {shuffle.copy_us / 1e6:.1f} s of background copying"
+    return Grid("shuffle", shuffle.name, shuffle.stage, shuffle.attempt, cells, cost=cost)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def fold_grids(records: Iterable[dict[str, Any]]) -> list[Grid]:

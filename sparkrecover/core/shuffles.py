@@ -34,6 +34,10 @@ class ShuffleState:
     reused: dict[int, int] = field(default_factory=dict)  # attempt -> map outputs reused
     attempts: list[int] = field(default_factory=list)
     refused: str | None = None  # why the last registration reused nothing, when it had kept ones
+    # What keeping cost the executors, over every map output kept (microseconds): on the map
+    # tasks' threads, and in the background copies to the keep folder.
+    keep_us: int = 0
+    copy_us: int = 0
 
     @property
     def kept_count(self) -> int:
@@ -68,6 +72,12 @@ def on_committed(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> N
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), (int, str)) for k in _MAP_FIELDS):
             continue  # a map output the record does not describe whole is not reused
         state.kept[int(entry["map"])] = {key: entry[key] for key in _MAP_FIELDS}
+        state.keep_us += _micros(entry.get("keep_us"))
+        state.copy_us += _micros(entry.get("copy_us"))
+
+
+def _micros(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def reusable(shuffles: dict[str, ShuffleState], size_of: SizeOf | None) -> list[KeptShuffle]:
@@ -136,6 +146,9 @@ def rows(shuffles: dict[str, ShuffleState]) -> list[dict[str, Any]]:
             "kept": state.kept_count,
             "kept_bytes": sum(int(entry["data_bytes"]) + int(entry["index_bytes"]) for entry in state.kept.values()),
             "reused": {str(attempt): count for attempt, count in sorted(state.reused.items())},
+            # What keeping cost: seconds on the map tasks' threads, and of background copying.
+            "keep_seconds": round(state.keep_us / 1e6, 3),
+            "copy_seconds": round(state.copy_us / 1e6, 3),
         }
         for state in shuffles.values()
     ]

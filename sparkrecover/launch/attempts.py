@@ -13,7 +13,7 @@ import platform
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkrecover import __version__
 from sparkrecover.errors import UsageError
@@ -22,6 +22,9 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import launcher, redact, shuffles
 from sparkrecover.rundir import keep, plans, runs, storage
+
+if TYPE_CHECKING:
+    from sparkrecover.launch.listener_jar import ListenerJar
 
 
 @dataclass
@@ -183,15 +186,24 @@ def run_attempt(
         plan_url = runs.plan_url(run_dir, attempt)
         storage.write_atomic(plan_url, plans.encode(plan))
         bootstrap_args += ["--plan", plan_url]
-    jar = _listener_jar(spec.spark_submit, notify)
+    built = _listener_jar(spec.spark_submit, notify)
+    jar = built.path
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
-        spec.submit_args, run_dir, spec.keep_shuffles, jar=jar, reuse=plan.shuffles if plan else None, attempt=attempt
+        spec.submit_args,
+        run_dir,
+        spec.keep_shuffles,
+        jar=jar,
+        spark_version=built.spark_version,
+        reuse=plan.shuffles if plan else None,
+        attempt=attempt,
     )
     submit_args = launcher.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )
-    command = launcher.bootstrap_command(spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar)
+    command = launcher.bootstrap_command(
+        spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
+    )
     writers: list[JournalWriter] = []
 
     def journal_start(_pid: int) -> None:
@@ -261,8 +273,9 @@ def _report_journal_health(
 _said_why: set[str] = set()
 
 
-def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | None:
-    """The JVM listener's jar for this Spark, or None (said once per process, with why)."""
+def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> ListenerJar:
+    """The JVM listener's jar for this Spark (its path None, said once per process with why,
+    when there is none)."""
     from sparkrecover.launch import listener_jar
 
     found = listener_jar.ensure_jar(spark_submit)
@@ -274,7 +287,7 @@ def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | Non
             f"Spark events are journaled through the slower Py4J listener, which can fall behind "
             f"on task-heavy jobs: {found.reason}"
         )
-    return found.path
+    return found
 
 
 def _keep_mode(recorded: Any) -> str:

@@ -18,7 +18,6 @@ READ_BY_JAVA = [
     ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
     ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
     ("SHUFFLE_REUSE_CONF", "KeepingShuffleManager.java", "REUSE"),
-    ("FALLBACK_PATH_CONF", "KeepingShuffleManager.java", "FALLBACK_PATH"),
 ]
 
 
@@ -37,7 +36,7 @@ def test_each_setting_a_java_class_reads_is_the_one_python_sets():
 def test_each_class_name_names_a_shipped_source():
     shipped = {os.path.basename(path)[: -len(".java")] for path in jvm.sources()}
     classes = [value for name, value in vars(jvm).items() if name.endswith("_CLASS")]
-    assert len(classes) == 6
+    assert len(classes) == 7
     for name in classes:
         package, _, simple = name.rpartition(".")
         assert package == "sparkrecover.jvm" and simple in shipped, name
