@@ -45,7 +45,7 @@ abstract class KeptStore {
         this.root = root;
     }
 
-    /** The store of a keep folder, one per JVM (a Hadoop Configuration costs tens of ms to build). */
+    /** The store of a keep folder, one per JVM: its Hadoop Configuration and FileSystem are built once. */
     static KeptStore of(String root, SparkConf conf) {
         KeptStore store = OPEN.get(root);
         if (store == null) {
@@ -228,7 +228,11 @@ abstract class KeptStore {
             this.base = new org.apache.hadoop.fs.Path(root);
             try {
                 Configuration hadoop = org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(conf);
-                this.fs = base.getFileSystem(hadoop);
+                // The keep folder is ours: S3A need not delete parent "directory" markers after each
+                // file (a request per file). A FileSystem of our own, so the application's cached
+                // instance keeps its settings.
+                hadoop.set("fs.s3a.directory.marker.retention", "keep");
+                this.fs = FileSystem.newInstance(base.toUri(), hadoop);
             } catch (IOException error) {
                 throw new IllegalStateException("the keep folder " + root + " cannot be reached: " + error, error);
             }
@@ -283,7 +287,7 @@ abstract class KeptStore {
         @Override
         void copy(FileChannel from, long size, String folder, String name, Abort abort) throws IOException {
             ByteBuffer buffer = ByteBuffer.allocate((int) Math.min(CHUNK, Math.max(size, 1)));
-            try (OutputStream out = fs.create(path(folder, name), true)) {
+            try (OutputStream out = create(path(folder, name))) {
                 long done = 0;
                 while (done < size) {
                     if (abort.requested()) {
@@ -305,9 +309,15 @@ abstract class KeptStore {
             throw new IOException("hard links need a local keep folder, not " + root);
         }
 
+        /** A new file whose name nobody else uses: no need to look for one first where the store can skip it. */
+        private OutputStream create(org.apache.hadoop.fs.Path path) throws IOException {
+            return (OutputStream) fs.createFile(path).overwrite(true).recursive()
+                .opt("fs.s3a.create.performance", true).build();
+        }
+
         @Override
         void commit(String folder, byte[] meta) throws IOException {
-            try (OutputStream out = fs.create(path(folder, "meta"), true)) {
+            try (OutputStream out = create(path(folder, "meta"))) {
                 out.write(meta);
             }
         }
