@@ -7,13 +7,16 @@
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
 # driver/partitions.py and driver/taskresume.py), also after a join and an aggregation
 # (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
+# under the lease's lock on a local run directory
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
 # come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
-# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage, the block resolver that reads kept blocks); on a two-worker standalone
+# reflective calls whose signatures differ, the adaptive-execution metrics
+# of a fully reused map stage, the block resolver that reads kept blocks); a driver stopped by SIGINT
+# or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
+# DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); on a two-worker standalone
 # cluster with the run root on S3, map outputs copied there by the executors (3.5's executors load the
 # shuffle manager from spark.executor.extraClassPath, before --jars) and reused across two kills.
 # Extra arguments go to pytest.
@@ -48,4 +51,6 @@ exec "$python" -m pytest \
   "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
+  tests/driver/test_signals.py \
+  "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
   "$@"

@@ -14,7 +14,7 @@ import orjson
 from sparkrecover.core import planner
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.planning.evidence import StorageEvidence
 from sparkrecover.rundir import manifests
 
 

@@ -46,18 +46,25 @@ def test_only_the_cli_imports_typer_or_rich():
     assert offenders("", ("typer", "rich", "click"), skip=("cli" + os.sep,)) == []
 
 
-def test_the_driver_never_imports_the_cli():
-    assert offenders("driver", ("sparkrecover.cli",)) == []
+def test_the_driver_never_imports_the_cli_or_the_launcher():
+    assert offenders("driver", ("sparkrecover.cli", "sparkrecover.launch")) == []
 
 
-@pytest.mark.parametrize("package", ["core", "journal", "rundir", "launch"])
+@pytest.mark.parametrize("package", ["core", "journal", "rundir", "launch", "planning"])
 def test_the_command_line_side_never_imports_pyspark_or_the_driver(package):
     assert offenders(package, ("pyspark", "py4j", "sparkrecover.driver", "sparkrecover.cli")) == []
 
 
+def test_planning_is_shared_by_both_processes_so_it_leans_on_neither():
+    """The driver plans its own resume with planning/: planning may not reach the launcher."""
+    assert offenders("planning", ("sparkrecover.launch",)) == []
+
+
 def test_the_journal_and_the_run_directory_sit_below_the_core():
-    assert offenders("journal", ("sparkrecover.core", "sparkrecover.launch")) == []
-    assert offenders("rundir", ("sparkrecover.core", "sparkrecover.launch", "sparkrecover.journal")) == []
+    above = ("sparkrecover.core", "sparkrecover.launch", "sparkrecover.planning")
+    assert offenders("journal", above) == []
+    assert offenders("rundir", (*above, "sparkrecover.journal")) == []
+    assert offenders("core", ("sparkrecover.planning",)) == []
 
 
 # What the core may import of the package: its own modules and pure definitions (types, words,
@@ -111,14 +118,23 @@ def test_the_rules_see_a_violation(tmp_path, monkeypatch):
     """The checks above read real files: a planted import must be found."""
     (tmp_path / "driver").mkdir()
     (tmp_path / "driver" / "bad.py").write_text("def f():\n    from sparkrecover.cli import render\n")
+    (tmp_path / "driver" / "worse.py").write_text("from sparkrecover.launch.recovery import plan_resume\n")
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "bad.py").write_text("import os\nfrom sparkrecover.rundir import storage\n")
+    (tmp_path / "planning").mkdir()
+    (tmp_path / "planning" / "bad.py").write_text("from sparkrecover.launch import shuffles\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path))
     assert core_offenders() == [
         "core/bad.py imports os",
         "core/bad.py imports sparkrecover.rundir.storage",
     ]
-    assert offenders("driver", ("sparkrecover.cli",)) == [
+    assert offenders("driver", ("sparkrecover.cli", "sparkrecover.launch")) == [
         "driver/bad.py imports sparkrecover.cli",
         "driver/bad.py imports sparkrecover.cli.render",
+        "driver/worse.py imports sparkrecover.launch.recovery",
+        "driver/worse.py imports sparkrecover.launch.recovery.plan_resume",
+    ]
+    assert offenders("planning", ("sparkrecover.launch",)) == [
+        "planning/bad.py imports sparkrecover.launch",
+        "planning/bad.py imports sparkrecover.launch.shuffles",
     ]

@@ -19,7 +19,7 @@ from sparkrecover.cli import render
 from sparkrecover.core import humanize, shuffles, summary, timeline, watch
 from sparkrecover.core.runstate import STARTED, RunState, StageState
 from sparkrecover.journal import events as ev
-from sparkrecover.launch import reading
+from sparkrecover.planning import reading
 
 STAGE_WIDTH = 16  # the least a stage name gets; a wide terminal gives it more (_name_width)
 # What the other columns of the live view need at least: icon, bar, state and a useful detail.

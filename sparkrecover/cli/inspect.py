@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from sparkrecover.cli import render
 from sparkrecover.core import summary
 from sparkrecover.errors import RunNotFoundError, SparkRecoverError
-from sparkrecover.launch import reading
+from sparkrecover.planning import reading
 from sparkrecover.rundir import keep, runs, storage
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from rich.console import Console
@@ -21,6 +21,9 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkrecover.core import humanize
+
+if TYPE_CHECKING:
+    from sparkrecover.launch.recovery import Outcome
 
 _console: Console | None = None  # stderr
 _report: Console | None = None  # stdout
@@ -126,21 +129,22 @@ def stage_name(name: str, to: Console | None = None) -> str:
     return name
 
 
-def command_summary(run_dir: str, run_id: str, first_attempt: int, exit_code: int, json_output: bool) -> None:
+def command_summary(outcome: Outcome, json_output: bool) -> None:
     """How ``submit`` and ``resume`` end: the --json document on stdout, or a few lines on stderr
     after the application's output (docs/cli-output.md)."""
     from sparkrecover.core import summary
-    from sparkrecover.errors import SparkRecoverError
-    from sparkrecover.launch import reading
 
-    try:
-        state = reading.load_state(run_dir, run_id)
-    except SparkRecoverError as problem:  # the run happened; only its summary cannot be read back
-        warning(f"no summary: the journal of run {run_id} cannot be read back: {problem}")
+    if outcome.state is None:  # the run happened; only its summary cannot be read back
+        warning(f"no summary: the journal of run {outcome.run_id} cannot be read back: {outcome.unreadable}")
         if json_output:
-            emit_json({"run": run_id, "run_dir": run_dir, "exit_code": exit_code})
+            emit_json({"run": outcome.run_id, "run_dir": outcome.run_dir, "exit_code": outcome.exit_code})
         return
-    document = {**summary.command_summary(state, first_attempt, exit_code), "run_dir": run_dir}
+    document = {
+        **summary.command_summary(outcome.state, outcome.first_attempt, outcome.exit_code),
+        "run_dir": outcome.run_dir,
+    }
+    if outcome.complete:
+        document["complete"] = True
     if json_output:
         emit_json(document)
         return

@@ -8,8 +8,8 @@ from sparkrecover.cli import render
 from sparkrecover.core import summary, timeline
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
-from sparkrecover.launch import reading
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.planning import reading
+from sparkrecover.planning.evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
 

@@ -1,7 +1,7 @@
 """``sparkrecover report``: one self-contained HTML page of a run (docs/report.md).
 
 The data comes from ``core/report.py`` (the same fold as ``inspect`` and ``replay``), fed by
-``launch/reading.py: load_report``; this module adds the lease and the plan, and lays the page out
+``planning/reading.py: load_report``; this module adds the lease and the plan, and lays the page out
 with the Jinja2 templates in ``cli/templates/`` (autoescaped: a stage name is text, never markup). No CDN, no script, no
 network: the page is one file to keep, mail or attach to a ticket.
 """
@@ -17,8 +17,8 @@ from sparkrecover.cli import render
 from sparkrecover.core import humanize, report, timeline
 from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
-from sparkrecover.launch import reading
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.planning import reading
+from sparkrecover.planning.evidence import StorageEvidence
 from sparkrecover.rundir import keep, runs, storage
 
 STDOUT = "-"

@@ -7,8 +7,8 @@ from contextlib import ExitStack
 from sparkrecover.cli import render
 from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
-from sparkrecover.journal.segments import next_attempt
-from sparkrecover.launch import reading, recovery
+from sparkrecover.launch import recovery
+from sparkrecover.planning.resume import ResumePlan
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
@@ -29,19 +29,19 @@ def run(
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
+    options = recovery.ResumeOptions(
+        extra_options=tuple(extra),
+        spark_submit=spark_submit,
+        verify_level=verify,
+        rerun=rerun,
+        from_scratch=from_scratch,
+        max_attempts=max_attempts,
+        stdout_to_stderr=json_output,
+    )
     if dry_run:
         with render.file_progress(enabled=not json_output) as progress:
-            plan = recovery.plan_resume(
-                run_dir,
-                run_id,
-                verify_level=verify,
-                rerun=rerun,
-                from_scratch=from_scratch,
-                warn=render.warning,
-                progress=progress,
-            )
+            plan, complete = recovery.dry_run(run_dir, run_id, options, warn=render.warning, progress=progress)
         document = plan.dry_run()
-        complete = plan.state.succeeded and not (rerun or from_scratch)
         if complete:
             document["complete"] = True  # nothing will run unless --rerun or --from-scratch says so
         if json_output:
@@ -53,38 +53,18 @@ def run(
                     f"run {run_id} already completed successfully; resume would launch nothing", render.report()
                 )
         return 0
-    if not from_scratch:  # a damaged journal can be resumed --from-scratch only (recovery.plan_resume)
-        state = reading.load_state(run_dir, run_id, render.warning)
-    if not from_scratch and state.succeeded and not rerun:
-        if json_output:
-            render.emit_json({"run": run_id, "complete": True, "exit_code": 0})
-        render.info(
-            f"run {run_id} already completed successfully; nothing to resume "
-            "(use --rerun STAGE or --from-scratch to run stages again)"
-        )
-        return 0
-    first = next_attempt(run_dir)  # the attempts this command launches are those from here on
-    options = recovery.ResumeOptions(
-        extra_options=tuple(extra),
-        spark_submit=spark_submit,
-        verify_level=verify,
-        rerun=rerun,
-        from_scratch=from_scratch,
-        max_attempts=max_attempts,
-        stdout_to_stderr=json_output,
-    )
     with ExitStack() as bar:
         progress = bar.enter_context(render.file_progress(enabled=not json_output))
 
-        def show(plan: recovery.ResumePlan) -> None:
+        def show(plan: ResumePlan) -> None:
             bar.close()  # the progress bar goes before the plan, and before the driver's output
             if not json_output:
                 render.plan(plan.dry_run(), to=render.console())
 
-        code = recovery.resume(
+        outcome = recovery.resume(
             run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
         )
-    render.command_summary(run_dir, run_id, first, code, json_output)
-    if not json_output:
+    render.command_summary(outcome, json_output)
+    if not json_output and not outcome.complete:
         render.info(f"to see the run as a page: {command_for(run_id, root)}")
-    return code
+    return outcome.exit_code

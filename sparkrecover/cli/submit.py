@@ -5,11 +5,10 @@ from __future__ import annotations
 import difflib
 
 from sparkrecover.cli import render
-from sparkrecover.errors import SparkRecoverError, UsageError
-from sparkrecover.journal.segments import next_attempt
+from sparkrecover.errors import UsageError
 from sparkrecover.launch import launcher, recovery
 from sparkrecover.launch.shuffles import MODES
-from sparkrecover.rundir import runs, storage
+from sparkrecover.rundir import storage
 
 
 def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str, list[str]]) -> None:
@@ -52,11 +51,8 @@ def run(
 ) -> int:
     if keep_shuffles not in MODES:
         raise UsageError(f"--keep-shuffles {keep_shuffles}: expected one of {', '.join(MODES)}")
-    root_url = storage.resolve_root(root)
-    # The attempts this command launches are those from here on (an existing run is resumed).
-    first = next_attempt(runs.run_dir_of(root_url, runs.check_run_id(run_id))) if run_id is not None else 1
-    run_id, code = recovery.submit(
-        root_url,
+    outcome = recovery.submit(
+        storage.resolve_root(root),
         run_id,
         args,
         spark_submit=spark_submit,
@@ -71,26 +67,22 @@ def run(
         show_plan=lambda plan: None if json_output else render.plan(plan.dry_run(), to=render.console()),
         stdout_to_stderr=json_output,
     )
-    run_dir = runs.run_dir_of(root_url, run_id)
-    render.command_summary(run_dir, run_id, first, code, json_output)
+    render.command_summary(outcome, json_output)
+    code = outcome.exit_code
     if not json_output:
         if code != 0:
             render.warning(
-                f"run {run_id} ended with exit code {code}; to continue where it stopped: "
-                f"sparkrecover resume {run_id}" + ("" if root is None else f" --root {root}")
+                f"run {outcome.run_id} ended with exit code {code}; to continue where it stopped: "
+                f"sparkrecover resume {outcome.run_id}" + ("" if root is None else f" --root {root}")
             )
-        report_hint(run_dir, run_id, root, failed=code != 0)
+        report_hint(outcome, root)
     return code
 
 
-def report_hint(run_dir: str, run_id: str, root: str | None, *, failed: bool) -> None:
+def report_hint(outcome: recovery.Outcome, root: str | None) -> None:
     """After a run that failed or was resumed, the command that shows it as a page."""
     from sparkrecover.cli.report import command_for
-    from sparkrecover.journal.segments import list_segments
 
-    try:
-        resumed = any(segment.attempt > 1 for segment in list_segments(run_dir))
-    except SparkRecoverError:  # the run's storage went away: the hint is not worth an error
-        resumed = False
-    if failed or resumed:
-        render.info(f"to see the run as a page: {command_for(run_id, root)}")
+    resumed = outcome.state is not None and any(number > 1 for number in outcome.state.attempts)
+    if outcome.exit_code != 0 or resumed:
+        render.info(f"to see the run as a page: {command_for(outcome.run_id, root)}")

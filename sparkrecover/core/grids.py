@@ -1,8 +1,8 @@
 """Which partitions of a write, and which map outputs of a shuffle, an attempt kept, computed or
 left unfinished: the partition grids of ``sparkrecover report``, as plain data.
 
-A write's grid comes from its ``write.started`` (the partition count, the partitions kept from
-earlier attempts) and its ``task.committed`` events; a shuffle's from any ``shuffle.committed``
+A write's grid is a view of the run state's progress of that write (core/kept_partitions.py: the
+rule that kept the partitions says which were kept); a shuffle's comes from any ``shuffle.committed``
 event (map outputs written and kept under the run, docs/shuffles.md), grouped by its ``shuffle``
 identity and numbered by each entry's ``map``, with the map count of its ``shuffle.registered``: a
 map output an earlier attempt committed and the shuffle's latest attempt did not compute again was
@@ -17,10 +17,10 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.core import humanize
+from sparkrecover.core import humanize, kept_partitions
+from sparkrecover.core.kept_partitions import COMPUTED, KEPT, UNFINISHED, WriteProgress
+from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import events as ev
-
-KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
 
 
 @dataclass(frozen=True)
@@ -53,20 +53,6 @@ class Grid:
 
 
 @dataclass
-class _Write:
-    stage: str
-    attempt: int = 0
-    partitions: int = 0
-    kept: set[int] = field(default_factory=set)
-    reusable: bool = True
-    reason: str | None = None
-    # partition -> the attempt whose task committed it with rows (a kept partition commits empty again)
-    done: dict[int, int] = field(default_factory=dict)
-    committed: bool = False
-    ever_kept: bool = False
-
-
-@dataclass
 class _Shuffle:
     name: str
     stage: str | None
@@ -87,48 +73,23 @@ def shuffle_name(identity: Any) -> str:
 
 
 class GridFold:
-    """Fed every record in journal order; ``grids()`` then holds the writes that kept partitions or
-    stopped with some committed, and every shuffle that a later attempt ran again."""
+    """Fed every record in journal order; ``grids(state)`` then holds the writes that kept
+    partitions or stopped with some committed (from the run state folded from the same records),
+    and every shuffle that a later attempt ran again."""
 
     def __init__(self) -> None:
-        self.writes: dict[str, _Write] = {}
         self.shuffles: dict[str, _Shuffle] = {}
         self.stage_attempts: dict[str, int] = {}  # stage -> the latest attempt that started it
 
     def apply(self, record: dict[str, Any]) -> None:
         kind = record["type"]
-        if kind == ev.WRITE_STARTED:
-            self._write_started(record)
-        elif kind == ev.TASK_COMMITTED:
-            write = self.writes.get(str(record.get("stage")))
-            partition = record.get("partition")
-            if write and write.attempt == record["attempt"] and isinstance(partition, int):
-                if partition not in write.kept:
-                    write.done[partition] = record["attempt"]
-        elif kind == ev.STAGE_STARTED:
+        if kind == ev.STAGE_STARTED:
             self.stage_attempts[record["stage"]] = record["attempt"]
-        elif kind == ev.STAGE_COMMITTED:
-            write = self.writes.get(record["stage"])
-            if write and write.attempt == record["attempt"]:
-                write.committed = True
         elif kind == ev.SHUFFLE_COMMITTED:
             self._shuffle_committed(record)
         elif kind == ev.SHUFFLE_REGISTERED:
             shuffle = self._shuffle(record)
             shuffle.maps = max(shuffle.maps, int(record["maps"]))
-
-    def _write_started(self, record: dict[str, Any]) -> None:
-        name = str(record.get("stage"))
-        before = self.writes.get(name)
-        kept = {p for p in record.get("kept") or [] if isinstance(p, int)}
-        write = _Write(name, record["attempt"], int(record.get("partitions") or 0), kept)
-        write.reusable, write.reason = bool(record.get("reusable", True)), record.get("reason")
-        if before is not None:
-            # A kept partition's rows were computed by the attempt that committed it before.
-            write.done = {p: a for p, a in before.done.items() if p in kept}
-            write.ever_kept = before.ever_kept
-        write.ever_kept = write.ever_kept or bool(kept)
-        self.writes[name] = write
 
     def _shuffle(self, record: dict[str, Any]) -> _Shuffle:
         """The shuffle an event names; an event names the attempt that ran it."""
@@ -149,8 +110,12 @@ class GridFold:
                 shuffle.keep_us += _count(entry.get("keep_us"))
                 shuffle.copy_us += _count(entry.get("copy_us"))
 
-    def grids(self) -> list[Grid]:
-        found = [_write_grid(w) for w in self.writes.values() if w.ever_kept or (w.done and not w.committed)]
+    def grids(self, state: RunState) -> list[Grid]:
+        found = [
+            _write_grid(stage.name, stage.write_progress)
+            for stage in state.stages.values()
+            if stage.write_progress is not None and kept_partitions.in_grid(stage.write_progress)
+        ]
         for shuffle in self.shuffles.values():
             # A later attempt that ran the shuffle's stage and computed none of its maps kept them all.
             shuffle.attempt = max(shuffle.attempt, self.stage_attempts.get(shuffle.stage or "", 0))
@@ -159,18 +124,10 @@ class GridFold:
         return found
 
 
-def _write_grid(write: _Write) -> Grid:
-    cells = []
-    for index in range(write.partitions):
-        if index in write.kept:
-            cells.append(Cell(index, KEPT, write.done.get(index)))
-        elif index in write.done or write.committed:
-            # A committed write holds every partition; one without a task record was computed too.
-            cells.append(Cell(index, COMPUTED, write.attempt))
-        else:
-            cells.append(Cell(index, UNFINISHED, None))
-    reason = None if write.reusable else write.reason
-    return Grid("write", write.stage, write.stage, write.attempt, cells, reason)
+def _write_grid(stage: str, progress: WriteProgress) -> Grid:
+    cells = [Cell(index, state, attempt) for index, state, attempt in kept_partitions.cells(progress)]
+    reason = None if progress.reusable else progress.started.get("reason")
+    return Grid("write", stage, stage, progress.attempt, cells, reason)
 
 
 def _shuffle_grid(shuffle: _Shuffle) -> Grid:
@@ -192,7 +149,9 @@ def _count(value: Any) -> int:
 
 
 def fold_grids(records: Iterable[dict[str, Any]]) -> list[Grid]:
-    fold = GridFold()
+    """The grids of a journal's records (report folds them once, beside its run state)."""
+    fold, state = GridFold(), RunState("")
     for record in records:
         fold.apply(record)
-    return fold.grids()
+        state.apply(record)
+    return fold.grids(state)

@@ -17,14 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sparkrecover.core import shuffles, staleness
+from sparkrecover.core import kept_partitions, shuffles, staleness
 from sparkrecover.core.evidence import Evidence
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir.plans import (
     Committed,
     KeptShuffle,
-    KeptTasks,
     PartitionCount,
     Plan,
     PlanEntry,
@@ -123,33 +122,26 @@ def _first_decision(
 
 def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) -> None:
     """Turn ``run`` into ``continue`` when some partitions of the unfinished write are kept."""
-    write = stage.write
-    if write is None or not stage.committed_tasks:
+    progress = stage.write_progress
+    if progress is None or not progress.unfinished:
         return
-    if not write.get("reusable"):
-        decision.reason += f"; no partition is kept: {write.get('reason') or 'its partitions may differ'}"
+    if not progress.reusable:
+        decision.reason += f"; no partition is kept: {progress.started.get('reason') or 'its partitions may differ'}"
         return
     found, problem = evidence.committed_partitions(stage)
-    kept = sorted(set(stage.committed_tasks) & found)
-    if not kept:
+    tasks = kept_partitions.to_keep(progress, found)
+    if tasks is None:
         decision.reason += f"; no partition is kept: {problem or 'the partitions it committed left no files'}"
         return
-    total = int(write["partitions"])
-    attempts = sorted({stage.committed_tasks[p][0] for p in kept})
+    attempts = sorted({progress.computed[p].attempt for p in tasks.kept})
     decision.decision = CONTINUE
-    decision.reason = f"{len(kept)}/{total} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
-    decision.partitions = PartitionCount(kept=len(kept), total=total)
+    decision.reason = (
+        f"{len(tasks.kept)}/{tasks.partitions} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
+    )
+    decision.partitions = PartitionCount(kept=len(tasks.kept), total=tasks.partitions)
     # The driver keeps nothing if the stage changed since (§4 rule 5): compared like a skip's.
     decision.fingerprint = (stage.started or {}).get("fingerprint")
-    decision.tasks = KeptTasks(
-        kept=kept,
-        partitions=total,
-        shape=write.get("shape"),
-        # The partition specs adaptive execution chose for the write: the driver keeps nothing if
-        # the resumed attempt's differ, and says so.
-        specs=write.get("specs"),
-        empty=[p for p in kept if stage.committed_tasks[p][1] == 0],
-    )
+    decision.tasks = tasks
 
 
 def _caveat(stage: StageState, decision: Verdict) -> str:

@@ -209,7 +209,7 @@ def _build(
         lanes=lanes,
         scale_s=max([lane.duration_s for lane in lanes] + [0.001]),
         savings=timing.savings,
-        grids=collected.grids.grids(),
+        grids=collected.grids.grids(state),
         stages=details["stages"],
         plan=None if plan is None else list(plan.get("stages") or []),
         plan_note=plan_problem or _plan_note(details["status"], plan),

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core import kept_partitions
+from sparkrecover.core.kept_partitions import Computed, WriteProgress
 from sparkrecover.core.shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
@@ -42,20 +44,30 @@ class StageState:
     failed_tasks: int = 0
     # Rows Spark reports written, per attempt: a stage that ran twice must not count its rows twice.
     output_records: dict[int, int] = field(default_factory=dict)
-    # Task-level progress of an unfinished write (docs/design.md §4a): the latest write.started, and
-    # each partition whose task committed -> (attempt, rows written), over every attempt whose write
-    # had the same shape (the same partitions reading the same input slices).
-    write: dict[str, Any] | None = None
-    committed_tasks: dict[int, tuple[int, int | None]] = field(default_factory=dict)
+    # Task-level progress of its write over the attempts (core/kept_partitions.py, docs/design.md §4a).
+    write_progress: WriteProgress | None = None
     # A committed write that kept partitions of earlier attempts: what came from where (inspect).
     kept_write: dict[str, Any] | None = None
 
     @property
+    def write(self) -> dict[str, Any] | None:
+        """The latest write.started of the unfinished write (None once the stage committed)."""
+        progress = self.write_progress
+        return None if progress is None or progress.ended else progress.started
+
+    @property
+    def committed_tasks(self) -> dict[int, Computed]:
+        """Each partition of the unfinished write whose task committed -> (attempt, rows), over
+        every attempt whose write had the same partitions."""
+        return self.write_progress.unfinished if self.write_progress is not None else {}
+
+    @property
     def partitions(self) -> dict[str, int] | None:
         """Progress inside an unfinished write: partitions whose task committed, of how many."""
-        if self.write is None or self.status == COMMITTED:
+        progress = self.write_progress
+        if progress is None or progress.ended or self.status == COMMITTED:
             return None
-        return {"committed": len(self.committed_tasks), "total": int(self.write.get("partitions") or 0)}
+        return {"committed": len(progress.computed), "total": progress.total}
 
     @property
     def committed_attempt(self) -> int | None:
@@ -107,7 +119,11 @@ class AttemptState:
     def outcome(self) -> str:
         if self.exit_code is None:
             if self.driver_ended is not None:  # the CLI died after its driver finished
-                return "succeeded" if self.driver_ended.get("exit_code") == 0 else "failed"
+                code = self.driver_ended.get("exit_code")
+                if code == 0:
+                    return "succeeded"
+                # Stopped by a signal the driver caught (driver/signals.py).
+                return "interrupted" if self.driver_ended.get("signal") is not None else "failed"
             return "crashed"
         if self.exit_code == 0:
             return "succeeded"
@@ -303,68 +319,21 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
-    stage.kept_write = _kept_write(stage, record["attempt"])
-    stage.write, stage.committed_tasks = None, {}  # the write is whole: no partial progress left
+    # The write is whole: no partial progress left, and what it kept of earlier attempts.
+    stage.kept_write = kept_partitions.stage_committed(stage.write_progress, record["attempt"])
     attempt.committed.append(stage.name)
     stage.records_lost = None
     if record.get("upstream") is not None:
         stage.upstream = list(record["upstream"])
 
 
-def _kept_write(stage: StageState, attempt: int) -> dict[str, Any] | None:
-    """At the commit of a write that kept partitions of earlier attempts: how many were kept,
-    computed, from which attempt, and the rows the kept ones hold (None if any was not counted)."""
-    write = stage.write
-    if write is None or write.get("attempt") != attempt or not write.get("kept"):
-        return None
-    kept = [p for p in write["kept"] if p in stage.committed_tasks]
-    total = int(write.get("partitions") or 0)
-    by_attempt: dict[str, int] = {}
-    for partition in kept:
-        key = str(stage.committed_tasks[partition][0])
-        by_attempt[key] = by_attempt.get(key, 0) + 1
-    by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + total - len(kept)
-    rows = [stage.committed_tasks[p][1] for p in kept]
-    return {
-        "kept": len(kept),
-        "computed": total - len(kept),
-        "total": total,
-        "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0]))),
-        # Which partitions each earlier attempt computed (the rest the committing attempt did).
-        "kept_from": {
-            key: sorted(p for p in kept if str(stage.committed_tasks[p][0]) == key)
-            for key in sorted(by_attempt, key=int)
-            if key != str(attempt)
-        },
-        "kept_rows": sum(r for r in rows if r is not None) if all(r is not None for r in rows) else None,
-    }
-
-
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     stage = state._stage(record["stage"])
-    previous = stage.write
-    if (
-        previous is None
-        or not record.get("reusable")
-        or previous.get("shape") != record.get("shape")
-        or previous.get("partitions") != record.get("partitions")
-    ):
-        stage.committed_tasks = {}  # partition i would not hold the same rows: nothing carries over
-    stage.write = record
+    stage.write_progress = kept_partitions.started(stage.write_progress, record)
 
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    stage = state._stage(record["stage"])
-    write = stage.write
-    # A kept partition's task commits again in the resumed write, empty: it was not computed, and
-    # its rows are in the task folder of the attempt that did compute it.
-    if (
-        write is not None
-        and write.get("attempt") == record["attempt"]
-        and record["partition"] not in (write.get("kept") or ())
-    ):
-        rows = record.get("records")
-        stage.committed_tasks[record["partition"]] = (record["attempt"], rows if isinstance(rows, int) else None)
+    kept_partitions.task_committed(state._stage(record["stage"]).write_progress, record)
 
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:

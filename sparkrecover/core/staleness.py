@@ -8,6 +8,7 @@ the input check the command line makes before launch.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -23,6 +24,20 @@ def digest(*parts: Any) -> str:
         sha.update(repr(part).encode("utf-8", "backslashreplace"))
         sha.update(b"\x00")
     return sha.hexdigest()[:32]
+
+
+def script_digest(script: str, read: Callable[[str], bytes]) -> str:
+    """Is the script the same? The one answer both processes give: a digest of its bytes, every
+    one of them (a Python function's body is not in Spark's plans, and an edit anywhere may change
+    what a UDF computes). The driver salts a write's shape with it (driver/taskresume.py), submit
+    hands it to the JVM for the shuffle identity (launch/shuffles.py). ``read`` reads the script
+    (``rundir/storage.read_bytes``); a script it cannot read gets a digest no other attempt has,
+    so nothing an earlier attempt kept is reused on a guess."""
+    try:
+        source = read(script)
+    except Exception:
+        return "unreadable-" + uuid.uuid4().hex
+    return hashlib.sha256(source).hexdigest()
 
 
 Stat = Callable[[str], "tuple[int, Any]"]

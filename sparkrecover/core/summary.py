@@ -49,11 +49,8 @@ def _partitions(stage: StageState) -> dict[str, Any] | None:
     """Task-level progress: of an unfinished write, the partitions committed (by attempt); of a
     committed write that kept some, kept, computed and by attempt. None for a write that was whole."""
     progress = stage.partitions
-    if progress is not None:
-        by_attempt: dict[str, int] = {}
-        for attempt, _rows in stage.committed_tasks.values():
-            by_attempt[str(attempt)] = by_attempt.get(str(attempt), 0) + 1
-        return {**progress, "by_attempt": dict(sorted(by_attempt.items(), key=lambda item: int(item[0])))}
+    if progress is not None and stage.write_progress is not None:
+        return {**progress, "by_attempt": stage.write_progress.by_attempt()}
     if stage.kept_write is not None:
         return {key: stage.kept_write[key] for key in ("kept", "computed", "total", "by_attempt", "kept_from")}
     return None
@@ -258,14 +255,20 @@ def command_lines(document: dict[str, Any]) -> list[str]:
     if not attempts:
         return lines
     counts: dict[str, int] = {}
+    # A stage the last attempt was running when it was stopped or killed did not run: it was cut off
+    # (as inspect and the report word it), and a resume continues it.
+    stopped = attempts[-1]["outcome"] in ("interrupted", "crashed")
     for row in document["stages"]:
-        counts[row["decision"]] = counts.get(row["decision"], 0) + 1
-    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost")}
+        decision = "cut off" if stopped and row["outcome"] == "unfinished" else row["decision"]
+        counts[decision] = counts.get(decision, 0) + 1
+    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost", "cut off")}
     if document["stages"]:
         parts = [f"{done['skip']} skipped"]
         if done["continue"]:
             parts.append(f"{done['continue']} continued ({document['kept_partitions']:,} partitions kept)")
         parts.append(f"{done['run'] + done['rerun']} run")
+        if done["cut off"]:
+            parts.append(f"{done['cut off']} cut off")
         if done["lost"]:
             parts.append(f"{done['lost']} lost")
         lines.append(f"stages: {', '.join(parts)} (of {len(document['stages'])})")

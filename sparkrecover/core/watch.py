@@ -41,7 +41,7 @@ class Update:
 
 
 class Watched(Protocol):
-    """The run being followed, as storage shows it (``launch/reading.WatchedRun``)."""
+    """The run being followed, as storage shows it (``planning/reading.WatchedRun``)."""
 
     run_dir: str
 

@@ -12,7 +12,8 @@ SparkContext creation to attach the listener bridge and record ``driver.started`
 JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
 ``--lease-token`` is the token of the lease the CLI holds: stages check it before writing and
 committing, every file write's job commit checks it in the JVM, and a driver that lost it exits
-75 (``driver/fence.py``).
+75 (``driver/fence.py``). SIGINT and SIGTERM stop the script keeping what it finished, and the
+driver exits 130 or 143 (``driver/signals.py``).
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
-    from sparkrecover.driver import fence
+    from sparkrecover.driver import fence, signals
     from sparkrecover.journal import events as ev
 
     original_init = SparkContext.__init__
@@ -71,6 +72,7 @@ def _hook_spark_context(rt: Any) -> None:
                 "taken over while a write runs may still commit that write",
                 file=sys.stderr,
             )
+        not_handed_on = signals.attach(rt, self)
         conf = self.getConf()
         rt.writer.emit(
             ev.DRIVER_STARTED,
@@ -81,6 +83,7 @@ def _hook_spark_context(rt: Any) -> None:
             pid=os.getpid(),
             listener=rt.telemetry.kind,
             commit_fence=not_fenced or "on",
+            jvm_signals=not_handed_on or "on",
         )
 
     SparkContext.__init__ = init  # type: ignore[method-assign]  # patching the class is the point
@@ -181,25 +184,34 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
-    from sparkrecover.driver import mlsaves, schema_reads, sqlwrites, zerocode
+    from sparkrecover.driver import mlsaves, schema_reads, signals, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     sqlwrites.install()  # and so do its SQL statements that write
     mlsaves.install()  # and its model and pipeline saves (MLlib, ML)
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
+    signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:
         exit_code = _run_script(script_argv[0], script_argv[1:])
-    except KeyboardInterrupt:
-        exit_code, error = 130, "interrupted"
+    except KeyboardInterrupt:  # Ctrl-C, or a SIGTERM (driver/signals.py)
+        exit_code, error = signals.exit_code(rt), "interrupted"
     except BaseException as failure:
         _trim(failure)
         sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
     finally:
+        signals.quiet()
+        if rt.interrupted is not None and exit_code != 0:
+            error = f"interrupted by {signals.name(rt.interrupted)}"
+            print(
+                f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
+                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})",
+                file=sys.stderr,
+            )
         if rt.fenced:
             error = "lease lost: the run was taken over by another submit or resume"
-        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, **_close_telemetry(rt))
+        writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, signal=rt.interrupted, **_close_telemetry(rt))
         writer.close()
         if writer.degraded or writer.warnings:
             print(

@@ -37,6 +37,8 @@ class Runtime:
         # check found it taken over: nothing is committed after that.
         self.lease_token: str | None = None
         self.fenced = False
+        # The signal (SIGINT, SIGTERM) that stopped the script, once one did (driver/signals.py).
+        self.interrupted: int | None = None
         self.decisions: dict[str, PlanEntry] = {entry.stage: entry for entry in plan.stages} if plan else {}
         self.reached: list[str] = []
         # fsspec URL of each known output -> the stage that produces it, for upstream edges.
@@ -58,7 +60,7 @@ class Runtime:
         self._scopes = threading.local()
         # Zero-code mode: writes seen so far per (call site, mode, target), for their ordinals.
         self.write_ordinals: dict[tuple[str, str, str], int] = {}
-        self.telemetry: Any = None  # listener_bridge.Telemetry, set by the bootstrap
+        self.telemetry: Any = None  # driver/telemetry.Telemetry, set by the bootstrap
 
     @property
     def in_stage(self) -> bool:

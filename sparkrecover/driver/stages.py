@@ -171,7 +171,9 @@ class Scope:
             # A write whose job commit was refused (the lease was taken over while it ran) fails
             # here: the driver ends fenced, with nothing more journaled.
             fence.failed(self.rt, self.name, error)
-        if error is not None and not self.rt.fenced:  # a fenced driver journals nothing more
+        # A fenced driver journals nothing more; a stage a signal stopped stays started, as after a
+        # SIGKILL, so that a resume continues it (driver/signals.py).
+        if error is not None and not self.rt.fenced and self.rt.interrupted is None:
             message = str(error).strip() or type(error).__name__
             self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000], error_type=type(error).__name__)
             self.rt.writer.flush()

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core import kept_partitions, staleness
 from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import Verdict
@@ -102,7 +103,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     if shape.reusable:
         # The script's own code is part of what partition i holds (a UDF's body does not show in
         # the plan): an edited script keeps no partition of an earlier attempt (§4 rule 5).
-        shape.digest = hashlib.sha256(f"{shape.digest}\n{script_digest()}".encode()).hexdigest()[:32]
+        script = staleness.script_digest(sys.argv[0], storage.read_bytes)  # as the bootstrap set it
+        shape.digest = hashlib.sha256(f"{shape.digest}\n{script}".encode()).hexdigest()[:32]
     plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
@@ -112,9 +114,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
             plan.reason = changed
         else:
             folders = taskfiles.task_folders(target.url)
-            plan.kept = sorted(
-                p for p in set(tasks.kept) if any(os.path.dirname(f.path) == kept_dir for f in folders.get(p, []))
-            )
+            set_aside = [p for p, found in folders.items() if any(os.path.dirname(f.path) == kept_dir for f in found)]
+            plan.kept = kept_partitions.agreed(tasks.kept, set_aside)
             plan.kept_dir = storage.to_spark_path(kept_dir) if plan.kept else None
     if not plan.kept and kept_dir and os.path.isdir(kept_dir):
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
@@ -126,7 +127,9 @@ def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:
     tasks, or None. Adaptive execution chooses post-shuffle partitions from map-output sizes, and a
     range partitioning's bounds come from a seeded sample, neither of which need repeat: they are
     compared first, to say so."""
-    if tasks.shape == shape.digest and tasks.partitions == shape.partitions:
+    if kept_partitions.same_partitions(
+        tasks.shape, tasks.partitions, shape.digest, shape.partitions, now_reusable=shape.reusable
+    ):
         return None
     if tasks.specs != shape.specs_digest:
         return (
@@ -145,15 +148,6 @@ def _unsupported(target: Target) -> str | None:
     return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame)
 
 
-def script_digest() -> str:
-    """The digest of the running script's source (``sys.argv[0]``, as the bootstrap sets it)."""
-    try:
-        with open(sys.argv[0], "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()[:16]
-    except (OSError, IndexError):
-        return "unknown"
-
-
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """Both steps, for a write whose DataFrame is known before its target is cleaned."""
     if target is not None and storage.is_local(target.url):
@@ -166,7 +160,8 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
     if taskfiles.job_commit_began(url, folders):
         _remove(kept_dir)
         return
-    chosen = {p: f for p, f in taskfiles.usable(folders, empty_ok).items() if p in wanted}
+    usable = taskfiles.usable(folders, empty_ok)
+    chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
     os.makedirs(kept_dir, exist_ok=True)
     for folder in chosen.values():
         target = os.path.join(kept_dir, os.path.basename(folder.path))

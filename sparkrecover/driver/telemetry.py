@@ -100,9 +100,9 @@ class Telemetry:
                     )
                     self.mode = PY4J
             if self.mode == PY4J:
-                from sparkrecover.driver import py4j_listener as listener
+                from sparkrecover.driver import py4j_listener
 
-                self._py4j_listener = listener.register(sc, self.rt)
+                self._py4j_listener = py4j_listener.register(sc, self.rt)
                 self.kind = PY4J
                 self._drain = lambda: _dropped_record(jsc, self.dropped)
         self.start()

@@ -138,10 +138,20 @@ def _attempt_streams(segments: Iterable[Segment], warn: Warn | None) -> Iterator
         yield _stream(streams[0], warn, small[0] if small else [])
 
 
-def iter_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = None) -> Iterator[dict[str, Any]]:
-    """The run's records as a stream. A segment compacted away while this reads raises
-    FileNotFoundError: callers that fold the stream start again (``runstate.load_state``)."""
-    return iter_segments([s for s in list_segments(run_dir) if attempt is None or s.attempt == attempt], warn)
+def iter_journal(
+    run_dir: str, warn: Warn | None = None, attempt: int | None = None, since: int | None = None
+) -> Iterator[dict[str, Any]]:
+    """The run's records as a stream (of one ``attempt``, or of the attempts ``since`` on). A
+    segment compacted away while this reads raises FileNotFoundError: callers that fold the
+    stream start again (``planning/reading.py``)."""
+    return iter_segments(
+        [
+            s
+            for s in list_segments(run_dir)
+            if (attempt is None or s.attempt == attempt) and (since is None or s.attempt >= since)
+        ],
+        warn,
+    )
 
 
 def read_journal(run_dir: str, warn: Warn | None = None, attempt: int | None = None) -> list[dict[str, Any]]:

@@ -18,6 +18,19 @@
  * (not JSON) refuses the commit; a lease that cannot be read because its storage cannot be
  * reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
  *
+ * A check is not a lock, except where the store gives one: on a local run directory the job
+ * commit holds a POSIX lock on <run>/lease.lock from its read of the lease to its end, and a
+ * lease changes hands only under the same lock (rundir/lease.py), so no takeover falls between
+ * the check and the commit. The lock dies with the process that holds it. Other stores keep the
+ * window between the read and the end of the commit (docs/operations.md, "Fencing").
+ *
+ * A driver being stopped (a signal, DriverSignals.interruption) keeps its write's committed task
+ * output: abortJob then leaves FileOutputCommitter's committed task folders in the job attempt path,
+ * as a SIGKILL leaves them for a resume to keep, and removes only what was in flight (task attempts
+ * not committed, the staging folder of dynamic partition overwrite). A job that fails for any other
+ * reason (a task, a refused job commit, a cancellation by the application) is aborted as Spark aborts
+ * it, and so is one whose committer is not a FileOutputCommitter (its committed tasks are not kept).
+ *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
  * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
  * method on one Scala version and a plain overload on the other (the 2.12 one hands the parent an
@@ -29,16 +42,24 @@
 package sparkrecover.jvm;
 
 import java.io.ByteArrayOutputStream;
+import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.RandomAccessFile;
+import java.nio.channels.FileLock;
+import java.util.concurrent.locks.ReentrantLock;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
@@ -50,13 +71,62 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
 
     private static final long MAX_LEASE_BYTES = 1 << 20;
 
+    /** Beside lease.json: held while the lease changes hands or a job commit runs (local disk). */
+    public static final String LOCK_FILE = "lease.lock";
+
+    // A FileLock is held by the JVM, not by a thread: job commits of one driver take turns.
+    private static final ReentrantLock COMMITTING = new ReentrantLock();
+
     // One lease per driver JVM: the bootstrap runs one application under one lease.
     private static volatile String leaseFile;
     private static volatile String token;
     private static volatile Configuration leaseConf;
 
+    private final String jobId;
+    private final String path;
+
+    /** The committer the parent set up last in this instance (driver: the job's; executor: the task's). */
+    private transient OutputCommitter current;
+
     public FencedCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
+        this.jobId = jobId;
+        this.path = path;
+    }
+
+    @Override
+    public OutputCommitter setupCommitter(TaskAttemptContext context) {
+        current = super.setupCommitter(context);
+        return current;
+    }
+
+    /** The committer set up last (null before setupJob or setupTask). */
+    protected OutputCommitter committer() {
+        return current;
+    }
+
+    @Override
+    public void abortJob(JobContext context) {
+        String why = DriverSignals.interruption();
+        OutputCommitter committer = current;
+        if (why == null || !(committer instanceof FileOutputCommitter)) {
+            super.abortJob(context);
+            return;
+        }
+        Path jobAttempt = ((FileOutputCommitter) committer).getJobAttemptPath(context);
+        Configuration conf = context.getConfiguration();
+        deleteQuietly(new Path(jobAttempt, FileOutputCommitter.PENDING_DIR_NAME), conf);
+        deleteQuietly(new Path(path, ".spark-staging-" + jobId), conf);
+        System.err.println("sparkrecover: the driver is being stopped (" + why + "): the committed task output of "
+                           + "the write to " + path + " stays in " + jobAttempt + " for a resume to keep");
+    }
+
+    private static void deleteQuietly(Path folder, Configuration conf) {
+        try {
+            folder.getFileSystem(conf).delete(folder, true);
+        } catch (IOException | RuntimeException error) {
+            // In-flight leftovers: the resume's cleanup removes what is left of them.
+        }
     }
 
     /**
@@ -90,37 +160,105 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
 
     // Scala 2.12 (Spark 3.5): overrides the parent's commitJob. Scala 2.13: an overload never called.
     public void commitJob(JobContext context, scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> commits) {
-        fence();
-        super.commitJob(context, commits.toList());
+        try (Held held = fence()) {
+            super.commitJob(context, commits.toList());
+        }
     }
 
     // Scala 2.13 (Spark 4): overrides the parent's commitJob. Scala 2.12: an overload never called.
     public void commitJob(JobContext context,
                           scala.collection.immutable.Seq<FileCommitProtocol.TaskCommitMessage> commits) {
-        fence();
-        super.commitJob(context, commits);
+        try (Held held = fence()) {
+            super.commitJob(context, commits);
+        }
     }
 
-    /** Throws IllegalStateException when the lease is known not to be this driver's. */
-    public static void fence() {
+    /**
+     * Throws IllegalStateException when the lease is known not to be this driver's. Otherwise
+     * returns what the caller holds until its commit ends: the lease's lock on a local run
+     * directory (nothing elsewhere, or when the lock file cannot be opened).
+     */
+    public static Held fence() {
         String file = leaseFile;
         String expected = token;
         Configuration conf = leaseConf;
         if (file == null || expected == null || conf == null) {
-            return;  // not armed: no lease, or one the JVM cannot read
+            return Held.NOTHING;  // not armed: no lease, or one the JVM cannot read
         }
+        Held held = hold(file, conf);
         String holder;
         try {
             holder = holder(file, conf);
         } catch (IOException error) {
-            return;  // storage unreachable: cannot tell, and Python's own checks report the outage
+            return held;  // storage unreachable: cannot tell, and Python's own checks report the outage
         }
         if (expected.equals(holder)) {
-            return;
+            return held;
         }
+        held.close();
         throw new IllegalStateException(REFUSED + " (" + file + " now holds "
                                         + (holder == null ? "no lease" : "the token " + holder)
                                         + "): another submit or resume took the run over");
+    }
+
+    /** The lock beside a lease on local disk, waited for; Held.NOTHING on any other store. */
+    static Held hold(String file, Configuration conf) {
+        File lock;
+        try {
+            Path path = new Path(file);
+            FileSystem fs = path.getFileSystem(conf);
+            if (!(fs instanceof LocalFileSystem)) {
+                return Held.NOTHING;
+            }
+            lock = new File(((LocalFileSystem) fs).pathToFile(path).getParentFile(), LOCK_FILE);
+        } catch (IOException | RuntimeException error) {
+            return Held.NOTHING;
+        }
+        COMMITTING.lock();
+        RandomAccessFile handle = null;
+        try {
+            handle = new RandomAccessFile(lock, "rw");
+            return new Held(handle, handle.getChannel().lock());
+        } catch (IOException | RuntimeException error) {
+            // Not lockable (a read-only run directory, no lock support): the check alone, as elsewhere.
+            if (handle != null) {
+                try {
+                    handle.close();
+                } catch (IOException ignored) {
+                    // closing releases what it held
+                }
+            }
+            COMMITTING.unlock();
+            return Held.NOTHING;
+        }
+    }
+
+    /** The lease's lock, held from the check to the end of a job commit. */
+    public static final class Held implements AutoCloseable {
+        static final Held NOTHING = new Held(null, null);
+
+        private final RandomAccessFile handle;
+        private final FileLock lock;
+
+        Held(RandomAccessFile handle, FileLock lock) {
+            this.handle = handle;
+            this.lock = lock;
+        }
+
+        @Override
+        public void close() {
+            if (handle == null) {
+                return;
+            }
+            try {
+                lock.release();
+                handle.close();
+            } catch (IOException ignored) {
+                // the lock goes with the handle, and with the process at the latest
+            } finally {
+                COMMITTING.unlock();
+            }
+        }
     }
 
     /**

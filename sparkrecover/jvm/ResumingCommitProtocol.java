@@ -50,9 +50,6 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     public static final String KEPT_DIR = "sparkrecover.kept.dir";
     public static final String KEPT_PARTITIONS = "sparkrecover.kept.partitions";
 
-    /** The committer the parent set up last in this JVM (driver: the job's; executor: the task's). */
-    private transient OutputCommitter current;
-
     public ResumingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
         if (dynamicPartitionOverwrite) {
@@ -61,12 +58,6 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                 + "(spark.sql.sources.partitionOverwriteMode=dynamic): the kept tasks' partition folders "
                 + "would not be moved into the output; rerun the whole write instead");
         }
-    }
-
-    @Override
-    public OutputCommitter setupCommitter(TaskAttemptContext context) {
-        current = super.setupCommitter(context);
-        return current;
     }
 
     @Override
@@ -94,8 +85,8 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext context) {
         Configuration conf = context.getConfiguration();
         int partition = context.getTaskAttemptID().getTaskID().getId();
-        if (partitions(conf).get(partition) && current instanceof FileOutputCommitter) {
-            Path attempt = ((FileOutputCommitter) current).getTaskAttemptPath(context);
+        if (partitions(conf).get(partition) && committer() instanceof FileOutputCommitter) {
+            Path attempt = ((FileOutputCommitter) committer()).getTaskAttemptPath(context);
             try {
                 FileSystem fs = attempt.getFileSystem(conf);
                 if (fs.exists(attempt) && !fs.delete(attempt, true)) {
@@ -110,11 +101,12 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     }
 
     private Path jobAttemptPath(JobContext context) throws IOException {
-        if (!(current instanceof FileOutputCommitter)) {
-            throw new IOException("the output committer is " + (current == null ? "unknown" : current.getClass().getName())
+        if (!(committer() instanceof FileOutputCommitter)) {
+            OutputCommitter committer = committer();
+            throw new IOException("the output committer is " + (committer == null ? "unknown" : committer.getClass().getName())
                                   + ", not a FileOutputCommitter");
         }
-        return ((FileOutputCommitter) current).getJobAttemptPath(context);
+        return ((FileOutputCommitter) committer()).getJobAttemptPath(context);
     }
 
     /** Checks the kept folder against the kept ids, then moves each task folder into the job. */

@@ -24,6 +24,9 @@ PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
 # ... which this one extends with a resumed write's kept task folders (driver/partitions.py).
 RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+# Whether the driver is being stopped (its job aborts keep committed task output), and the JVM's
+# SIGINT and SIGTERM handed to the Python driver (driver/signals.py).
+SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"
 
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"

@@ -7,7 +7,6 @@ up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` arou
 
 from __future__ import annotations
 
-import getpass
 import os
 import platform
 import socket
@@ -22,6 +21,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import launcher, redact, shuffles
 from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.rundir import lease as leases
 
 if TYPE_CHECKING:
     from sparkrecover.launch.listener_jar import ListenerJar
@@ -49,7 +49,7 @@ class LaunchSpec:
             "spark_submit_args": redact.redact_args(self.submit_args.options),
             "spark_submit": self.spark_submit,
             "cwd": self.cwd,
-            "user": _user(),
+            "user": leases.user_name(),
             "host": socket.gethostname(),
             "flush_interval": self.flush_interval,
             "buffer_size": self.buffer_size,
@@ -293,10 +293,3 @@ def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> ListenerJ
 def _keep_mode(recorded: Any) -> str:
     """The recorded --keep-shuffles (runs from before it existed: the default)."""
     return recorded if recorded in shuffles.MODES else shuffles.DEFAULT_MODE
-
-
-def _user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())

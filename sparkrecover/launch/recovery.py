@@ -1,7 +1,10 @@
 """Starting runs and resuming them: the core of ``submit`` and ``resume``, free of any CLI.
 
 Both hold the run's lease for as long as they launch attempts, including automatic retries
-(``--max-attempts``), which stop early when an attempt made no progress.
+(``--max-attempts``), which stop early when an attempt made no progress. Each folds the run's
+journal once, under the lease: before its first launch, then only what each attempt it launched
+added (``planning/reading.catch_up``). The ``Outcome`` it returns carries that state, for the
+command line to show without reading the run again.
 """
 
 from __future__ import annotations
@@ -9,44 +12,36 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import planner, runstate, schema_reuse
+from sparkrecover.core import runstate
 from sparkrecover.core.runstate import RunState
-from sparkrecover.errors import EXIT_INTERRUPTED, JournalDamagedError, LeaseLostError, UsageError
-from sparkrecover.journal import events as ev
-from sparkrecover.journal import reader
-from sparkrecover.journal.segments import list_segments, next_attempt
-from sparkrecover.launch import attempts, launcher, reading, shuffles
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.errors import EXIT_INTERRUPTED, LeaseLostError, SparkRecoverError, UsageError
+from sparkrecover.journal.segments import next_attempt
+from sparkrecover.launch import attempts, launcher, shuffles
+from sparkrecover.planning import reading
+from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run
 from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
-from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
 
 Notify = Callable[[str], None]
-ShowPlan = Callable[["ResumePlan"], None]
+ShowPlan = Callable[[ResumePlan], None]
 # Exits that mean a person or a scheduler stopped the run: never retried.
 _STOPPED = {EXIT_INTERRUPTED, 128 + signal.SIGTERM, 128 + signal.SIGINT}
 
 
 @dataclass
-class ResumePlan:
-    run_dir: str
+class Outcome:
+    """What one ``submit`` or ``resume`` did: the command line renders it."""
+
     run_id: str
-    state: RunState
-    attempt: int
-    decisions: list[PlanEntry]
-    # Inferred schemas the next attempt may reuse (core/schema_reuse.py), beside the stage decisions.
-    schemas: list[SchemaEntry] = field(default_factory=list)
-    # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
-    shuffles: list[KeptShuffle] = field(default_factory=list)
-
-    def document(self) -> Plan:
-        return planner.plan_of(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
-
-    def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
+    run_dir: str
+    first_attempt: int  # the first attempt the command launched (or would have: nothing to do)
+    state: RunState | None  # the run as its journal says after the command; None: see `unreadable`
+    exit_code: int
+    complete: bool = False  # the run had already succeeded: nothing was launched
+    unreadable: str | None = None  # why the journal could not be read back after the attempts
 
 
 @dataclass
@@ -78,8 +73,8 @@ def submit(
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
     stdout_to_stderr: bool = False,
-) -> tuple[str, int]:
-    """Start a run, or carry on with an existing one of that id; returns (run id, exit code).
+) -> Outcome:
+    """Start a run, or carry on with an existing one of that id.
 
     An existing run that succeeded is not launched again (so one cron line is safe to repeat);
     an unfinished one is resumed with this command line's spark-submit options merged over the
@@ -88,29 +83,19 @@ def submit(
     parsed = launcher.split_submit_args(submit_args)
     launcher.check_application(parsed)
     checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
-    if parsed.deploy_mode == "cluster":
-        for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
-            if where is not None and launcher_is_local_root(where):
-                raise UsageError(
-                    f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
-                    f"...): the driver runs on the cluster and cannot write to {where}"
-                )
-    run_id = runs.check_run_id(run_id) if run_id is not None else runs.new_run_id(parsed.app)
-    run_dir = runs.run_dir_of(root, run_id)
+    check_shared_roots(parsed, root, checkpoint_root)
+    run_id = run_id if run_id is not None else runs.new_run_id(parsed.app)
+    run_dir = runs.run_dir_of(root, run_id)  # checks the id
+    # Resumes and retries relaunch this very command line: its secrets are in memory, never in the journal.
+    options = ResumeOptions(
+        extra_options=tuple(parsed.options),
+        spark_submit=spark_submit,
+        max_attempts=max_attempts,
+        app_args_now=parsed.app_args,
+        stdout_to_stderr=stdout_to_stderr,
+    )
     if runs.has_journal(run_dir):
-        state = reading.load_state(run_dir, run_id, notify)
-        if state.succeeded:
-            notify(f"run {run_id} already completed successfully; nothing to do")
-            return run_id, 0
-        notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
-        options = ResumeOptions(
-            extra_options=tuple(parsed.options),
-            spark_submit=spark_submit,
-            max_attempts=max_attempts,
-            app_args_now=parsed.app_args,
-            stdout_to_stderr=stdout_to_stderr,
-        )
-        return run_id, resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
+        return resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan, resuming=True)
     spec = attempts.LaunchSpec(
         spark_submit=launcher.find_spark_submit(spark_submit),
         submit_args=parsed,
@@ -134,15 +119,20 @@ def submit(
             lease_token=lease.token,
             stdout_to_stderr=stdout_to_stderr,
         )
-        # Retries relaunch this very command line: its secrets are in memory, never in the journal.
-        retry = ResumeOptions(
-            extra_options=tuple(parsed.options),
-            spark_submit=spark_submit,
-            max_attempts=max_attempts,
-            app_args_now=parsed.app_args,
-            stdout_to_stderr=stdout_to_stderr,
-        )
-        return run_id, _retry(lease, code, 1, retry, notify, show_plan, warn)
+        return _retry(lease, None, 1, code, options, notify, show_plan, warn)
+
+
+def check_shared_roots(parsed: launcher.SubmitArgs, root: str | None, checkpoint_root: str | None) -> None:
+    """Cluster deploy mode runs the driver elsewhere: the run (and its checkpoints) must be on
+    storage it can reach."""
+    if parsed.deploy_mode != "cluster":
+        return
+    for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
+        if where is not None and launcher_is_local_root(where):
+            raise UsageError(
+                f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
+                f"...): the driver runs on the cluster and cannot write to {where}"
+            )
 
 
 def launcher_is_local_root(root: str) -> bool:
@@ -151,87 +141,28 @@ def launcher_is_local_root(root: str) -> bool:
     return storage.is_local(root) or storage.scheme_of(root) == "memory"
 
 
-def plan_resume(
+def dry_run(
     run_dir: str,
     run_id: str,
+    options: ResumeOptions,
     *,
-    verify_level: str = "size",
-    rerun: tuple[str, ...] = (),
-    from_scratch: bool = False,
     warn: Notify | None = None,
     progress: Callable[[int], None] | None = None,
-    set_aside: bool = False,
-) -> ResumePlan:
-    """The next attempt's plan. A damaged journal can only be planned ``from_scratch``: its
-    damaged segments are left out (moved to ``journal.damaged/`` when ``set_aside``, i.e. when
-    the attempt is launched, not on a dry run) and every stage runs."""
-    attempt = next_attempt(run_dir)
-    try:
-        state = reading.load_state(run_dir, run_id, warn)
-    except JournalDamagedError:
-        if not from_scratch:
-            raise
-        state = _without_damage(run_dir, run_id, warn or (lambda message: None), set_aside)
-    evidence = StorageEvidence(run_dir, verify_level, progress)
-    verified = "output verified"
-    if verify_level == "checksum" and not state.run.get("checksums"):
-        # Without digests the checksum level checks what footer does: say so, not "verified".
-        verified = "output verified by size and footer (no checksums were recorded)"
-        if warn:
-            warn(
-                f"--verify checksum: run {run_id} was recorded without checksums (submit --checksums records "
-                "them); outputs were checked by file sizes, _SUCCESS and Parquet/ORC footers instead"
-            )
-    decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch, verified=verified)
-    reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
-    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run_dir), from_scratch=from_scratch)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
-
-
-DAMAGED_DIR = "journal.damaged"
-
-
-def _without_damage(run_dir: str, run_id: str, notify: Notify, set_aside: bool) -> RunState:
-    """The run folded from its sound segments, the damaged ones set aside (docs/decisions.md).
-
-    The fold cannot know what the damaged segments held (stages committed, outputs written), so
-    this is for ``--from-scratch`` only, where every stage runs whatever the journal said. The
-    run's ``run.started`` (how to relaunch it) is salvaged from a damaged segment if it was there.
-    """
-    damaged = reader.damaged_segments(run_dir)
-    sound = [s for s in list_segments(run_dir) if s not in damaged]
-    salvaged = [
-        record
-        for segment in damaged
-        if segment.attempt == min(s.attempt for s in [*sound, *damaged])
-        for record in reader.salvage_records(segment)
-        if record["type"] == ev.RUN_STARTED
-    ][:1]
-    records = list(reader.iter_segments(sound))
-    if salvaged and not any(record["type"] == ev.RUN_STARTED for record in records[:1]):
-        records.insert(0, salvaged[0])
-    names = ", ".join(segment.name for segment in damaged)
-    if set_aside:
-        for segment in damaged:
-            _move(segment.url, storage.join(run_dir, DAMAGED_DIR, segment.name))
-        notify(
-            f"the journal was damaged: set {len(damaged)} segment(s) aside in "
-            f"{storage.join(run_dir, DAMAGED_DIR)} for inspection ({names}); every stage runs again"
-        )
-    else:
-        notify(f"the journal is damaged ({names}): --from-scratch sets those segments aside and runs every stage again")
-    return RunState.from_events(run_id, records)
-
-
-def _move(url: str, to: str) -> None:
-    target, number = to, 1
-    while storage.exists(target):  # damaged twice: keep both
-        number += 1
-        target = f"{to}.{number}"
-    storage.write_atomic(target, storage.read_bytes(url))
-    fs, path = storage.filesystem(url)
-    with storage.guard(url, "set a damaged journal segment aside"):
-        fs.rm(path)
+) -> tuple[ResumePlan, bool]:
+    """What ``resume`` would do now, and whether the run is complete (nothing would be launched).
+    Nothing is written: a damaged journal's segments are not set aside."""
+    state = read_run(run_dir, run_id, from_scratch=options.from_scratch, warn=warn)
+    plan = plan_resume(
+        state,
+        run_dir,
+        next_attempt(run_dir),
+        verify_level=options.verify_level,
+        rerun=options.rerun,
+        from_scratch=options.from_scratch,
+        warn=warn,
+        progress=progress,
+    )
+    return plan, finished(state, options.rerun, options.from_scratch)
 
 
 def resume(
@@ -243,25 +174,35 @@ def resume(
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
     progress: Callable[[int], None] | None = None,
-) -> int:
-    """Plan and launch the next attempt under the run's lease (planned after taking it, so no
-    other process can have moved the run on in between), then retry as ``max_attempts`` allows."""
+    resuming: bool = False,
+) -> Outcome:
+    """Plan and launch the next attempt under the run's lease (the run read after taking it, so
+    no other process can have moved it on in between), then retry as ``max_attempts`` allows.
+    ``resuming``: ``submit`` of a run that exists, which says so (and has nothing to rerun)."""
     with _lease(run_dir, run_id, notify) as lease:
+        state = read_run(run_dir, run_id, from_scratch=options.from_scratch, warn=notify, set_aside=True)
+        first = next_attempt(run_dir)
+        if finished(state, options.rerun, options.from_scratch):
+            hint = "" if resuming else " (use --rerun STAGE or --from-scratch to run stages again)"
+            notify(f"run {run_id} already completed successfully; nothing to {'do' if resuming else 'resume'}{hint}")
+            return Outcome(run_id, run_dir, first, state, 0, complete=True)
+        if resuming:
+            notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
         plan = plan_resume(
+            state,
             run_dir,
-            run_id,
+            first,
             verify_level=options.verify_level,
             rerun=options.rerun,
             from_scratch=options.from_scratch,
             warn=notify,
             progress=progress,
-            set_aside=True,
         )
         show_plan(plan)
         if options.from_scratch and keep.remove(run_dir):
             notify("removed the kept shuffle map outputs (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
-        return _retry(lease, code, 1, options, notify, show_plan, warn)
+        return _retry(lease, state, first, code, options, notify, show_plan, warn)
 
 
 def _launch(
@@ -306,33 +247,41 @@ def _still_held(lease: leases.Lease, code: int) -> None:
 
 def _retry(
     lease: leases.Lease,
+    state: RunState | None,
+    first: int,
     code: int,
-    made: int,
     options: ResumeOptions,
     notify: Notify,
     show_plan: ShowPlan,
     warn: Notify | None = None,
-) -> int:
-    """After a driver failure, resume again until success, ``max_attempts`` attempts, or an
-    attempt that made no progress (retrying a deterministic failure wastes the cluster)."""
+) -> Outcome:
+    """After the attempt ``first`` ended with ``code``: the run's state (None: nothing folded before
+    it) caught up with it, and
+    after a driver failure a resume again until success, ``max_attempts`` attempts, or an attempt
+    that made no progress (retrying a deterministic failure wastes the cluster)."""
     run_dir, run_id = lease.run_dir, lease.run_id
-    _still_held(lease, code)
-    while code != 0 and code not in _STOPPED and made < options.max_attempts:
-        state = reading.load_state(run_dir, run_id)
+    launched, made = first, 1
+    while True:
+        _still_held(lease, code)
+        try:
+            state = reading.catch_up(state, run_dir, run_id, launched, warn)
+        except SparkRecoverError as problem:  # the attempt ran; only its journal cannot be read back
+            return Outcome(run_id, run_dir, first, None, code, unreadable=str(problem))
+        if code == 0 or code in _STOPPED or made >= options.max_attempts:
+            return Outcome(run_id, run_dir, first, state, code)
         stuck = no_progress(state)
         if stuck:
             notify(f"not retrying: {stuck}")
-            break
+            return Outcome(run_id, run_dir, first, state, code)
         notify(
             f"attempt {max(state.attempts)} failed (exit {code}); resuming automatically "
             f"({made + 1} of {options.max_attempts})"
         )
-        plan = plan_resume(run_dir, run_id, verify_level=options.verify_level, warn=notify)
+        launched = next_attempt(run_dir)
+        plan = plan_resume(state, run_dir, launched, verify_level=options.verify_level, warn=notify)
         show_plan(plan)
         code = _launch(plan, options, lease, notify, warn)
-        _still_held(lease, code)
         made += 1
-    return code
 
 
 def _normalized(error: str | None) -> str:

@@ -19,11 +19,11 @@ journaled as ``shuffle.unsupported``.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from dataclasses import dataclass, field
 
+from sparkrecover.core import staleness
 from sparkrecover.jvm import (
     EXECUTOR_CLASS_PATH_CONF,
     KEEPING_PLUGIN_CLASS,
@@ -82,7 +82,7 @@ def setup(
         SHUFFLE_MANAGER_CONF: SHUFFLE_MANAGER_CLASS,
         SHUFFLE_DIR_CONF: folder if storage.is_local(folder) else storage.to_spark_path(folder),
         SHUFFLE_MODE_CONF: effective,
-        SHUFFLE_SCRIPT_CONF: script_digest(parsed.app),
+        SHUFFLE_SCRIPT_CONF: staleness.script_digest(parsed.app, storage.read_bytes),
     }
     if reuse:
         confs[SHUFFLE_REUSE_CONF] = write_reuse_file(folder, attempt, reuse)
@@ -168,17 +168,6 @@ def _existing(path: str) -> str:
             break
         path = parent
     return path or "/"
-
-
-def script_digest(script: str) -> str:
-    """Python function bodies are not in Spark's plans: the script's bytes stand for them."""
-    digest = hashlib.sha256()
-    try:
-        with open(script, "rb") as handle:
-            digest.update(handle.read())
-    except OSError:
-        digest.update(b"unreadable:" + script.encode())
-    return digest.hexdigest()
 
 
 def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:

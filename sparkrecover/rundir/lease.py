@@ -9,15 +9,17 @@ use the TTL the holder wrote.
 How a lease is written, so that two starters cannot both win:
 
 - **Local disk**: a new lease is written to a private temporary file and hard-linked into place,
-  which fails if the name exists: the lease appears whole or not at all (never empty).
+  which fails if the name exists: the lease appears whole or not at all (never empty). A lease
+  is created or taken over only under ``lease.lock`` (rundir/lease_lock.py), which a driver's job
+  commit holds too: two starters take turns, and no takeover falls inside a job commit.
 - **S3** (and S3-compatible stores that honour conditional writes): a new lease is a PUT with
   ``If-None-Match: *`` (create only); a takeover and every heartbeat are a PUT with
   ``If-Match: <ETag>`` of the version the writer judged (compare-and-swap), so a heartbeat can
   never overwrite the lease of the process that took the run over.
-- **Other stores** (and a takeover on local disk): the lease is written, read back after a short
-  pause, and given up if another holder's write landed last. Two starters within that pause can
-  both believe they won for a moment; the loser finds out at its next heartbeat, and its driver
-  at its next stage commit (fencing, below), before it commits anything.
+- **Other stores**: the lease is written, read back after a short pause, and given up if another
+  holder's write landed last. Two starters within that pause can both believe they won for a
+  moment; the loser finds out at its next heartbeat, and its driver at its next stage commit
+  (fencing, below), before it commits anything.
 
 An unreadable ``lease.json`` (empty, cut short, not JSON) is reported (exit 4, with who to ask
 and how to clear it) until the file is older than the TTL; then it is stale like any other.
@@ -42,7 +44,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.errors import LeaseHeldError, UsageError
-from sparkrecover.rundir import formats, storage
+from sparkrecover.rundir import formats, lease_lock, storage
 
 LEASE_FILE = "lease.json"
 DEFAULT_TTL = 30.0
@@ -215,7 +217,7 @@ class Lease:
                     "run": self.run_id,
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
-                    "user": _user(),
+                    "user": user_name(),
                     "token": self.token,
                     "ttl_s": self.ttl,
                     "heartbeat": _iso(now),
@@ -225,6 +227,16 @@ class Lease:
         )
 
     def acquire(self) -> Lease:
+        # On local disk the lease changes hands only under its lock, which a driver's job commit
+        # also holds from its check of the lease to its end (rundir/lease_lock.py).
+        with lease_lock.held(self.run_dir, self.run_id):
+            self._take()
+        self._thread = threading.Thread(target=self._beat, name="sparkrecover-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _take(self) -> None:
+        """Look at the lease and create it, or take a stale one over (``LeaseHeldError``: live)."""
         for _ in range(_ATTEMPTS):
             found = look(self.url)
             if not found.exists:
@@ -247,9 +259,6 @@ class Lease:
                 f"run {self.run_id}: its lease {self.url} kept changing while this "
                 "process tried to take it; another submit or resume is starting it"
             )
-        self._thread = threading.Thread(target=self._beat, name="sparkrecover-lease", daemon=True)
-        self._thread.start()
-        return self
 
     def _check_unreadable(self, found: Found) -> None:
         """An unreadable lease younger than the TTL may be one being written: refuse, saying how
@@ -312,10 +321,17 @@ class Lease:
         """Renew the lease; False (and nothing written) when it is no longer ours."""
         if _conditional(self.url) and self._etag:
             return self._put(self._document(), IfMatch=self._etag)
-        landed = read_lease(self.run_dir)
-        if landed is None or landed.get("token") != self.token:
-            return False  # taken over (or removed) by someone who judged us dead: do not fight
-        storage.write_atomic(self.url, self._document())
+        # The check and the write under the lock a takeover takes: a driver frozen between them
+        # (SIGSTOP, a paused VM) would otherwise, once thawed, write its lease over its successor's
+        # (or back after a release), and its job commit would pass the fence.
+        try:
+            with lease_lock.held(self.run_dir, self.run_id, wait_s=self.ttl / 3):
+                landed = read_lease(self.run_dir)
+                if landed is None or landed.get("token") != self.token:
+                    return False  # taken over (or removed) by someone who judged us dead: do not fight
+                storage.write_atomic(self.url, self._document())
+        except LeaseHeldError:
+            pass  # our own job commit holds the lock (no takeover can happen meanwhile): beat next time
         return True
 
     def still_held(self) -> bool:
@@ -348,15 +364,17 @@ class Lease:
         if self.lost.is_set():
             return
         try:
-            landed = read_lease(self.run_dir)
-            if landed is not None and landed.get("token") == self.token:
-                fs, path = storage.filesystem(self.url)
-                fs.rm(path)
+            with lease_lock.held(self.run_dir, self.run_id, wait_s=5.0):  # as in _heartbeat
+                landed = read_lease(self.run_dir)
+                if landed is not None and landed.get("token") == self.token:
+                    fs, path = storage.filesystem(self.url)
+                    fs.rm(path)
         except Exception:
-            pass
+            pass  # a lease left behind goes stale: the next submit or resume takes it over
 
 
-def _user() -> str:
+def user_name() -> str:
+    """Who runs this process, for the lease and ``run.started``."""
     try:
         return getpass.getuser()
     except (KeyError, OSError):

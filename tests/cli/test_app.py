@@ -5,6 +5,7 @@ from __future__ import annotations
 import glob
 import importlib.util
 import os
+import shlex
 import subprocess
 import sys
 
@@ -173,9 +174,18 @@ def test_usage_lines_say_what_goes_where(cli):
     }
 
 
-def test_every_command_has_an_example():
+def test_every_command_has_an_example_its_parser_accepts():
+    """Each help text shows the command at work (an indented line of its own), and every such
+    example is a command line the command accepts: an option renamed or removed fails here."""
     for name, command in commands().items():
-        assert f"sparkrecover {name}" in command.help, name
+        examples = [
+            line.strip() for line in (command.help or "").splitlines() if line.startswith(f"    sparkrecover {name}")
+        ]
+        assert examples, name
+        for example in examples:
+            words = shlex.split(example.split(" > ")[0])[2:]
+            with command.make_context(name, words) as context:
+                assert context.command is command, example
 
 
 # -- rules of the house -----------------------------------------------------------------------------

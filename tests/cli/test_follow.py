@@ -16,7 +16,7 @@ from rich.console import Console
 from sparkrecover.cli import render
 from sparkrecover.core import watch
 from sparkrecover.errors import RunNotFoundError
-from sparkrecover.launch import reading
+from sparkrecover.planning import reading
 from sparkrecover.rundir import lease
 from tests import journals
 from tests.helpers import screen

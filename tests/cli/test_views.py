@@ -15,7 +15,7 @@ from sparkrecover.cli import render
 from sparkrecover.core import watch
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
-from sparkrecover.launch import reading
+from sparkrecover.planning import reading
 from sparkrecover.rundir import lease
 from tests import journals
 

@@ -45,6 +45,21 @@ def test_attempt_outcomes(ended, outcome):
     assert state.status(lease_live=True) == ("running" if ended is None else outcome)
 
 
+@pytest.mark.parametrize(
+    "ended, outcome",
+    [
+        ({"exit_code": 143, "signal": 15}, "interrupted"),
+        ({"exit_code": 130, "signal": 2}, "interrupted"),
+        ({"exit_code": 1, "signal": None}, "failed"),
+        ({"exit_code": 0, "signal": 15}, "succeeded"),  # the script caught it and finished
+    ],
+)
+def test_a_driver_that_outlived_its_cli_says_how_it_ended(ended, outcome):
+    """No attempt.ended (a cluster-mode driver, a CLI killed first): the driver's own word."""
+    records = [event("attempt.started", 0), event("driver.ended", 0, writer="driver", error=None, **ended)]
+    assert RunState.from_events("r1", records).attempts[1].outcome == outcome
+
+
 def test_the_last_attempt_decides_the_run_status():
     state = RunState.from_events(
         "r1",

@@ -11,7 +11,7 @@ import pytest
 from sparkrecover.core import schema_reuse
 from sparkrecover.core.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
-from sparkrecover.launch import recovery
+from sparkrecover.planning.resume import plan_resume, read_run
 from sparkrecover.rundir import storage
 
 
@@ -85,7 +85,7 @@ def test_an_unlisted_input_is_left_to_the_driver(run, raw):
 def test_the_plan_and_the_dry_run_carry_the_schemas(run, raw, cli, tmp_path):
     run.done("load")
     state_dir = inferred(run, raw).end(exit_code=137).dir
-    plan = recovery.plan_resume(state_dir, "r1")
+    plan = plan_resume(read_run(state_dir, "r1"), state_dir, 2)
     document = plan.document().to_json()
     assert [s["stage"] for s in document["stages"]] == ["load"]  # the stage decisions as before
     assert document["schemas"][0]["schema"]["fields"][0]["name"] == "id"

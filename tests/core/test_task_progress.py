@@ -7,7 +7,7 @@ import os
 import uuid
 
 from sparkrecover.core import planner
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.planning.evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles
 from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 

@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 
 import orjson
 import pytest
 
 import sparkrecover as sr
-from sparkrecover import jvm as jvm_names
 from sparkrecover.driver import fence
 from sparkrecover.errors import EXIT_LEASE_LOST
+from sparkrecover.jvm import (
+    COMMIT_PROTOCOL_CONF,
+    DEFAULT_COMMIT_PROTOCOL,
+    FENCED_PROTOCOL_CLASS,
+    RESUMING_PROTOCOL_CLASS,
+)
 from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir import lease_lock
 from tests.helpers import install_runtime, journal, numbers
 
 
@@ -109,11 +117,11 @@ def fenced(spark, jvm):
     protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
     yield protocol
     protocol.disarm()
-    spark.conf.unset(jvm_names.COMMIT_PROTOCOL_CONF)
-    spark.sparkContext._jsc.sc().conf().remove(jvm_names.COMMIT_PROTOCOL_CONF)
+    spark.conf.unset(COMMIT_PROTOCOL_CONF)
+    spark.sparkContext._jsc.sc().conf().remove(COMMIT_PROTOCOL_CONF)
 
 
-@pytest.mark.parametrize("protocol_class", [jvm_names.FENCED_PROTOCOL_CLASS, jvm_names.RESUMING_PROTOCOL_CLASS])
+@pytest.mark.parametrize("protocol_class", [FENCED_PROTOCOL_CLASS, RESUMING_PROTOCOL_CLASS])
 def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_as_it_was(
     spark, fenced, tmp_path, protocol_class
 ):
@@ -124,7 +132,7 @@ def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_
     hold(run_dir, "mine")
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     assert fenced.arm(os.path.join(run_dir, "lease.json"), "mine", hadoop) is None
-    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, protocol_class)
+    spark.conf.set(COMMIT_PROTOCOL_CONF, protocol_class)
     numbers(spark).write.json(out)
     before = {name: os.stat(os.path.join(out, name)).st_mtime_ns for name in os.listdir(out)}
     for taken in ("theirs", b'{"token": "mi', None):
@@ -138,11 +146,52 @@ def test_a_job_commit_under_a_lease_taken_over_is_refused_and_leaves_the_target_
     assert len(_data_files(out)) == 2 * len([n for n in before if n.startswith("part-")])
 
 
+def _waiting_for(path, timeout_s=300.0):
+    """Whether another process waits for a POSIX lock on ``path`` (Linux's /proc/locks lists a
+    blocked request as ``->``), polled until one does or ``timeout_s`` passes."""
+    inode = f":{os.stat(path).st_ino} "
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open("/proc/locks") as handle:
+            if any("->" in line and inode in line for line in handle):
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_job_commit_waits_for_a_takeover_under_way_and_then_refuses(spark, fenced, tmp_path):
+    """On a local run directory the job commit reads the lease under the lock a takeover holds
+    (rundir/lease_lock.py): a lease that changes hands while the job runs its tasks is seen by
+    the commit, whatever the timing, and the target keeps what it held."""
+    run_dir, out = str(tmp_path / "run"), str(tmp_path / "out")
+    hold(run_dir, "mine")
+    assert (
+        fenced.arm(os.path.join(run_dir, "lease.json"), "mine", spark.sparkContext._jsc.hadoopConfiguration()) is None
+    )
+    spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)
+    failures: list[BaseException] = []
+
+    def write():
+        try:
+            numbers(spark).write.json(out)
+        except BaseException as error:  # the refusal, seen in the test's thread below
+            failures.append(error)
+
+    with lease_lock.held(run_dir, "run1"):  # a takeover under way
+        writing = threading.Thread(target=write)
+        writing.start()
+        assert _waiting_for(os.path.join(run_dir, lease_lock.LOCK_FILE)), "the job commit did not wait for the lock"
+        hold(run_dir, "theirs")  # the takeover lands while the commit waits
+    writing.join()
+    assert failures and "job commit refused: this driver lost the run's lease" in str(failures[0])
+    assert _data_files(out) == []
+
+
 def test_a_lease_the_jvm_cannot_read_does_not_fence_the_job_commit(spark, fenced, tmp_path):
     """Cannot tell is not lost (as in driver/fence.py): no FileSystem for the lease's scheme."""
     reason = fenced.arm("nosuchfs://bucket/run/lease.json", "mine", spark.sparkContext._jsc.hadoopConfiguration())
     assert reason and "cannot be read from the JVM" in reason
-    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.FENCED_PROTOCOL_CLASS)
+    spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)
     numbers(spark).write.json(str(tmp_path / "out"))
     assert _data_files(str(tmp_path / "out"))
 
@@ -154,8 +203,8 @@ def test_a_driver_whose_job_commit_was_refused_exits_75_with_lease_lost(spark, f
     rt.lease_token = "mine"
     hold(rt.run_dir, "mine")
     assert fence.arm(rt, spark.sparkContext) is None
-    assert spark.sparkContext.getConf().get(jvm_names.COMMIT_PROTOCOL_CONF) == jvm_names.FENCED_PROTOCOL_CLASS
-    spark.conf.set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.FENCED_PROTOCOL_CLASS)  # this session predates arm
+    assert spark.sparkContext.getConf().get(COMMIT_PROTOCOL_CONF) == FENCED_PROTOCOL_CLASS
+    spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)  # this session predates arm
     out = str(tmp_path / "out")
 
     @sr.stage(outputs=[out])
@@ -176,8 +225,8 @@ def test_a_driver_whose_job_commit_was_refused_exits_75_with_lease_lost(spark, f
 def test_an_application_with_its_own_commit_protocol_keeps_it(spark, fenced, tmp_path):
     rt = install_runtime(tmp_path)
     rt.lease_token = "mine"
-    spark.sparkContext._jsc.sc().conf().set(jvm_names.COMMIT_PROTOCOL_CONF, jvm_names.DEFAULT_COMMIT_PROTOCOL)
+    spark.sparkContext._jsc.sc().conf().set(COMMIT_PROTOCOL_CONF, DEFAULT_COMMIT_PROTOCOL)
     reason = fence.arm(rt, spark.sparkContext)
     assert reason and "its own commit protocol" in reason
     assert not fenced.armed()
-    assert spark.sparkContext.getConf().get(jvm_names.COMMIT_PROTOCOL_CONF) == jvm_names.DEFAULT_COMMIT_PROTOCOL
+    assert spark.sparkContext.getConf().get(COMMIT_PROTOCOL_CONF) == DEFAULT_COMMIT_PROTOCOL

@@ -14,8 +14,8 @@ import time
 import orjson
 import pytest
 
-from sparkrecover import jvm as jvm_names
 from sparkrecover.driver import partitions
+from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, KEPT_DIR_CONF, KEPT_RDD_CLASS, LISTENER_CLASS, find_class
 from sparkrecover.launch.launcher import find_spark_submit
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -136,11 +136,11 @@ def test_a_resumed_write_keeps_the_committed_tasks_and_ends_like_a_clean_write(s
 
     fail.unlink()
     seen.value = 0
-    before = spark.conf.get(jvm_names.COMMIT_PROTOCOL_CONF, None)
+    before = spark.conf.get(COMMIT_PROTOCOL_CONF, None)
     with partitions.resuming_commit(spark, "file://" + kept_dir, kept):
         partitions.without_partitions(frame, kept).write.mode("overwrite").parquet(out)
-    assert spark.conf.get(jvm_names.COMMIT_PROTOCOL_CONF, None) == before
-    assert spark.conf.get(jvm_names.KEPT_DIR_CONF, None) is None
+    assert spark.conf.get(COMMIT_PROTOCOL_CONF, None) == before
+    assert spark.conf.get(KEPT_DIR_CONF, None) is None
     assert seen.value == 2000  # 4 of 8 partitions of 500 rows computed
 
     partitions.without_partitions(frame, []).write.mode("overwrite").parquet(clean)
@@ -202,8 +202,8 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     out = str(tmp_path / "out")
     # Without the jar (no JDK, or javac failed against this Spark) the write runs whole instead of
     # failing on the missing class; the session here has it, so ask about a class that is absent.
-    assert jvm_names.find_class(jvm, jvm_names.KEPT_RDD_CLASS) is not None
-    assert jvm_names.find_class(jvm, "sparkrecover.jvm.NoSuchClass") is None
+    assert find_class(jvm, KEPT_RDD_CLASS) is not None
+    assert find_class(jvm, "sparkrecover.jvm.NoSuchClass") is None
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
     assert "atomic" in partitions.unsupported_reason(spark, "s3a://bucket/out")
@@ -211,13 +211,13 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     assert "no output path" in partitions.unsupported_reason(spark, None)
     settings = {
         partitions.ALGORITHM_KEY: "algorithm 2",
-        jvm_names.COMMIT_PROTOCOL_CONF: "custom commit protocol",
+        COMMIT_PROTOCOL_CONF: "custom commit protocol",
         "spark.sql.parquet.output.committer.class": "custom Parquet output committer",
         "spark.sql.sources.partitionOverwriteMode": "dynamic partition overwrite",
     }
     values = {
         partitions.ALGORITHM_KEY: "2",
-        jvm_names.COMMIT_PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
+        COMMIT_PROTOCOL_CONF: "org.apache.spark.internal.io.HadoopMapReduceCommitProtocol",
         "spark.sql.parquet.output.committer.class": "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter",
         "spark.sql.sources.partitionOverwriteMode": "dynamic",
     }
@@ -258,7 +258,7 @@ def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
             "--jars",
             jar,
             "--conf",
-            "spark.extraListeners=" + jvm_names.LISTENER_CLASS,
+            "spark.extraListeners=" + LISTENER_CLASS,
             str(app),
             str(tmp_path / "out"),
         ],

@@ -13,7 +13,7 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.driver import runtime, tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.launch.evidence import StorageEvidence
+from sparkrecover.planning.evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, marked_line
 
 HERE = os.path.basename(__file__)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 
 import orjson
 import pytest
 
-from sparkrecover.errors import LeaseHeldError
+from sparkrecover.errors import LeaseHeldError, UsageError
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import storage
 
@@ -73,6 +74,43 @@ def test_a_stale_lease_is_taken_over(tmp_path, stale):
     finally:
         lease.release()
     assert not os.path.exists(os.path.join(run_dir, "lease.json"))
+
+
+def test_a_stale_lease_does_not_change_hands_while_a_job_commit_holds_its_lock(tmp_path, monkeypatch):
+    """The lock FencedCommitProtocol holds from its check of the lease to the end of its job
+    commit (another process: a POSIX lock): a takeover waits for it, and gives up with exit 4
+    rather than fall between a driver's check and its commit."""
+    run_dir = str(tmp_path / "r1")
+    old = write_lease(run_dir, heartbeat_epoch=time.time() - 3600)
+    monkeypatch.setattr(leases.lease_lock, "COMMIT_WAIT_S", 0.3)
+    committing = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True)\n"
+            "sys.stdin.read()\n",
+            os.path.join(run_dir, "lease.lock"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert committing.stdout is not None and committing.stdout.readline() == "held\n"
+        with pytest.raises(LeaseHeldError, match="is committing a write") as refused:
+            leases.Lease(run_dir, "r1").acquire()
+        assert refused.value.exit_code == 4
+        assert leases.read_lease(run_dir) == old  # untouched
+    finally:
+        committing.communicate("")
+    lease = leases.Lease(run_dir, "r1").acquire()  # the commit ended: the lock died with it
+    try:
+        assert lease.took_over == old
+    finally:
+        lease.release()
 
 
 def test_a_fresh_lease_of_another_host_is_live(tmp_path):
@@ -169,7 +207,7 @@ def test_the_ttl_comes_from_the_environment(tmp_path, monkeypatch):
     finally:
         lease.release()
     monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "soon")
-    with pytest.raises(Exception, match="SPARKRECOVER_LEASE_TTL"):
+    with pytest.raises(UsageError, match=r"\$SPARKRECOVER_LEASE_TTL must be a number of seconds above 0, not 'soon'"):
         leases.Lease(str(tmp_path / "r2"), "r2")
 
 
@@ -268,3 +306,45 @@ def test_resume_over_an_empty_lease_exits_4_with_advice(run, cli, tmp_path):
     code, _, err = cli("resume", run.run_id, "--root", str(tmp_path / "root"))
     assert code == 4, err
     assert "unreadable" in err and "Traceback" not in err and "RecursionError" not in err
+
+
+def _lock_is_free(run_dir: str) -> bool:
+    """Whether another process can take the lease's lock now (POSIX locks exclude processes only)."""
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "try:\n"
+        "    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except OSError:\n"
+        "    sys.exit(1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, os.path.join(run_dir, "lease.lock")], check=False)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("step", ["heartbeat", "release"])
+def test_a_heartbeat_and_a_release_change_the_lease_only_under_its_lock(tmp_path, monkeypatch, step):
+    """A driver frozen between its heartbeat's check of the lease and its write (SIGSTOP, a paused
+    VM) must not, once thawed, write its own lease over the one a takeover wrote (nor re-create
+    one a finished resume released): the job commit would then pass its fence. The check and the
+    write (or removal) happen under the lock a takeover takes, so the takeover sees one or the
+    other whole."""
+    run_dir = str(tmp_path / "r1")
+    lease = leases.Lease(run_dir, "r1", ttl=3600).acquire()
+    seen: list[bool] = []
+    real_read = leases.read_lease
+
+    def read_then_look_at_the_lock(folder):
+        found = real_read(folder)
+        seen.append(_lock_is_free(run_dir))
+        return found
+
+    monkeypatch.setattr(leases, "read_lease", read_then_look_at_the_lock)
+    if step == "heartbeat":
+        assert lease._heartbeat()
+        monkeypatch.setattr(leases, "read_lease", real_read)
+        lease.release()
+    else:
+        lease.release()
+    assert seen and not any(seen)
+    assert not os.path.exists(os.path.join(run_dir, "lease.json"))

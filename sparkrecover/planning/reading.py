@@ -1,4 +1,6 @@
-"""A run read from storage for the core to fold: the core decides and shows, this module reads."""
+"""A run read from storage for the core to fold: the core decides and shows, this module reads.
+Each command folds a run's journal once: ``load_state`` before it launches anything, ``catch_up``
+for what the attempts it launched added."""
 
 from __future__ import annotations
 
@@ -28,6 +30,23 @@ def load_state(run_dir: str, run_id: str, warn: Callable[[str], None] | None = N
         raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
     if not state.event_count:
         raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+    return state
+
+
+def catch_up(
+    state: RunState | None, run_dir: str, run_id: str, since: int, warn: Callable[[str], None] | None = None
+) -> RunState:
+    """The run as the journal says now, after the attempts from ``since`` on: ``state`` (None:
+    nothing folded yet) with those attempts' records folded in, without folding the earlier
+    attempts again (the reader's order is by attempt, so folding on is folding whole). ``state``
+    must hold none of those attempts' records. A segment compacted away mid-read leaves ``state``
+    half-way: the run is then folded whole, once more."""
+    if state is None:
+        return load_state(run_dir, run_id, warn)
+    try:
+        state.apply_all(iter_journal(run_dir, warn, since=since))
+    except FileNotFoundError:
+        return load_state(run_dir, run_id, warn)
     return state
 
 

@@ -1,0 +1,28 @@
+"""The summary ``submit`` and ``resume`` end with, from a journal."""
+
+from __future__ import annotations
+
+from sparkrecover.core import summary
+from sparkrecover.core.runstate import RunState
+from sparkrecover.journal import read_journal
+from tests import journals
+
+
+def lines(run: journals.SyntheticRun, first_attempt: int, code: int) -> list[str]:
+    state = RunState.from_events(run.run_id, read_journal(run.dir))
+    return summary.command_lines(summary.command_summary(state, first_attempt, code))
+
+
+def test_a_stage_an_interrupted_attempt_was_running_is_cut_off_not_run(tmp_path):
+    run = journals.SyntheticRun(tmp_path / "root").attempt().done("orders").started("daily")
+    run.end(143, signal=15, error="interrupted by SIGTERM")
+    assert lines(run, 1, 143) == [
+        "run nightly: interrupted (exit 143), attempt 1",
+        "stages: 0 skipped, 1 run, 1 cut off (of 2)",
+    ]
+    run.attempt(plan={"orders": "skip", "daily": "run"}).skipped("orders", "committed in attempt 1").started("daily")
+    run.crash()
+    assert lines(run, 2, 137)[1] == "stages: 1 skipped, 0 run, 1 cut off (of 2)"
+    run.attempt(plan={"orders": "skip", "daily": "run"}).skipped("orders", "committed in attempt 1")
+    run.done("daily").end(0)
+    assert lines(run, 3, 0)[1] == "stages: 1 skipped, 1 run (of 2)"
