@@ -198,6 +198,8 @@ def run_attempt(
         reuse=plan.shuffles if plan else None,
         attempt=attempt,
     )
+    if keeping.tell and keeping.reason is not None:
+        (warn or notify)(keeping.reason)
     submit_args = launcher.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )

@@ -52,6 +52,9 @@ class Setup:
     appended: dict[str, str] = field(default_factory=dict)
     mode: str = "off"
     reason: str | None = None  # set when keeping was asked for (or automatic) and cannot be done
+    # ``auto`` keeps nothing on a cluster where the user could keep (a flag or a shared root): said
+    # before the launch, since a run that is killed never reaches a message printed after it.
+    tell: bool = False
 
 
 def setup(
@@ -71,10 +74,11 @@ def setup(
     reason = _unsupported(parsed, jar)
     if reason is None and folder is None:
         reason = f"Spark cannot reach the run directory {run_dir}"
-    if reason is None:
-        reason = _not_here(parsed, run_dir, folder or "", mode, spark_version)
     if reason is not None:
         return Setup(reason=reason)
+    reason = _not_here(parsed, run_dir, folder or "", mode, spark_version)
+    if reason is not None:
+        return Setup(reason=reason, tell=mode == "auto" and not _local_master(parsed))
     assert jar is not None and folder is not None
     effective = "copy" if mode == "copy" or not storage.is_local(run_dir) else "link"
     keep.create(run_dir)

@@ -45,7 +45,7 @@ def test_auto_keeps_links_on_a_local_master_sharing_the_run_directorys_filesyste
 def test_auto_keeps_nothing_on_a_cluster_with_a_local_run_directory_and_says_what_to_do(tmp_path, app):
     parsed = split_submit_args(["--master", "spark://head:7077", app])
     setup = shuffles.setup(parsed, str(tmp_path / "run"), "auto", jar="/x.jar", spark_version="4.3.0-scala2.13")
-    assert setup.options == [] and "\n" not in (setup.reason or "")
+    assert setup.options == [] and setup.tell and "\n" not in (setup.reason or "")
     assert "--keep-shuffles copy" in (setup.reason or "") and "--root s3://" in (setup.reason or "")
     copying = shuffles.setup(parsed, str(tmp_path / "run"), "copy", jar="/x.jar", spark_version="4.3.0-scala2.13")
     assert copying.reason is None and confs(copying)["spark.sparkrecover.shuffle.mode"] == "copy"
@@ -135,3 +135,19 @@ def test_kept_map_outputs_go_with_from_scratch_and_with_a_run_that_succeeds(cli,
     kept_file()
     code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", succeeding)
     assert code == 0 and not keep.exists(), err
+
+
+def test_submit_to_a_cluster_with_a_local_root_says_in_one_line_how_to_keep_map_outputs(cli, tmp_path, app):
+    from tests.helpers import fake_executable
+
+    fake = fake_executable(tmp_path / "bin" / "spark-submit", "exit 0")
+    code, _, err = cli(
+        "submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--", "--master", "spark://head:7077", app
+    )
+    assert code == 0, err
+    told = [line for line in err.splitlines() if "--keep-shuffles auto keeps nothing" in line]
+    assert len(told) == 1, err
+    assert "--keep-shuffles copy" in told[0] and "--root s3://" in told[0]
+    # On a local master auto keeps (or is silent about why not): nothing to do there.
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r2", "--spark-submit", fake, "--", app)
+    assert code == 0 and "--keep-shuffles" not in err, err
