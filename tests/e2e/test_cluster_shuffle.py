@@ -113,12 +113,15 @@ class Job:
             time.sleep(0.2)
 
     def until(self, process: subprocess.Popen, done: Callable[[], bool]) -> int:
-        """Wait for ``done()``, then SIGKILL the process and what it started; the time of the kill (ns)."""
+        """Wait for ``done()``, then SIGKILL the process and what it started; the time (ns) after
+        which no task of the killed application runs: its executors are the workers' children, not
+        the driver's, and may finish a task after the kill until the master releases them."""
         try:
             self.wait(process, done)
         finally:
             kill_tree(process.pid)
             process.wait(timeout=120)
+        self.cluster.idle(timeout=120)
         return time.time_ns()
 
     def finish(self, process: subprocess.Popen) -> None:
