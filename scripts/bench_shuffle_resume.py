@@ -84,11 +84,22 @@ def keep_times(run_dir: str) -> tuple[int, float, float, float, int]:
 
 
 def write_tasks(events: str) -> list[tuple[float, float, float]]:
-    """(wall s, CPU s, fetch wait s) of each successful task of the application's write stage (the
-    result stage with the most tasks that read shuffle bytes), from Spark's event log."""
+    """(wall s, CPU s, fetch wait s) of each successful task of the write stage (the result stage
+    with the most tasks that read shuffle bytes) of the last application that logged events there
+    (the resume, after the killed attempt), from Spark's event log: a file, or on Spark 4 a folder
+    of rolled files (``eventlog_v2_<app>/events_<n>_<app>``)."""
+    apps = sorted(os.listdir(events)) if os.path.isdir(events) else []
+    if not apps:
+        return []
+    last = os.path.join(events, apps[-1])
+    files = (
+        [os.path.join(last, name) for name in sorted(os.listdir(last)) if name.startswith("events_")]
+        if os.path.isdir(last)
+        else [last]
+    )
     stages: dict[int, list[tuple[float, float, float]]] = {}
-    for name in os.listdir(events) if os.path.isdir(events) else []:
-        with open(os.path.join(events, name), encoding="utf-8") as handle:
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
             for line in handle:
                 event = json.loads(line)
                 if event.get("Event") != "SparkListenerTaskEnd" or event.get("Task Type") != "ResultTask":
