@@ -141,6 +141,7 @@ class Where:
         self.submit_options: list[str] = []
         self.env = dict(os.environ)
         self.cluster = None
+        self.secrets: list[str] = []  # redacted from the journal: given again to each resume
         self.s3 = None
         if where == "local":
             return
@@ -167,7 +168,8 @@ class Where:
         self.root = self.s3.unique_prefix() + "/runs"
         self.options += s3a_options(self.s3.endpoint)
         for key, value in self.s3.env().items():
-            self.options += ["--conf", f"spark.executorEnv.{key}={value}"]
+            self.secrets += ["--conf", f"spark.executorEnv.{key}={value}"]
+        self.options += self.secrets
 
     def idle(self) -> None:
         """The killed driver's executors released (a cluster frees them a moment after)."""
@@ -293,7 +295,13 @@ def main() -> int:
                 child.wait()
             killed_at = time.time_ns()
             where.idle()
-            resume = _bench.timed(_bench.sparkrecover("resume", name, "--root", where.root), log, env)
+            resume = _bench.timed(
+                _bench.sparkrecover(
+                    "resume", name, "--root", where.root, *(("--", *where.secrets) if where.secrets else ())
+                ),
+                log,
+                env,
+            )
             computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
             ratio = resume / full
             print(
