@@ -18,8 +18,10 @@
 # or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); on a two-worker standalone
 # cluster with the run root on S3, map outputs copied there by the executors (3.5's executors load the
-# shuffle manager from spark.executor.extraClassPath, before --jars) and reused across two kills.
-# Extra arguments go to pytest.
+# shuffle manager from spark.executor.extraClassPath, before --jars) and reused across two kills; a
+# driver run again by another launcher (the same spark-submit-args line after a kill) resumes by
+# itself, pointing the JVM at its own settings through system properties before the script's
+# SparkContext. Extra arguments go to pytest.
 # 4 (quiet) to 14 minutes on 2 cores, depending on what else runs there (plus pyspark's install, about a
 # minute and a half, the first time). Left out to keep CI under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -53,4 +55,5 @@ exec "$python" -m pytest \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
   tests/driver/test_signals.py \
   "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
+  "tests/e2e/test_e2e_restart.py::test_the_same_spark_submit_args_line_resumes_then_runs_nothing" \
   "$@"

@@ -37,10 +37,13 @@ class JournalDamagedError(JournalError):
     def __init__(self, where: str, problem: str):
         self.where = where
         run_dir = where.rsplit("/journal/", 1)[0]
-        run_id = run_dir.rstrip("/").rsplit("/", 1)[-1]
+        root, _, run_id = run_dir.rstrip("/").rpartition("/")
+        # The root the damaged run is under, always: a hint without it acts on a run of the same
+        # name under the default root.
+        run = f"{run_id} --root {root}" if root else run_id
         super().__init__(
-            f"{where}: {problem}. The journal of run {run_id} is damaged: 'sparkrecover replay {run_id} "
-            f"--verify' lists every damaged line; 'sparkrecover resume {run_id} --from-scratch' sets the "
+            f"{where}: {problem}. The journal of run {run_id} is damaged: 'sparkrecover replay {run} "
+            f"--verify' lists every damaged line; 'sparkrecover resume {run} --from-scratch' sets the "
             "damaged segments aside (in journal.damaged/) and runs every stage again"
         )
 

@@ -91,6 +91,38 @@ def _option_names(command: Any) -> list[str]:
     return [name for param in command.params if param.param_type_name == "option" for name in param.opts]
 
 
+def _check_before_dashes(ctx: typer.Context) -> None:
+    """What submit or spark-submit-args was given before ``--`` must be its own or spark-submit's."""
+    from sparkrecover.cli.submit import check_options
+
+    group = ctx.parent.command if ctx.parent else None
+    elsewhere = {
+        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
+    }
+    check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+
+
+# What submit records of how to journal a run, which spark-submit-args hands on the same way.
+FLUSH_INTERVAL = typer.Option(
+    1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
+)
+BUFFER_SIZE = typer.Option(
+    1 << 20, "--buffer-size", min=1, metavar="BYTES", help="Journal write buffer in bytes; a full buffer is flushed."
+)
+CHECKSUMS = typer.Option(
+    False,
+    "--checksums",
+    help="Record a SHA-256 of every output file at commit, for resume --verify checksum (reads all output once more).",
+)
+CHECKPOINT_ROOT = typer.Option(
+    None,
+    "--checkpoint-root",
+    metavar="URI",
+    help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
+    "Default: the run directory. Recorded: resume uses it too.",
+)
+
+
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
@@ -110,6 +142,12 @@ def _complete_verify(incomplete: str) -> list[str]:
     from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
     return [level for level in VERIFY_LEVELS if level.startswith(incomplete)]
+
+
+def _complete_keep_shuffles(incomplete: str) -> list[str]:
+    from sparkrecover.launch.shuffles import MODES
+
+    return [mode for mode in MODES if mode.startswith(incomplete)]
 
 
 def _version(value: bool) -> None:
@@ -140,34 +178,16 @@ def submit(
         metavar="PATH",
         help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's).",
     ),
-    flush_interval: float = typer.Option(
-        1.0, "--flush-interval", min=0.0, metavar="SECONDS", help="Seconds between journal flushes."
-    ),
-    buffer_size: int = typer.Option(
-        1 << 20,
-        "--buffer-size",
-        min=1,
-        metavar="BYTES",
-        help="Journal write buffer in bytes; a full buffer is flushed.",
-    ),
+    flush_interval: float = FLUSH_INTERVAL,
+    buffer_size: int = BUFFER_SIZE,
     max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    checksums: bool = typer.Option(
-        False,
-        "--checksums",
-        help="Record a SHA-256 of every output file at commit, for resume --verify checksum "
-        "(reads all output once more).",
-    ),
-    checkpoint_root: Optional[str] = typer.Option(
-        None,
-        "--checkpoint-root",
-        metavar="URI",
-        help="Where checkpoints without path= go (any fsspec URL; s3:// is s3a:// for Spark). "
-        "Default: the run directory. Recorded: resume uses it too.",
-    ),
+    checksums: bool = CHECKSUMS,
+    checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
     keep_shuffles: str = typer.Option(
         "auto",
         "--keep-shuffles",
         metavar="MODE",
+        autocompletion=_complete_keep_shuffles,
         help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
         "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
@@ -188,11 +208,7 @@ def submit(
     """
     from sparkrecover.cli import submit as command
 
-    group = ctx.parent.command if ctx.parent else None
-    elsewhere = {
-        name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
-    }
-    command.check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+    _check_before_dashes(ctx)
     raise typer.Exit(
         command.run(
             root=root,
@@ -354,12 +370,76 @@ def report(
     raise typer.Exit(command.run(run=run, root=root, output=output, open_browser=open_browser))
 
 
+@app.command("spark-submit-args", cls=_SubmitCommand, context_settings=PASS_THROUGH)
+def spark_submit_args(
+    ctx: typer.Context,
+    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run_id: str = typer.Option(
+        ...,
+        "--run-id",
+        metavar="ID",
+        help="Name the run: every launch of the printed line is an attempt of this run.",
+    ),
+    spark_submit: Optional[str] = typer.Option(
+        None,
+        "--spark-submit",
+        metavar="PATH",
+        help="The spark-submit whose Spark the listener's jar is built for (default: as submit finds it).",
+    ),
+    flush_interval: float = FLUSH_INTERVAL,
+    buffer_size: int = BUFFER_SIZE,
+    checksums: bool = CHECKSUMS,
+    checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
+    keep_shuffles: str = typer.Option(
+        "auto",
+        "--keep-shuffles",
+        metavar="MODE",
+        help="auto|link|copy|off, as submit --keep-shuffles; auto keeps nothing unless --master is given after --.",
+    ),
+    json_output: bool = typer.Option(
+        False,
+        "--json",
+        help="Print {argv, application, arguments, conf, py_files, jars, files}: the fields of "
+        "Airflow's SparkSubmitOperator and of a SparkApplication's spec.",
+    ),
+) -> None:
+    """Print what to give another launcher (Airflow, a Kubernetes operator, YARN, a shell loop) so
+    that it runs the application under sparkrecover: one shell-quoted line to put after
+    `spark-submit <your options>`. The same line run again after a crash resumes the run; run
+    after it succeeded, it runs nothing.
+
+    \b
+        spark-submit --master 'local[*]' $(sparkrecover spark-submit-args --run-id nightly -- etl.py)
+        sparkrecover spark-submit-args --run-id nightly --json -- --master yarn etl.py
+
+    spark-submit options given after -- (the master, the deploy mode, jars, conf) shape the line
+    and are part of it. See docs/launchers.md.
+    """
+    from sparkrecover.cli import spark_submit_args as command
+
+    _check_before_dashes(ctx)
+    raise typer.Exit(
+        command.run(
+            root=root,
+            run_id=run_id,
+            spark_submit=spark_submit,
+            flush_interval=flush_interval,
+            buffer_size=buffer_size,
+            checksums=checksums,
+            checkpoint_root=checkpoint_root,
+            keep_shuffles=keep_shuffles,
+            json_output=json_output,
+            args=list(ctx.args),
+        )
+    )
+
+
 def _log_crash(argv: list[str]) -> str:
     """Write the traceback of an internal error to a log of its own, for a bug report. The
     command line is redacted as in the journal (docs/design.md §4 rule 9), and the file is the
     user's alone: it sits in a shared temporary folder, so mkstemp makes it new (never an existing
     file or link) and 0600."""
-    from sparkrecover.launch import redact
+    from sparkrecover.journal import redact
 
     descriptor, path = tempfile.mkstemp(
         prefix=f"sparkrecover-crash-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-", suffix=".log"

@@ -74,11 +74,13 @@ def _worth_a_line(record: dict[str, Any]) -> bool:
 
 def _lines(updates: Iterator[watch.Update], run_id: str) -> watch.Update:
     day = None
+    shown: dict[str, int] = {}  # per shuffle, the kept map outputs last shown
     for number, update in enumerate(updates):
         if number == 0:  # not before: the first poll is what tells an unknown run
             render.info(f"following run {run_id}; this ends with the run (Ctrl-C stops following, not the run)")
+        worth = [r for r in update.new if _worth_a_line(r)]
         day = render.timeline(
-            [r for r in update.new if _worth_a_line(r)],
+            timeline.shuffle_milestones(worth, update.state.shuffles, shown),
             timeline.fact,
             stage_width=STAGE_WIDTH,
             numbered=False,
@@ -130,7 +132,7 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
-    kept, maps = shuffles.stage_progress(state.shuffles, stage.name)
+    kept, maps = shuffles.progress(state.shuffles, stage.name)
     if maps:
         detail.append(f"{kept:,}/{maps:,} shuffle map outputs kept")
     progress = stage.partitions

@@ -60,6 +60,11 @@ EVENT_STYLE = {
 UNBOUNDED_WIDTH = 100_000
 
 
+# A stage name longer than this wraps inside its cell (whole, on more lines) rather than widen
+# every table past a screen: implicit writes are named by call site and target path.
+STAGE_COLUMN = 40
+
+
 def _new_console(stderr: bool) -> Console:
     # COLUMNS, NO_COLOR and TERM are read from the environment by rich itself.
     made = Console(stderr=stderr, highlight=False, soft_wrap=False)
@@ -188,7 +193,7 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     # The title is a line of its own: as a table title, rich would wrap it to the table's width.
     info(title or f"resume plan for run {document['run']}, attempt {document['attempt']}", to)
     table = Table()
-    table.add_column("stage")
+    table.add_column("stage", max_width=STAGE_COLUMN, overflow="fold")
     table.add_column("decision")
     table.add_column("reason", overflow="fold")
     for row in document["stages"]:
@@ -201,6 +206,12 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------
+
+
+def _attempt_note(row: dict[str, Any]) -> str:
+    if row.get("started_by") == "launcher":  # the first such driver started the run: nothing restarted it
+        return " (restarted by the launcher)" if row["attempt"] > 1 else " (started by the launcher)"
+    return " (resumed)" if row["resumed"] else ""
 
 
 def _failures(row: dict[str, Any]) -> str:
@@ -288,6 +299,7 @@ def _stages_table(rows: list[dict[str, Any]], wide: bool) -> Table:
             no_wrap=column != "stage",
             overflow="fold",
             min_width=stage_width if column == "stage" else None,
+            max_width=STAGE_COLUMN if column == "stage" else None,
             justify="left" if column in ("stage", "status", "failures") else "right",
         )
     for row in rows:
@@ -325,7 +337,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         attempts.add_column(column, overflow="fold")
     for row in summary["attempts"]:
         attempts.add_row(
-            str(row["attempt"]) + (" (resumed)" if row["resumed"] else ""),
+            str(row["attempt"]) + _attempt_note(row),
             _styled(row["outcome"], STATUS_STYLE),
             _exit_text(row),
             humanize.timestamp(row["started"]),
@@ -334,16 +346,21 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
             row["app_id"] or "-",
         )
     out.print(attempts)
+    # The keep folder is gone once the run succeeded (or a resume started from scratch): what the
+    # journal says was kept is history then, not files a resume could use.
+    removed = summary.get("shuffle_bytes") is None
     for row in summary.get("shuffles") or []:
         reused = ", ".join(f"{n} reused by attempt {a}" for a, n in (row.get("reused") or {}).items() if n)
+        kept = f"{row['kept']}/{row['maps'] or '?'} map outputs " + ("were kept" if removed else "kept")
         out.print(
             Text(
-                f"shuffle {row['shuffle'][:12]}  {row['kept']}/{row['maps'] or '?'} map outputs kept"
+                f"shuffle {row['shuffle'][:12]}  {kept}"
                 + (f" ({reused})" if reused else "")
+                + (", removed since" if removed and row["kept"] else "")
                 + (f"  in {row['stage']}" if row.get("stage") else "")
             )
         )
-    if summary.get("shuffle_bytes") is not None:
+    if not removed:
         rows = summary.get("shuffles") or []
         copying = sum(row.get("copy_seconds") or 0 for row in rows)
         on_tasks = sum(row.get("keep_seconds") or 0 for row in rows)
@@ -357,7 +374,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
             soft_wrap=True,
         )
     for row in summary.get("shuffles_unsupported") or []:
-        out.print(Text(f"  map outputs not kept (attempt {row['attempt']}): {row['reason']}", style="dim"))
+        out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
@@ -370,6 +387,16 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
 def _brief(seconds: float) -> str:
     """A short time as people read it: ``12 ms``, ``3.4s``."""
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else humanize.duration(seconds)
+
+
+def _refused_where(row: dict[str, Any]) -> str:
+    """``attempt 1, Spark shuffles 3, 5 in stage x``: which shuffles a reason was given for."""
+    ids = row.get("spark_shuffles") or []
+    where = f"attempt {row['attempt']}"
+    if ids:
+        shown = ", ".join(map(str, ids[:10])) + (f" and {len(ids) - 10} more" if len(ids) > 10 else "")
+        where += f", Spark shuffle{'s' if len(ids) > 1 else ''} {shown}"
+    return where + (f" in {stage_name(row['stage'])}" if row.get("stage") else "")
 
 
 def runs_table(rows: list[dict[str, Any]], root: str) -> None:

@@ -1,26 +1,23 @@
 """Which partitions of a write, and which map outputs of a shuffle, an attempt kept, computed or
 left unfinished: the partition grids of ``sparkrecover report``, as plain data.
 
-A write's grid is a view of the run state's progress of that write (core/kept_partitions.py: the
-rule that kept the partitions says which were kept); a shuffle's comes from any ``shuffle.committed``
-event (map outputs written and kept under the run, docs/shuffles.md), grouped by its ``shuffle``
-identity and numbered by each entry's ``map``, with the map count of its ``shuffle.registered``: a
-map output an earlier attempt committed and the shuffle's latest attempt did not compute again was
-kept.
+Both are views of the run state, each drawn by the rule that kept them: a write's by
+core/kept_partitions.py, a shuffle's by core/shuffles.py (a map output is kept in an attempt only
+when that attempt's ``shuffle.registered`` says it reused kept outputs: a shuffle the resumed
+application planned with another identity shows nothing kept).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
-from sparkrecover.core import humanize, kept_partitions
+from sparkrecover.core import humanize, kept_partitions, shuffles
 from sparkrecover.core.kept_partitions import COMPUTED, KEPT, UNFINISHED, WriteProgress
 from sparkrecover.core.runstate import RunState
-from sparkrecover.journal import events as ev
+
+__all__ = ["COMPUTED", "KEPT", "UNFINISHED", "Cell", "Grid", "fold_grids", "grids_of"]
 
 
 @dataclass(frozen=True)
@@ -52,76 +49,22 @@ class Grid:
         return sorted({cell.attempt for cell in self.cells if cell.state == KEPT and cell.attempt is not None})
 
 
-@dataclass
-class _Shuffle:
-    name: str
-    stage: str | None
-    maps: int = 0
-    attempt: int = 0
-    done: dict[int, int] = field(default_factory=dict)  # map index -> the attempt that wrote it last
-    attempts: set[int] = field(default_factory=set)
-    bytes: int = 0  # data and index bytes of every map output kept
-    keep_us: int = 0  # on the map tasks' threads
-    copy_us: int = 0  # background copies to the keep folder
-
-
-def shuffle_name(identity: Any) -> str:
-    """A shuffle's identity as one line: it may be any JSON value the driver chose."""
-    if isinstance(identity, str):
-        return identity
-    return orjson.dumps(identity, option=orjson.OPT_SORT_KEYS).decode()
-
-
-class GridFold:
-    """Fed every record in journal order; ``grids(state)`` then holds the writes that kept
-    partitions or stopped with some committed (from the run state folded from the same records),
-    and every shuffle that a later attempt ran again."""
-
-    def __init__(self) -> None:
-        self.shuffles: dict[str, _Shuffle] = {}
-        self.stage_attempts: dict[str, int] = {}  # stage -> the latest attempt that started it
-
-    def apply(self, record: dict[str, Any]) -> None:
-        kind = record["type"]
-        if kind == ev.STAGE_STARTED:
-            self.stage_attempts[record["stage"]] = record["attempt"]
-        elif kind == ev.SHUFFLE_COMMITTED:
-            self._shuffle_committed(record)
-        elif kind == ev.SHUFFLE_REGISTERED:
-            shuffle = self._shuffle(record)
-            shuffle.maps = max(shuffle.maps, int(record["maps"]))
-
-    def _shuffle(self, record: dict[str, Any]) -> _Shuffle:
-        """The shuffle an event names; an event names the attempt that ran it."""
-        name = shuffle_name(record["shuffle"])
-        shuffle = self.shuffles.setdefault(name, _Shuffle(name, record.get("stage")))
-        shuffle.attempt = max(shuffle.attempt, record["attempt"])
-        shuffle.attempts.add(record["attempt"])
-        return shuffle
-
-    def _shuffle_committed(self, record: dict[str, Any]) -> None:
-        shuffle = self._shuffle(record)
-        for entry in record["maps"]:
-            index = entry.get("map") if isinstance(entry, dict) else None
-            if isinstance(index, int):
-                shuffle.maps = max(shuffle.maps, index + 1)
-                shuffle.done[index] = record["attempt"]
-                shuffle.bytes += _count(entry.get("data_bytes")) + _count(entry.get("index_bytes"))
-                shuffle.keep_us += _count(entry.get("keep_us"))
-                shuffle.copy_us += _count(entry.get("copy_us"))
-
-    def grids(self, state: RunState) -> list[Grid]:
-        found = [
-            _write_grid(stage.name, stage.write_progress)
-            for stage in state.stages.values()
-            if stage.write_progress is not None and kept_partitions.in_grid(stage.write_progress)
-        ]
-        for shuffle in self.shuffles.values():
-            # A later attempt that ran the shuffle's stage and computed none of its maps kept them all.
-            shuffle.attempt = max(shuffle.attempt, self.stage_attempts.get(shuffle.stage or "", 0))
-            if shuffle.attempt > min(shuffle.attempts):
-                found.append(_shuffle_grid(shuffle))
-        return found
+def grids_of(state: RunState) -> list[Grid]:
+    """The writes that kept partitions or stopped with some committed, and every shuffle a later
+    attempt planned again."""
+    found = [
+        _write_grid(stage.name, stage.write_progress)
+        for stage in state.stages.values()
+        if stage.write_progress is not None and kept_partitions.in_grid(stage.write_progress)
+    ]
+    for shuffle in state.shuffles.values():
+        drawn = shuffles.cells(shuffle)
+        if drawn is not None:
+            latest, cells = drawn
+            grid = Grid("shuffle", shuffle.identity, shuffle.stage, latest, [Cell(i, s, a) for i, s, a in cells])
+            grid.cost = _shuffle_cost(shuffle)
+            found.append(grid)
+    return found
 
 
 def _write_grid(stage: str, progress: WriteProgress) -> Grid:
@@ -130,18 +73,13 @@ def _write_grid(stage: str, progress: WriteProgress) -> Grid:
     return Grid("write", stage, stage, progress.attempt, cells, reason)
 
 
-def _shuffle_grid(shuffle: _Shuffle) -> Grid:
-    cells = []
-    for index in range(shuffle.maps):
-        by = shuffle.done.get(index)
-        if by is None:
-            cells.append(Cell(index, UNFINISHED, None))
-        else:
-            cells.append(Cell(index, KEPT if by < shuffle.attempt else COMPUTED, by))
-    cost = f"{humanize.size(shuffle.bytes)} kept; {shuffle.keep_us / 1000:.0f} ms on map tasks' threads"
+def _shuffle_cost(shuffle: shuffles.ShuffleState) -> str:
+    """The bytes its kept map outputs hold and what keeping them cost the executors."""
+    kept = sum(_count(entry.get("data_bytes")) + _count(entry.get("index_bytes")) for entry in shuffle.kept.values())
+    cost = f"{humanize.size(kept)} kept; {shuffle.keep_us / 1000:.0f} ms on map tasks' threads"
     if shuffle.copy_us:
         cost += f", {shuffle.copy_us / 1e6:.1f} s of background copying"
-    return Grid("shuffle", shuffle.name, shuffle.stage, shuffle.attempt, cells, cost=cost)
+    return cost
 
 
 def _count(value: Any) -> int:
@@ -149,9 +87,5 @@ def _count(value: Any) -> int:
 
 
 def fold_grids(records: Iterable[dict[str, Any]]) -> list[Grid]:
-    """The grids of a journal's records (report folds them once, beside its run state)."""
-    fold, state = GridFold(), RunState("")
-    for record in records:
-        fold.apply(record)
-        state.apply(record)
-    return fold.grids(state)
+    """The grids of a journal's records (report reads them from the run state it folds anyway)."""
+    return grids_of(RunState.from_events("", records))

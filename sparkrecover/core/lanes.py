@@ -1,6 +1,6 @@
 """The timeline of ``sparkrecover report`` as data: for each attempt, a bar per stage it reached
-(on the journal's clock, from the attempt's first event), the marks of what happened to the
-attempt itself, and what each resume saved by skipping stages and keeping partitions.
+(on the journal's clock, from the attempt's first event) and the marks of what happened to the
+attempt itself. What each resume saved is core/savings.py's.
 
 Fed every record of the journal in the reader's order, once (``LaneFold.apply``): Spark's
 telemetry, most of a long journal, costs a type lookup and a string comparison.
@@ -44,14 +44,6 @@ class Mark:
     label: str
 
 
-@dataclass(frozen=True)
-class Saving:
-    attempt: int
-    stage: str
-    seconds: float
-    how: str  # "skipped" or "kept N partitions"
-
-
 def _seconds(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
@@ -62,7 +54,7 @@ def _target(record: dict[str, Any]) -> str:
 
 
 class LaneFold:
-    """The bars and marks of each attempt, and what each resume saved, from the records in order."""
+    """The bars and marks of each attempt, from the records in order."""
 
     def __init__(self) -> None:
         self.origin: dict[int, float] = {}  # attempt -> its first event (seconds)
@@ -71,10 +63,6 @@ class LaneFold:
         self.open: dict[tuple[int, str], Bar] = {}
         self.marks: dict[int, list[Mark]] = {}
         self.startup: dict[int, float] = {}
-        self.durations: dict[str, float] = {}  # stage -> duration recorded at its latest commit
-        self.savings: list[Saving] = []
-        self.write_start: dict[tuple[int, str], float] = {}
-        self.task_done: dict[tuple[int, str], dict[int, float]] = {}  # partition -> when it committed
 
     def last(self, attempt: int) -> float | None:
         ts = self.last_ts.get(attempt)
@@ -109,14 +97,10 @@ class LaneFold:
                 bar.outcome, bar.reason = "failed", humanize.first_line(record.get("error"))
             else:
                 bar.outcome = "continued" if bar.kept else "committed"
-                if isinstance(record.get("duration_s"), (int, float)):
-                    self.durations[name] = float(record["duration_s"])
         elif kind in (ev.STAGE_SKIPPED, ev.STAGE_INVALIDATED):
             self._skipped_or_stale(attempt, record, offset)
         elif kind == ev.WRITE_STARTED:
-            self._write_started(attempt, record, at)
-        elif kind == ev.TASK_COMMITTED and isinstance(record.get("partition"), int):
-            self.task_done.setdefault((attempt, name), {})[record["partition"]] = at
+            self._write_started(attempt, record)
         elif kind == ev.DRIVER_STARTED:
             self.startup.setdefault(attempt, offset)
         elif kind == ev.LEASE_LOST:
@@ -141,26 +125,13 @@ class LaneFold:
             return
         lost = reason.startswith("output lost")
         bar.outcome, bar.reason = ("lost" if lost else "skipped"), reason
-        recorded = self.durations.get(record["stage"])
-        if not lost and recorded is not None:
-            self.savings.append(Saving(attempt, record["stage"], round(recorded, 3), "skipped"))
 
-    def _write_started(self, attempt: int, record: dict[str, Any], at: float) -> None:
-        name = record["stage"]
-        self.write_start[(attempt, name)] = at
+    def _write_started(self, attempt: int, record: dict[str, Any]) -> None:
         kept = {p for p in record.get("kept") or [] if isinstance(p, int)}
-        bar = self.open.get((attempt, name))
+        bar = self.open.get((attempt, record["stage"]))
         if bar is not None and kept:
             bar.kept, bar.partitions = len(kept), int(record.get("partitions") or 0)
             bar.reason = f"{len(kept)}/{bar.partitions} partitions kept from earlier attempts"
-        # What keeping them saved: the time each earlier attempt's write took to commit them.
-        for earlier in range(1, attempt):
-            done = self.task_done.get((earlier, name), {})
-            began = self.write_start.get((earlier, name))
-            reused = [when for partition, when in done.items() if partition in kept]
-            if began is not None and reused:
-                how = f"kept {len(reused)} partitions"
-                self.savings.append(Saving(attempt, name, round(max(reused) - began, 3), how))
 
     def _mark(self, attempt: int, kind: str, offset: float, label: str) -> None:
         self.marks.setdefault(attempt, []).append(Mark(kind, offset, label))
@@ -184,7 +155,6 @@ _TIMED = frozenset(
         ev.STAGE_SKIPPED,
         ev.STAGE_INVALIDATED,
         ev.WRITE_STARTED,
-        ev.TASK_COMMITTED,
         ev.DRIVER_STARTED,
         ev.LEASE_LOST,
         ev.JOURNAL_DEGRADED,

@@ -66,13 +66,17 @@ def make_plan(
     requested = {stage_named(given, list(state.stages), state.run_id) for given in rerun}
     decisions: dict[str, PlanEntry] = {}
     for name, stage in state.stages.items():
+        if not stage.last_event and stage.records_lost is None:
+            # Only Spark's telemetry names it: jobs it ran before it started (a write's probe),
+            # then the driver died. Nothing of it was written: it runs as a stage never reached.
+            continue
         decisions[name] = _first_decision(stage, evidence, name in requested, from_scratch, verified)
         if decisions[name].decision == RUN and not from_scratch:
             _continue_write(stage, decisions[name], evidence)
     if not from_scratch:
         _superseded(state, decisions)
     _propagate(state, decisions)
-    return [decisions[name] for name in state.stages]
+    return [decisions[name] for name in state.stages if name in decisions]
 
 
 def _first_decision(
@@ -163,7 +167,7 @@ def _superseded(state: RunState, decisions: dict[str, PlanEntry]) -> None:
     truncated or dropped after it was written) no longer matches its own manifest: the later
     stage's record describes it. So it is skipped, not lost, while that stage's output verifies
     (the later stage may itself have been changed by one after it: from the last one back)."""
-    names = list(state.stages)
+    names = [name for name in state.stages if name in decisions]
     for index in range(len(names) - 1, -1, -1):
         decision, stage = decisions[names[index]], state.stages[names[index]]
         paths = _output_paths(stage)
@@ -246,22 +250,35 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
 
 
 def plan_shuffles(
-    state: RunState, decisions: list[PlanEntry], size_of: shuffles.SizeOf | None, *, from_scratch: bool = False
+    state: RunState,
+    decisions: list[PlanEntry],
+    size_of: shuffles.SizeOf | None,
+    *,
+    from_scratch: bool = False,
+    script: str | None = None,
 ) -> list[KeptShuffle]:
     """The kept shuffle map outputs the next attempt may reuse (``size_of`` reads the keep folder;
-    None when there is none), and on each stage that runs how many of its map outputs are kept."""
+    None when there is none; ``script``: the digest of the script it runs), and on each stage that
+    runs how many of its map outputs are offered. Offered is not reused: the next application
+    reuses them only for a shuffle it plans with the same identity (``inspect``, ``replay`` and
+    ``report`` count what it did reuse)."""
     if from_scratch:
         return []
     running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
-    offered = [k for k in shuffles.reusable(state.shuffles, size_of) if k.stage is None or k.stage in running]
+    offer = shuffles.offer(state.shuffles, size_of, running, script)
     for decision in decisions:
         if decision.stage not in running:
             continue
-        kept, total = shuffles.progress_of_stage(state.shuffles, decision.stage, offered)
-        if total:
-            decision.shuffle_maps = PartitionCount(kept=kept, total=total)
+        kept, total = shuffles.progress(state.shuffles, decision.stage, offer.shuffles)
+        if not total:
+            continue
+        decision.shuffle_maps = PartitionCount(kept=kept, total=total)
+        why = offer.not_offered.get(decision.stage)
+        if why and not kept:
+            decision.reason += f", no shuffle map output reusable: {why}"
+        else:
             decision.reason += f", {kept}/{total} shuffle map outputs kept"
-    return offered
+    return offer.shuffles
 
 
 def plan_of(

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import humanize
-from sparkrecover.core.grids import GridFold
-from sparkrecover.core.lanes import Bar, LaneFold, Mark, Saving
+from sparkrecover.core import humanize, savings
+from sparkrecover.core.grids import grids_of
+from sparkrecover.core.lanes import Bar, LaneFold, Mark
 from sparkrecover.core.runstate import RunState
+from sparkrecover.core.savings import Saving
 from sparkrecover.core.summary import plan_counts, run_summary
 
 # Each outcome with the words the page's legend says it in.
@@ -48,6 +49,7 @@ class Lane:
     startup_s: float | None = None  # when its Spark driver was up, from the attempt's start
     bars: list[Bar] = field(default_factory=list)
     marks: list[Mark] = field(default_factory=list)
+    started_by: str | None = None  # "launcher": a driver restarted by YARN, an operator, an orchestrator
 
     @property
     def story(self) -> str:
@@ -101,7 +103,12 @@ class Report:
 
     @property
     def saved_s(self) -> float:
-        return round(sum(saving.seconds for saving in self.savings), 3)
+        return savings.total(self.savings)
+
+    @property
+    def saved(self) -> str:
+        """What recovery saved, in the words ``submit`` and ``resume`` end with."""
+        return savings.sentence(self.savings)
 
     @property
     def last_attempt_s(self) -> float | None:
@@ -133,16 +140,14 @@ class Collector:
     def __init__(self, run_id: str) -> None:
         self.state = RunState(run_id)
         self.lanes = LaneFold()
-        self.grids = GridFold()
 
     def feed(self, records: Iterable[dict[str, Any]]) -> None:
         self.state.apply_all(self._tee(records))
 
     def _tee(self, records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-        lanes, grids = self.lanes.apply, self.grids.apply
+        lanes = self.lanes.apply
         for record in records:
             lanes(record)
-            grids(record)
             yield record
 
     def report(
@@ -171,6 +176,7 @@ def _build(
     state, timing = collected.state, collected.lanes
     run_id = state.run_id
     details = run_summary(state, run_dir, lease_live=lease_live)
+    saved = savings.of(state)
     lanes: list[Lane] = []
     previous_end = None
     for row in details["attempts"]:
@@ -186,10 +192,11 @@ def _build(
             _exit_text(row),
             row["app_id"],
             humanize.tally(row["plan"]) if row["plan"] else "",
-            round(sum(s.seconds for s in timing.savings if s.attempt == number), 3),
+            savings.total(s for s in saved if s.attempt == number),
             timing.startup.get(number),
             timing.bars.get(number, []),
             list(timing.marks.get(number, [])),
+            started_by=row["started_by"],
         )
         if row["outcome"] == "crashed":
             lane.marks.append(Mark("died", lane.duration_s, "the driver died here: nothing more was journaled"))
@@ -208,8 +215,8 @@ def _build(
         busy_s=details["busy_s"],
         lanes=lanes,
         scale_s=max([lane.duration_s for lane in lanes] + [0.001]),
-        savings=timing.savings,
-        grids=collected.grids.grids(state),
+        savings=saved,
+        grids=grids_of(state),
         stages=details["stages"],
         plan=None if plan is None else list(plan.get("stages") or []),
         plan_note=plan_problem or _plan_note(details["status"], plan),

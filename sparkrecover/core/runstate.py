@@ -13,6 +13,7 @@ from typing import Any
 
 from sparkrecover.core import kept_partitions
 from sparkrecover.core.kept_partitions import Computed, WriteProgress
+from sparkrecover.core.savings import SavingsFold
 from sparkrecover.core.shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
@@ -110,10 +111,16 @@ class AttemptState:
     last_ts: str | None = None
     committed: list[str] = field(default_factory=list)  # stages committed in this attempt
     failures: list[tuple[str, str]] = field(default_factory=list)  # (stage, error) in this attempt
+    # Who started it (attempt.started): "submit", "resume", or "launcher" for a driver that YARN,
+    # an operator or an orchestrator ran again by itself (None: journals from before this was said).
+    started_by: str | None = None
+    # A later attempt the cluster restarted this one's driver as, while its command still waited
+    # (attempt.ended of a submit whose spark-submit outlived its first driver).
+    continued_by: int | None = None
 
     @property
     def ended(self) -> bool:
-        return self.exit_code is not None
+        return self.exit_code is not None or self.continued_by is not None
 
     @property
     def outcome(self) -> str:
@@ -154,6 +161,8 @@ class RunState:
     # could not be kept.
     shuffles: dict[str, ShuffleState] = field(default_factory=dict)
     shuffles_unsupported: list[Unsupported] = field(default_factory=list)
+    # What each resume reused of earlier attempts' stages and writes, and when (core/savings.py).
+    saved: SavingsFold = field(default_factory=SavingsFold)
 
     @classmethod
     def from_events(cls, run_id: str, records: Iterable[dict[str, Any]]) -> RunState:
@@ -283,12 +292,14 @@ def _run_started(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 def _attempt_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     attempt.started_ts = record["ts"]
+    attempt.started_by = record.get("started_by")
 
 
 def _attempt_ended(state: RunState, record: dict, attempt: AttemptState) -> None:
     attempt.ended_ts = record["ts"]
     attempt.exit_code = record.get("exit_code")
     attempt.signal = record.get("signal")
+    attempt.continued_by = record.get("continued_by")
 
 
 def _plan_created(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -316,6 +327,7 @@ def _stage_started(state: RunState, record: dict, attempt: AttemptState) -> None
 
 
 def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.last_event = "committed"
     stage.status, stage.attempt, stage.committed = COMMITTED, record["attempt"], record
@@ -328,12 +340,17 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 
 
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])
     stage.write_progress = kept_partitions.started(stage.write_progress, record)
 
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
-    kept_partitions.task_committed(state._stage(record["stage"]).write_progress, record)
+    state.saved.apply(record)
+    stage = state.stages.get(record["stage"])
+    if stage is None:  # a task of a job the stage ran before it started (older journals): no write of it
+        return
+    kept_partitions.task_committed(stage.write_progress, record)
 
 
 def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -345,6 +362,7 @@ def _stage_failed(state: RunState, record: dict, attempt: AttemptState) -> None:
 
 
 def _stage_skipped(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.saved.apply(record)
     stage = state._stage(record["stage"])  # stage events always name it (events.REQUIRED)
     stage.skipped, stage.last_event = record, "skipped"
 

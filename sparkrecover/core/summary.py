@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sparkrecover.core import humanize, shuffles
+from sparkrecover.core import humanize, savings, shuffles
 from sparkrecover.core.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
 
 
@@ -104,6 +104,8 @@ def _attempt_row(attempt: AttemptState, running: bool) -> dict[str, Any]:
         "duration_s": _seconds_between(attempt.started_ts, attempt.ended_ts or attempt.last_ts),
         "app_id": (attempt.driver or {}).get("app_id"),
         "resumed": attempt.plan is not None,
+        # submit, resume, or "launcher": a driver YARN, an operator or an orchestrator ran again
+        "started_by": attempt.started_by,
         "plan": None if attempt.plan is None else plan_counts(attempt.plan),
     }
 
@@ -143,12 +145,24 @@ def run_summary(
         "journal_degraded": len(state.degraded),
         # Map progress per shuffle (kept map outputs, docs/shuffles.md), and why some could not be kept.
         "shuffles": shuffles.rows(state.shuffles),
-        "shuffles_unsupported": [
-            {"attempt": u.attempt, "stage": u.stage, "reason": u.reason} for u in state.shuffles_unsupported[-20:]
-        ],
+        "shuffles_unsupported": _unsupported(state),
         "events": state.event_count,
         "lease": lease if live else None,
     }
+
+
+def _unsupported(state: RunState) -> list[dict[str, Any]]:
+    """Why map outputs were not kept, once per attempt, stage and reason, with the Spark shuffles
+    each reason applies to (a query of twenty shuffles says it once, not twenty times)."""
+    groups: dict[tuple[int, str | None, str], dict[str, Any]] = {}
+    for refused in state.shuffles_unsupported:
+        group = groups.setdefault(
+            (refused.attempt, refused.stage, refused.reason),
+            {"attempt": refused.attempt, "stage": refused.stage, "reason": refused.reason, "spark_shuffles": []},
+        )
+        if refused.spark_shuffle is not None:
+            group["spark_shuffles"].append(refused.spark_shuffle)
+    return list(groups.values())[-20:]
 
 
 def runs_overview(items: list[tuple[str, str, RunState | None, str | None, bool]]) -> list[dict[str, Any]]:
@@ -177,20 +191,20 @@ def runs_overview(items: list[tuple[str, str, RunState | None, str | None, bool]
     return rows
 
 
-def _saved_by(decision: dict[str, Any], stage: StageState | None) -> float:
-    """Seconds a plan's decision spared the attempt: a skipped stage's recorded duration; for kept
-    partitions, the resumed write's time per computed partition times the partitions kept (an
-    estimate: partitions of one write take about as long as each other)."""
-    if stage is None or not stage.committed:
-        return 0.0
-    took = float(stage.committed.get("duration_s") or 0.0)
-    if decision.get("decision") == "skip":
-        return took
-    kept = decision.get("partitions") or {}
-    computed = int(kept.get("total") or 0) - int(kept.get("kept") or 0)
-    if decision.get("decision") == "continue" and computed > 0:
-        return took / computed * int(kept.get("kept") or 0)
-    return 0.0
+def _what_happened(stage: StageState, first_attempt: int) -> tuple[str | None, int]:
+    """What the attempts from ``first_attempt`` on did with a stage, from its events: skipped,
+    lost (skipped, its output gone), continued (and how many partitions its write kept), run, or
+    None (not reached)."""
+    started = stage.started or {}
+    if started.get("attempt", 0) >= first_attempt:
+        progress = stage.write_progress
+        if progress is not None and progress.attempt >= first_attempt and progress.kept:
+            return "continued", len(progress.kept)
+        return "run", 0
+    skipped = stage.skipped or {}
+    if skipped.get("attempt", 0) >= first_attempt:
+        return ("lost" if str(skipped.get("reason") or "").startswith("output lost") else "skipped"), 0
+    return None, 0
 
 
 def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict[str, Any]:
@@ -200,23 +214,25 @@ def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict
     last = state.last_attempt
     last_number = last.number if last else 0
     planned: dict[str, dict[str, Any]] = {}
-    saved = 0.0
     for attempt in ours:
-        for decision in (attempt.plan or {}).get("stages") or []:
-            saved += _saved_by(decision, state.stages.get(decision.get("stage", "")))
         if attempt is ours[-1]:
             planned = {entry["stage"]: entry for entry in (attempt.plan or {}).get("stages") or []}
+    saved = savings.of(state, [attempt.number for attempt in ours])
     stages: list[dict[str, Any]] = []
     for stage in state.stages.values():
         entry = planned.get(stage.name, {})
+        did, kept = _what_happened(stage, first_attempt) if ours else (None, 0)
         stages.append(
             {
                 "stage": stage.name,
                 # A first attempt has no plan: everything runs. No attempt launched: no decision.
                 "decision": entry.get("decision", "run") if ours else None,
+                # What the attempts did with it, as the journal shows (not what the plan said).
+                "did": did,
                 "outcome": stage_status(stage, last_number),
                 "attempt": stage.committed_attempt or stage.attempt,
                 "partitions": entry.get("partitions"),
+                "kept_partitions": kept,
                 "reason": entry.get("reason"),
             }
         )
@@ -235,8 +251,10 @@ def command_summary(state: RunState, first_attempt: int, exit_code: int) -> dict
             for attempt in ours
         ],
         "stages": stages,
-        "kept_partitions": sum(int((row["partitions"] or {}).get("kept") or 0) for row in stages),
-        "saved_s": round(saved, 3),
+        "kept_partitions": sum(row["kept_partitions"] for row in stages),
+        "saved_s": savings.total(saved),
+        # Resumes only: a first attempt reuses nothing, and has nothing to say about it.
+        "saved": savings.sentence(saved) if any(attempt.plan is not None for attempt in ours) else None,
     }
 
 
@@ -254,26 +272,29 @@ def command_lines(document: dict[str, Any]) -> list[str]:
     lines = [f"run {document['run']}: {document['outcome']} (exit {document['exit_code']}), {which}"]
     if not attempts:
         return lines
-    counts: dict[str, int] = {}
+    counts: dict[str | None, int] = {}
     # A stage the last attempt was running when it was stopped or killed did not run: it was cut off
     # (as inspect and the report word it), and a resume continues it.
     stopped = attempts[-1]["outcome"] in ("interrupted", "crashed")
     for row in document["stages"]:
-        decision = "cut off" if stopped and row["outcome"] == "unfinished" else row["decision"]
-        counts[decision] = counts.get(decision, 0) + 1
-    done = {name: counts.get(name, 0) for name in ("skip", "continue", "run", "rerun", "lost", "cut off")}
+        did = row["did"]
+        if stopped and did in ("run", "continued") and row["outcome"] == "unfinished":
+            did = "cut off"
+        counts[did] = counts.get(did, 0) + 1
     if document["stages"]:
-        parts = [f"{done['skip']} skipped"]
-        if done["continue"]:
-            parts.append(f"{done['continue']} continued ({document['kept_partitions']:,} partitions kept)")
-        parts.append(f"{done['run'] + done['rerun']} run")
-        if done["cut off"]:
-            parts.append(f"{done['cut off']} cut off")
-        if done["lost"]:
-            parts.append(f"{done['lost']} lost")
+        parts = [f"{counts.get('skipped', 0)} skipped"]
+        if counts.get("continued"):
+            parts.append(f"{counts['continued']} continued ({document['kept_partitions']:,} partitions kept)")
+        parts.append(f"{counts.get('run', 0)} run")
+        if counts.get("cut off"):
+            parts.append(f"{counts['cut off']} cut off")
+        if counts.get("lost"):
+            parts.append(f"{counts['lost']} lost")
+        if counts.get(None):
+            parts.append(f"{counts[None]} not reached")
         lines.append(f"stages: {', '.join(parts)} (of {len(document['stages'])})")
     else:
         lines.append("stages: none recorded")
-    if document["saved_s"]:
-        lines.append(f"recovery saved about {humanize.duration(document['saved_s'])} of work done by earlier attempts")
+    if document.get("saved"):
+        lines.append(document["saved"])
     return lines

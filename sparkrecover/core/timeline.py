@@ -237,12 +237,44 @@ def _shuffle_registered(r: dict[str, Any]) -> str:
 def _shuffle_committed(r: dict[str, Any]) -> str:
     maps = [m.get("map") for m in r.get("maps") or [] if isinstance(m, dict)]
     size = sum(int(m.get("data_bytes") or 0) for m in r.get("maps") or [] if isinstance(m, dict))
-    return f"shuffle {str(r.get('shuffle'))[:12]}: map outputs {', '.join(map(str, maps))} kept ({humanize.size(size)})"
+    if isinstance(r.get("kept_so_far"), int):  # a follow view's milestone (shuffle_milestones)
+        return f"shuffle {str(r.get('shuffle'))[:12]}: {r['kept_so_far']:,}/{r.get('of') or '?'} map outputs kept"
+    which = ", ".join(f"#{index}" for index in maps)
+    plural = "s" if len(maps) != 1 else ""
+    return f"shuffle {str(r.get('shuffle'))[:12]}: map output{plural} {which} kept ({humanize.size(size)})"
+
+
+def shuffle_milestones(
+    records: list[dict[str, Any]], shuffles: dict[str, Any], shown: dict[str, int]
+) -> list[dict[str, Any]]:
+    """``records`` for a log a person reads (``inspect --follow`` on a pipe): a map stage keeps its
+    outputs one or two a record, hundreds of lines; instead, a shuffle's ``shuffle.committed`` is
+    shown when its kept map outputs first pass a quarter of its map tasks (``shuffles``: the run
+    state's, after these records; ``shown``: the last count shown per shuffle, kept by the caller)."""
+    found = []
+    for record in records:
+        if record["type"] != ev.SHUFFLE_COMMITTED:
+            found.append(record)
+            continue
+        state = shuffles.get(str(record.get("shuffle")))
+        if state is None or not state.maps:
+            continue
+        before, now = shown.get(state.identity, 0), state.kept_count
+        if now * 4 // state.maps > before * 4 // state.maps or (now >= state.maps > before):
+            shown[state.identity] = now
+            found.append({**record, "kept_so_far": min(now, state.maps), "of": state.maps})
+    return found
 
 
 _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.RUN_STARTED: _run_started,
-    ev.ATTEMPT_STARTED: lambda r: f"spark-submit started by pid {r.get('pid')}",
+    ev.ATTEMPT_STARTED: lambda r: (
+        f"spark-submit started by pid {r.get('pid')}"
+        if r.get("started_by") != "launcher"
+        else f"restarted by the launcher: driver pid {r.get('pid')} took the next attempt"
+        if r.get("attempt", 1) > 1
+        else f"started by the launcher: driver pid {r.get('pid')} took attempt 1"
+    ),
     ev.PLAN_CREATED: _plan_created,
     ev.DRIVER_STARTED: lambda r: (
         f"{r.get('app_id')} on {r.get('master')} ({r.get('deploy_mode')}), Spark {r.get('spark_version')}"

@@ -57,6 +57,7 @@ def main() -> None:
         rows = sorted(daily.collect())
         os.makedirs(args.output, exist_ok=True)
         with open(report, "w") as handle:
+            handle.write("day\ttotal\torders\n")
             for row in rows:
                 handle.write(f"{row.day}\t{row.total}\t{row.orders}\n")
 

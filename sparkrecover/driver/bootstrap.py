@@ -1,11 +1,15 @@
 """The driver bootstrap: ``spark-submit`` runs this file in place of the user's script.
 
-    bootstrap.py --run-dir URL --run-id ID --attempt N [--plan URL] [--flush-interval S]
+    bootstrap.py --run-dir URL --run-id ID [--attempt N] [--plan URL] [--flush-interval S]
                  [--buffer-size B] [--checksums] [--checkpoint-root URL] [--listener jvm|py4j]
                  [--lease-token TOKEN]
                  -- script.py [script args]
 
-It opens the driver's journal writer, loads the plan (pure data, docs/design.md §4 rule 8), hooks
+It first decides which attempt of its run it is (``driver/attempt.py``): the one ``submit`` or
+``resume`` launched with ``--attempt``, ``--plan`` and ``--lease-token``, or, when something else
+ran this command line again (YARN, an operator, an orchestrator, ``spark-submit-args``' line), the
+next attempt of the run, planned here as ``resume`` plans it; a run that succeeded runs nothing.
+Then it opens the driver's journal writer, loads the plan (pure data, docs/design.md §4 rule 8), hooks
 SparkContext creation to attach the listener bridge and record ``driver.started``, runs the script as
 ``__main__`` with the script's own ``sys.argv``, and always writes ``driver.ended``.
 ``--listener jvm`` (what ``submit`` passes when it registered the JVM listener's jar) drains the
@@ -39,7 +43,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(prog="sparkrecover-bootstrap")
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--run-id", required=True)
-    parser.add_argument("--attempt", type=int, required=True)
+    # The attempt the command that launched it journaled; without it (a launcher's own command
+    # line) the driver takes the next attempt of the run (driver/attempt.py).
+    parser.add_argument("--attempt", type=int)
     parser.add_argument("--plan")
     parser.add_argument("--flush-interval", type=float, default=1.0)
     parser.add_argument("--buffer-size", type=int, default=1 << 20)
@@ -157,30 +163,51 @@ def main(argv: list[str] | None = None) -> int:
     options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
     if not script_argv:
         raise SystemExit("sparkrecover bootstrap: no script to run")
+    from sparkrecover.driver import attempt as attempts
     from sparkrecover.driver import runtime
     from sparkrecover.driver.telemetry import Telemetry
     from sparkrecover.errors import SparkRecoverError
-    from sparkrecover.journal import JournalWriter
+    from sparkrecover.journal import JournalWriter, runinfo
     from sparkrecover.journal import events as ev
-    from sparkrecover.rundir import plans, storage
 
     try:
-        plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
-    except SparkRecoverError as problem:  # a plan this sparkrecover cannot read: run nothing
+        start = attempts.begin(options)
+    except attempts.Finished as done:  # a launcher's restart of a finished run: nothing runs
+        attempts.say(str(done))
+        return 0
+    except SparkRecoverError as problem:  # a plan it cannot read, a run another process holds
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code
     writer = JournalWriter(
         options.run_dir,
         options.run_id,
-        options.attempt,
+        start.attempt,
         ev.WRITER_DRIVER,
         buffer_size=options.buffer_size,
         flush_interval=options.flush_interval,
     )
-    rt = runtime.Runtime(
-        writer, options.run_dir, plan, checksums=options.checksums, checkpoint_root=options.checkpoint_root
+    attempts.journal_start(
+        start,
+        writer,
+        [os.path.abspath(__file__), *(sys.argv[1:] if argv is None else argv)],
+        runinfo.run_started(
+            app=script_argv[0],
+            app_args=script_argv[1:],
+            spark_submit_args=[],  # the launcher's own, which this process cannot see
+            spark_submit=None,
+            cwd=os.getcwd(),
+            flush_interval=options.flush_interval,
+            buffer_size=options.buffer_size,
+            checksums=options.checksums,
+            checkpoint_root=options.checkpoint_root,
+            keep_shuffles=None,
+            started_by=runinfo.BY_LAUNCHER,
+        ),
     )
-    rt.lease_token = options.lease_token
+    rt = runtime.Runtime(
+        writer, options.run_dir, start.plan, checksums=options.checksums, checkpoint_root=options.checkpoint_root
+    )
+    rt.lease_token = start.token
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
@@ -193,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:
+        attempts.point_the_jvm(start, script_argv[0])
         exit_code = _run_script(script_argv[0], script_argv[1:])
     except KeyboardInterrupt:  # Ctrl-C, or a SIGTERM (driver/signals.py)
         exit_code, error = signals.exit_code(rt), "interrupted"
@@ -212,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
         if rt.fenced:
             error = "lease lost: the run was taken over by another submit or resume"
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, signal=rt.interrupted, **_close_telemetry(rt))
+        attempts.journal_end(start, writer, exit_code)
         writer.close()
+        if start.lease is not None:
+            start.lease.release()
         if writer.degraded or writer.warnings:
             print(
                 "sparkrecover: warning: the journal had storage problems during this attempt; "

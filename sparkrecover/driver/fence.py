@@ -1,6 +1,9 @@
 """Fencing (docs/operations.md): a driver whose run was taken over commits nothing more.
 
-The CLI that launched this driver holds the run's lease and passes its token (``--lease-token``).
+A driver runs under a lease token: the one of the CLI that launched it (``--lease-token``), or
+the one of the lease it took itself when a launcher restarted it (``driver/attempt.py``). A driver
+is also fenced once a later attempt of its run has started: under ``submit --deploy-mode
+cluster`` YARN's next application attempt runs under the same token as the one before it.
 Before a stage writes anything and before it commits, the driver reads ``lease.json``: when it
 no longer holds that token (a resume judged this attempt dead after a pause or a network
 partition, took the lease over, and may have run and released it since), the driver journals
@@ -25,9 +28,10 @@ from typing import Any
 from sparkrecover import jvm
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
+from sparkrecover.journal import segments
 from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS
 from sparkrecover.rundir import lease as leases
-from sparkrecover.rundir import storage
+from sparkrecover.rundir import runs, storage
 
 
 class LeaseLost(SystemExit):
@@ -36,7 +40,8 @@ class LeaseLost(SystemExit):
 
 
 def check(rt: Any, stage: str, doing: str) -> None:
-    """Exit (``LeaseLost``) unless this driver's lease is still the run's lease."""
+    """Exit (``LeaseLost``) unless this driver's lease is still the run's lease and no later
+    attempt of the run has started."""
     token = getattr(rt, "lease_token", None)
     if token is None:
         return  # not launched under a lease (in-process tests, an older CLI)
@@ -44,32 +49,53 @@ def check(rt: Any, stage: str, doing: str) -> None:
         raise LeaseLost(EXIT_LEASE_LOST)
     try:
         found = leases.look(storage.join(rt.run_dir, leases.LEASE_FILE))
+        later = later_attempt(rt)
     except Exception:
         return  # storage unreachable: cannot tell, and the journal reports the outage
     holder = found.document
-    if holder is not None and holder.get("token") == token:
+    if holder is not None and holder.get("token") == token and later is None:
         return
     rt.fenced = True
-    who = (
-        leases.describe(holder)
-        if holder
-        else ("nobody (the lease was released)" if not found.exists else "nobody (the lease is unreadable)")
-    )
+    if later is not None and holder is not None and holder.get("token") == token:
+        # Under the lease of a command that still waits for the application (YARN's next
+        # application attempt gets the same command line and token): the later attempt decides.
+        why = f"attempt {later} of this run has started (the cluster restarted the driver)"
+    else:
+        who = (
+            leases.describe(holder)
+            if holder
+            else ("nobody (the lease was released)" if not found.exists else "nobody (the lease is unreadable)")
+        )
+        why = (
+            f"this driver lost the run's lease (now held by {who}): another submit, resume or "
+            "restarted driver took the run over"
+        )
     try:
         rt.writer.emit(
-            ev.LEASE_LOST, token=token, holder=holder.get("token") if holder else None, stage=stage, doing=doing
+            ev.LEASE_LOST,
+            token=token,
+            holder=holder.get("token") if holder else None,
+            later_attempt=later,
+            stage=stage,
+            doing=doing,
         )
         rt.writer.flush()
     except Exception:
         pass  # journaled if it can be
     print(
-        f"sparkrecover: error: this driver lost the run's lease (now held by {who}): another "
-        f"submit or resume took the run over; stopping before {doing} of stage {stage} "
-        f"(exit {EXIT_LEASE_LOST})",
+        f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})",
         file=sys.stderr,
         flush=True,
     )
     raise LeaseLost(EXIT_LEASE_LOST)
+
+
+def later_attempt(rt: Any) -> int | None:
+    """The latest attempt of the run when it is later than this driver's, else None: a driver
+    whose run has a later attempt is a predecessor that came back (a paused VM, SIGSTOP), and
+    commits nothing more."""
+    latest = segments.latest_attempt(rt.run_dir)
+    return latest if latest > rt.writer.attempt else None
 
 
 def failed(rt: Any, stage: str, error: BaseException) -> None:
@@ -101,6 +127,7 @@ def arm(rt: Any, sc: Any) -> str | None:
         return f"the sparkrecover jar is not loaded ({type(error).__name__})"
     if problem:
         return str(problem)
+    protocol.armAttempt(storage.to_spark_path(storage.join(rt.run_dir, runs.JOURNAL_DIR)), rt.writer.attempt)
     # pyspark's SparkContext wraps the JVM context's own SparkConf: sessions made from here on
     # start from it, and a protocol the application sets on its session later still wins.
     sc._conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.journal import events as ev
+from sparkrecover.jvm import KEPT_PROPERTY, WRITING_PROPERTY
 
 QUEUE_NAME = "sparkrecover"
 
@@ -21,6 +22,15 @@ def _stage_of(properties: Any) -> str | None:
     if properties is None:
         return None
     return properties.getProperty(STAGE_PROPERTY)
+
+
+def _kept_of(properties: Any) -> set[int] | None:
+    """The partitions a writing job keeps; None for a job no stage's work started (the rule of
+    SparkRecoverListener.keptOf)."""
+    if properties is None or properties.getProperty(WRITING_PROPERTY) is None:
+        return None
+    listed = properties.getProperty(KEPT_PROPERTY) or ""
+    return {int(item) for item in listed.split(",") if item.strip()}
 
 
 def _option(value: Any) -> str | None:
@@ -36,6 +46,7 @@ class JournalListener:
         self.stage_of_job: dict[int, str | None] = {}
         self.failed_tasks: dict[tuple[int, int], int] = {}
         self.job_of_spark_stage: dict[int, int] = {}  # jobs run inside a pipeline stage only
+        self.kept_of_writing_stage: dict[int, set[int]] = {}  # Spark stages of jobs a stage's work started
         self.closed = False  # set at driver end: Spark keeps calling back, nothing is journaled
 
     def _emit(self, event_type: str, /, **payload: Any) -> None:
@@ -72,7 +83,11 @@ class JournalListener:
 
     def onStageSubmitted(self, event: Any) -> None:
         try:
-            self.stage_of_spark_stage[event.stageInfo().stageId()] = _stage_of(event.properties())
+            spark_stage = event.stageInfo().stageId()
+            self.stage_of_spark_stage[spark_stage] = _stage_of(event.properties())
+            kept = _kept_of(event.properties())
+            if kept is not None:
+                self.kept_of_writing_stage[spark_stage] = kept
         except Exception as error:
             _report(error)
 
@@ -90,10 +105,13 @@ class JournalListener:
         """A write task the commit coordination accepted (see SparkRecoverListener.taskCommitted)."""
         spark_stage = event.stageId()
         stage = self.stage_of_spark_stage.get(spark_stage)
-        if stage is None:
+        kept = self.kept_of_writing_stage.get(spark_stage)
+        if stage is None or kept is None:
             return
         info, metrics = event.taskInfo(), event.taskMetrics()
-        partition = info.partitionId()
+        partition = info.partitionId() if info.partitionId() >= 0 else info.index()
+        if partition in kept:
+            return
         output = metrics.outputMetrics() if metrics is not None else None
         self._emit(
             ev.TASK_COMMITTED,
@@ -101,7 +119,7 @@ class JournalListener:
             spark_job=self.job_of_spark_stage.get(spark_stage),
             spark_stage=spark_stage,
             spark_attempt=event.stageAttemptId(),
-            partition=partition if partition >= 0 else info.index(),
+            partition=partition,
             task_attempt=info.attemptNumber(),
             **({} if output is None else {"bytes": output.bytesWritten(), "records": output.recordsWritten()}),
         )
@@ -111,6 +129,7 @@ class JournalListener:
         try:
             info = event.stageInfo()
             spark_stage, spark_attempt = info.stageId(), info.attemptNumber()
+            self.kept_of_writing_stage.pop(spark_stage, None)
             metrics = info.taskMetrics()
             figures = {}
             if metrics is not None:

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 from sparkrecover.core import staleness
 from sparkrecover.driver import fence, fingerprints, runtime, taskresume
 from sparkrecover.journal import events as ev
+from sparkrecover.jvm import WRITING_PROPERTY
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import manifests, storage
 from sparkrecover.rundir.plans import PlanEntry
@@ -157,6 +158,7 @@ class Scope:
         self._previous = (
             self.sc.getLocalProperty(runtime.STAGE_PROPERTY),
             self.sc.getLocalProperty("spark.job.description"),
+            self.sc.getLocalProperty(WRITING_PROPERTY),
         )
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self.name)
         self.sc.setJobDescription(f"sparkrecover stage {self.name}")
@@ -167,6 +169,7 @@ class Scope:
         self.rt.leave_stage()
         self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
         self.sc.setLocalProperty("spark.job.description", self._previous[1])
+        self.sc.setLocalProperty(WRITING_PROPERTY, self._previous[2])
         if error is not None:
             # A write whose job commit was refused (the lease was taken over while it ran) fails
             # here: the driver ends fenced, with nothing more journaled.
@@ -191,6 +194,9 @@ class Scope:
         )
         self.rt.add_outputs(self.name, urls)
         self.rt.fingerprints[self.name] = fingerprint["digest"]
+        # From here on a job's result tasks are the stage's writes (the JVM listener journals each
+        # commit); the jobs it ran before (a write's probe, adaptive execution's) committed nothing.
+        self.sc.setLocalProperty(WRITING_PROPERTY, self.name)
 
     def skip(self, reason: str, urls: list[str], digest: str | None) -> None:
         self.rt.writer.emit(ev.STAGE_SKIPPED, stage=self.name, reason=reason)

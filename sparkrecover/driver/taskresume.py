@@ -26,6 +26,7 @@ from typing import Any
 from sparkrecover.core import kept_partitions, staleness
 from sparkrecover.driver import hooks, partitions
 from sparkrecover.journal import events as ev
+from sparkrecover.jvm import KEPT_PROPERTY
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage, taskfiles
 from sparkrecover.rundir.plans import KeptTasks, PlanEntry
@@ -209,8 +210,15 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
     _point_writer_at(writer, frame)
     if not plan.kept:
         return do_write()
-    with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept):
-        result = do_write()
+    sc = target.spark.sparkContext
+    before = sc.getLocalProperty(KEPT_PROPERTY)
+    # The kept partitions' tasks run empty: the listener journals no commit for them.
+    sc.setLocalProperty(KEPT_PROPERTY, ",".join(map(str, plan.kept)))
+    try:
+        with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept):
+            result = do_write()
+    finally:
+        sc.setLocalProperty(KEPT_PROPERTY, before)
     _remove(taskfiles.kept_dir(target.url) or "")
     return result
 

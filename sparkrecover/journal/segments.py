@@ -48,8 +48,20 @@ def list_segments(run_dir: str) -> list[Segment]:
 
 
 def next_attempt(run_dir: str) -> int:
-    segments = list_segments(run_dir)
-    return max((s.attempt for s in segments), default=0) + 1
+    return latest_attempt(run_dir) + 1
+
+
+def latest_attempt(run_dir: str) -> int:
+    """The highest attempt number any segment of the run has (0: none yet)."""
+    return max((s.attempt for s in list_segments(run_dir)), default=0)
+
+
+def claim(run_dir: str, attempt: int, writer: str) -> bool:
+    """Make the first segment of ``writer`` in ``attempt``, empty; False when it exists. A driver
+    claims its attempt so: of two drivers claiming one number, one wins (in one step on local disk
+    and on S3: ``storage.create_new``), and the loser has written nothing. The writer then appends
+    to the segment (local) or rewrites it whole (object stores), as to any segment of its own."""
+    return storage.create_new(segment_url(run_dir, attempt, writer, 0), b"")
 
 
 def parse_segment_name(name: str) -> tuple[int, str, int] | None:

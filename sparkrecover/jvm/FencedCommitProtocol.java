@@ -15,8 +15,8 @@
  * only when the application sets no protocol of its own; ResumingCommitProtocol extends it.
  *
  * The same rule as driver/fence.py: a lease seen held by another token, missing or unreadable
- * (not JSON) refuses the commit; a lease that cannot be read because its storage cannot be
- * reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
+ * (not JSON) refuses the commit, and so does a journal segment of a later attempt of the run; a
+ * lease that cannot be read because its storage cannot be reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
  *
  * A check is not a lock, except where the store gives one: on a local run directory the job
  * commit holds a POSIX lock on <run>/lease.lock from its read of the lease to its end, and a
@@ -53,6 +53,7 @@ import java.util.concurrent.locks.ReentrantLock;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.LocalFileSystem;
 import org.apache.hadoop.fs.Path;
@@ -81,6 +82,10 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static volatile String leaseFile;
     private static volatile String token;
     private static volatile Configuration leaseConf;
+    // The run's journal folder and this driver's attempt: a later attempt's segment there fences
+    // too (under submit --deploy-mode cluster, YARN's next attempt runs under the same token).
+    private static volatile String journalDir;
+    private static volatile int attempt;
 
     private final String jobId;
     private final String path;
@@ -148,10 +153,17 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         return null;
     }
 
+    /** Also refuse job commits once a later attempt than {@code number} has a segment in {@code journal}. */
+    public static synchronized void armAttempt(String journal, int number) {
+        journalDir = journal;
+        attempt = number;
+    }
+
     public static synchronized void disarm() {
         leaseFile = null;
         token = null;
         leaseConf = null;
+        journalDir = null;
     }
 
     public static boolean armed() {
@@ -193,12 +205,49 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
             return held;  // storage unreachable: cannot tell, and Python's own checks report the outage
         }
         if (expected.equals(holder)) {
-            return held;
+            int later;
+            try {
+                later = laterAttempt(journalDir, attempt, conf);
+            } catch (IOException error) {
+                return held;  // cannot tell
+            }
+            if (later == 0) {
+                return held;
+            }
+            held.close();
+            throw new IllegalStateException(REFUSED + " (attempt " + later + " of the run has started)");
         }
         held.close();
         throw new IllegalStateException(REFUSED + " (" + file + " now holds "
                                         + (holder == null ? "no lease" : "the token " + holder)
                                         + "): another submit or resume took the run over");
+    }
+
+    /** The latest attempt with a segment in {@code journal} when it is later than {@code mine}, else 0. */
+    static int laterAttempt(String journal, int mine, Configuration conf) throws IOException {
+        if (journal == null) {
+            return 0;
+        }
+        Path folder = new Path(journal);
+        FileStatus[] found;
+        try {
+            found = folder.getFileSystem(conf).listStatus(folder);
+        } catch (FileNotFoundException gone) {
+            return 0;
+        }
+        int latest = 0;
+        for (FileStatus status : found) {
+            String name = status.getPath().getName();  // <attempt:04d>-<writer>-<segment:06d>.jsonl
+            int dash = name.indexOf('-');
+            if (dash >= 4 && name.endsWith(".jsonl")) {
+                try {
+                    latest = Math.max(latest, Integer.parseInt(name.substring(0, dash)));
+                } catch (NumberFormatException notASegment) {
+                    // another file: not an attempt's
+                }
+            }
+        }
+        return latest > mine ? latest : 0;
     }
 
     /** The lock beside a lease on local disk, waited for; Held.NOTHING on any other store. */

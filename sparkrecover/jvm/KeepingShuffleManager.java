@@ -148,7 +148,11 @@ public class KeepingShuffleManager extends SortShuffleManager {
             line.append(",\"spark_shuffle\":").append(shuffleId);
             appendStage(line, stage);
             line.append(",\"maps\":").append(numMaps).append(",\"reduces\":").append(numReduces)
-                .append(",\"reused\":").append(reusedCount);
+                .append(",\"reused\":").append(reusedCount)
+                .append(",\"time_ms\":").append(System.currentTimeMillis());
+            // The script is part of the identity: the command line can tell before a resume
+            // that an edited script plans none of these shuffles again.
+            SparkRecoverListener.string(line.append(",\"script\":"), conf.get(SCRIPT, ""));
             if (why[0] != null) {
                 SparkRecoverListener.string(line.append(",\"reuse_refused\":"), why[0]);
             }

@@ -4,8 +4,8 @@
  *
  * SHA-256 over: the Spark version; the script's digest (plans name Python functions, never their
  * bodies); the settings that change the bytes written (compression codec and switches, serializer);
- * the canonicalized optimized plan of the SQL execution the shuffle belongs to (exprIds
- * normalized, so per-application ids drop out); the map-side RDD graph down to its leaves (RDD
+ * the canonicalized optimized plan of the SQL execution the shuffle belongs to, inner plans (a
+ * cached relation's) canonicalized too, so no per-application id is in it (planText); the map-side RDD graph down to its leaves (RDD
  * classes and partition counts, each file slice: path, start, length, size, modification time;
  * each range slice; each upstream shuffle's identity and the partition specs adaptive execution
  * read it with); the partitioner's class and partition count; the dependency's ordering,
@@ -14,8 +14,9 @@
  *
  * Anything it cannot see is a refusal, never a guess: a shuffle outside a SQL execution, a plan
  * Spark calls non-deterministic, an INDETERMINATE map stage, a range partitioning (its bounds are
- * sampled per application), a leaf that is neither a file scan nor a range, an upstream shuffle
- * without identity, a reflective step that fails on this Spark version.
+ * sampled per application; every shuffle of such a query when its own partitioner cannot be
+ * found), a leaf that is neither a file scan nor a range, an upstream shuffle without identity, a
+ * reflective step that fails on this Spark version.
  *
  * Scala collections are only walked through scala.collection.Iterable and called by reflection,
  * because their classes differ between Scala 2.12 and 2.13.
@@ -40,6 +41,11 @@ import org.apache.spark.rdd.RDD;
 final class ShuffleIdentity {
     static final String EXECUTION_ID = "spark.sql.execution.id";
     static final int MAX_VALUES_PER_SLICE = 100000;
+    static final int MAX_FIELDS = 1000;
+    static final int MAX_PLAN_DEPTH = 2000;
+    /** Ids a node prints that are new with every copy of it: exchanges' and subqueries' plan ids, codegen stages. */
+    private static final java.util.regex.Pattern PER_NODE_IDS =
+        java.util.regex.Pattern.compile(" ?\\[plan_id=\\d+\\]| ?\\[id=#\\d+\\]|\\*\\(\\d+\\) ");
     /** Partition-spec accessors of adaptive execution's shuffle readers (sizes left out: they vary). */
     private static final String[] SPEC_FIELDS = {
         "startReducerIndex", "endReducerIndex", "reducerIndex", "startMapIndex", "endMapIndex",
@@ -80,19 +86,21 @@ final class ShuffleIdentity {
         if (!Boolean.TRUE.equals(call(optimized, "deterministic"))) {
             throw new Refused("the query is not deterministic (rand(), uuid(), a non-deterministic UDF, ...)");
         }
-        String physical = String.valueOf(call(queryExecution, "executedPlan")).toLowerCase(java.util.Locale.ROOT);
-        if (physical.contains("rangepartitioning")) {
-            throw new Refused("the query partitions by range (orderBy, repartitionByRange): "
-                              + "its bounds are sampled anew by each application");
-        }
         RDD<?> rdd = dependency.rdd();
+        Object partitioner = capturedPartitioner(rdd);
+        String physical = String.valueOf(call(queryExecution, "executedPlan")).toLowerCase(java.util.Locale.ROOT);
+        if (partitioner instanceof org.apache.spark.RangePartitioner
+            || (partitioner == null && physical.contains("rangepartitioning"))) {
+            throw new Refused("Spark shuffle " + dependency.shuffleId() + " partitions by range (orderBy, "
+                              + "repartitionByRange, a window's sort): its bounds are sampled anew by each application");
+        }
         String level = String.valueOf(call(rdd, "outputDeterministicLevel"));
         if ("INDETERMINATE".equals(level)) {
             throw new Refused("the map stage is INDETERMINATE (a round-robin repartition() after a shuffle, "
                               + "or another order-sensitive step): its rows may land elsewhere when run again");
         }
         StringBuilder text = new StringBuilder(4096);
-        text.append("sparkrecover-shuffle-identity v1\n");
+        text.append("sparkrecover-shuffle-identity v2\n");
         text.append("spark ").append(context.version()).append('\n');
         text.append("script ").append(script).append('\n');
         for (String key : new String[] {
@@ -101,15 +109,104 @@ final class ShuffleIdentity {
         }) {
             text.append(key).append('=').append(conf.get(key, "")).append('\n');
         }
-        text.append("plan\n").append(String.valueOf(call(optimized, "canonicalized"))).append('\n');
+        text.append("plan\n").append(planText(optimized));
         text.append("partitioner ").append(dependency.partitioner().getClass().getName())
             .append(' ').append(dependency.partitioner().numPartitions()).append('\n');
+        if (partitioner != null) {
+            text.append("rows partitioned by ").append(partitioner.getClass().getName()).append('\n');
+        }
         text.append("serializer ").append(dependency.serializer().getClass().getName()).append('\n');
         text.append("ordering ").append(dependency.keyOrdering().isDefined())
             .append(" aggregator ").append(dependency.aggregator().isDefined())
             .append(" combine ").append(dependency.mapSideCombine()).append('\n');
         walk(rdd, text, upstream, new IdentityHashMap<Object, Boolean>());
         return sha256(text.toString());
+    }
+
+    /**
+     * The canonicalized plan as text, with nothing per application in it. Spark's own tree string
+     * prints a node's inner plans as they are: a cached relation's physical plan (InMemoryRelation)
+     * keeps this application's expression ids and plan ids, which shift whenever anything before it
+     * made plans (a schema inferred in one attempt and reused in the next, another query), and its
+     * adaptive plan prints how far its stages have run. So each inner plan is canonicalized too (an
+     * adaptive plan's canonical form is the plan it started from), and the ids exchanges and
+     * subqueries print (new with every copy of a node) are left out.
+     */
+    static String planText(Object plan) throws Refused {
+        StringBuilder text = new StringBuilder(4096);
+        appendTree(call(plan, "canonicalized"), 0, text);
+        return PER_NODE_IDS.matcher(text).replaceAll("");
+    }
+
+    private static void appendTree(Object node, int depth, StringBuilder text) throws Refused {
+        if (depth > MAX_PLAN_DEPTH) {
+            throw new Refused("its query plan is too deep to identify");
+        }
+        text.append(depth).append(' ').append(simpleString(node)).append('\n');
+        for (Object inner : iterable(call(node, "innerChildren"))) {
+            text.append(depth + 1).append(" inner\n");
+            appendTree(call(inner, "canonicalized"), depth + 1, text);
+        }
+        for (Object child : iterable(call(node, "children"))) {
+            appendTree(child, depth + 1, text);
+        }
+    }
+
+    private static String simpleString(Object node) throws Refused {
+        try {
+            Method method = node.getClass().getMethod("simpleString", int.class);
+            return String.valueOf(method.invoke(node, MAX_FIELDS));
+        } catch (ReflectiveOperationException | RuntimeException | LinkageError error) {
+            throw new Refused("Spark internals differ on this version (" + node.getClass().getName()
+                              + ".simpleString): " + error);
+        }
+    }
+
+    /**
+     * The Partitioner that chooses each row's reduce partition, or null when it cannot be found.
+     * A SQL shuffle's dependency carries only a PartitionIdPassthrough: the partitioner itself is
+     * captured by the map side's function (ShuffleExchangeExec.prepareShuffleDependency), a
+     * MapPartitionsRDD whose function wraps the one that captured it. Null (not found) makes a
+     * query that partitions by range anywhere refuse every shuffle: only a partitioner seen to be
+     * another kind clears one shuffle of such a query.
+     */
+    static Object capturedPartitioner(RDD<?> rdd) {
+        try {
+            Object function = fieldOfType(rdd, scala.Function3.class, "f");
+            return function == null ? null : capturedPartitioner(function, 0, new IdentityHashMap<Object, Boolean>());
+        } catch (RuntimeException | LinkageError error) {
+            return null;
+        }
+    }
+
+    private static Object capturedPartitioner(Object value, int depth, IdentityHashMap<Object, Boolean> seen) {
+        if (value == null || depth > 4 || seen.put(value, Boolean.TRUE) != null) {
+            return null;
+        }
+        if (value instanceof org.apache.spark.Partitioner) {
+            return value;
+        }
+        if (!(value instanceof scala.Function0 || value instanceof scala.Function1 || value instanceof scala.Function2
+              || value instanceof scala.Function3)) {
+            return null;  // only what closures capture is searched, not the objects they reach
+        }
+        for (Class<?> cls = value.getClass(); cls != null && cls != Object.class; cls = cls.getSuperclass()) {
+            for (Field field : cls.getDeclaredFields()) {
+                if (java.lang.reflect.Modifier.isStatic(field.getModifiers()) || field.getType().isPrimitive()) {
+                    continue;
+                }
+                try {
+                    field.setAccessible(true);
+                    Object found = capturedPartitioner(field.get(value), depth + 1, seen);
+                    if (found != null) {
+                        return found;
+                    }
+                } catch (ReflectiveOperationException | RuntimeException error) {
+                    // an inaccessible capture is not the one
+                }
+            }
+        }
+        return null;
     }
 
     /** The identity: the digest and its ordinal among equal digests of one execution. */

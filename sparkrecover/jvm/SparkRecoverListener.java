@@ -48,6 +48,15 @@ import org.apache.spark.scheduler.TaskInfo;
 public final class SparkRecoverListener extends SparkListener {
     /** The local property the Python API sets around each pipeline stage (runtime.STAGE_PROPERTY). */
     public static final String STAGE_PROPERTY = "sparkrecover.stage";
+    /**
+     * The local property the stage lifecycle sets while a stage does its work, after its
+     * stage.started (driver/stages.py): only a result task of a job started then is a write's
+     * task. Jobs a stage runs before (probing a write's partitions, adaptive execution's
+     * broadcasts and map stages) commit nothing.
+     */
+    public static final String WRITING_PROPERTY = "sparkrecover.writing";
+    /** The partitions a resumed write keeps, comma-separated: their tasks run empty and compute nothing. */
+    public static final String KEPT_PROPERTY = "sparkrecover.writing.kept";
 
     /** Past this much undrained output (nobody is draining) new lines are counted, not kept. */
     static final int MAX_PENDING_CHARS = 16 << 20;
@@ -70,6 +79,8 @@ public final class SparkRecoverListener extends SparkListener {
     private final Map<Integer, String> stageOfJob = bounded();
     private final Map<Integer, String> stageOfSparkStage = bounded();
     private final Map<Integer, Integer> jobOfSparkStage = bounded();  // jobs inside a pipeline stage only
+    // Spark stages of jobs a stage's work started (WRITING_PROPERTY) -> the partitions the write keeps.
+    private final Map<Integer, java.util.Set<Integer>> keptOfWritingStage = bounded();
     private final Map<Long, Tally> tallies = bounded();
     // Task ends that arrive after their stage attempt completed (tasks killed once the attempt
     // was decided) would otherwise open a tally that never closes.
@@ -220,6 +231,10 @@ public final class SparkRecoverListener extends SparkListener {
         try {
             StageInfo info = event.stageInfo();
             stageOfSparkStage.put(info.stageId(), stageOf(event.properties()));
+            java.util.Set<Integer> kept = keptOf(event.properties());
+            if (kept != null) {
+                keptOfWritingStage.put(info.stageId(), kept);
+            }
             long key = key(info.stageId(), info.attemptNumber());
             if (!tallies.containsKey(key)) {
                 tallies.put(key, new Tally());
@@ -264,6 +279,7 @@ public final class SparkRecoverListener extends SparkListener {
             line.append(",\"spark_stage\":").append(info.stageId())
                 .append(",\"spark_attempt\":").append(info.attemptNumber());
             field(line, "stage", stageOfSparkStage.remove(info.stageId()));
+            keptOfWritingStage.remove(info.stageId());
             field(line, "name", info.name());
             line.append(",\"tasks\":").append(info.numTasks())
                 .append(",\"completed_tasks\":").append(tally.completed)
@@ -294,12 +310,14 @@ public final class SparkRecoverListener extends SparkListener {
     /**
      * A write's task whose output the commit coordination accepted (docs/design.md §4a). A
      * successful result task of a write has committed: a task denied the commit ends as
-     * TaskCommitDenied. Only for jobs run inside a pipeline stage; other jobs' tasks are not worth
-     * a line each.
+     * TaskCommitDenied. Only for jobs a pipeline stage's work started (WRITING_PROPERTY): other
+     * jobs' result tasks (a probe's, a broadcast's) committed nothing, and a kept partition's task
+     * computed nothing.
      */
     private void taskCommitted(SparkListenerTaskEnd event) {
         String stage = stageOfSparkStage.get(event.stageId());
-        if (stage == null) {
+        java.util.Set<Integer> kept = keptOfWritingStage.get(event.stageId());
+        if (stage == null || kept == null) {
             return;
         }
         TaskInfo info = event.taskInfo();
@@ -308,6 +326,9 @@ public final class SparkRecoverListener extends SparkListener {
         int partition = info == null ? -1 : info.partitionId();
         if (partition < 0 && info != null) {
             partition = info.index();
+        }
+        if (kept.contains(partition)) {
+            return;  // a kept partition's task ran empty: its rows were committed by an earlier attempt
         }
         StringBuilder line = start("task.committed");
         field(line, "stage", stage);
@@ -422,6 +443,21 @@ public final class SparkRecoverListener extends SparkListener {
 
     private static String stageOf(Properties properties) {
         return properties == null ? null : properties.getProperty(STAGE_PROPERTY);
+    }
+
+    /** The partitions a writing job keeps (empty when none); null for a job no stage's work started. */
+    private static java.util.Set<Integer> keptOf(Properties properties) {
+        if (properties == null || properties.getProperty(WRITING_PROPERTY) == null) {
+            return null;
+        }
+        java.util.Set<Integer> kept = new java.util.HashSet<Integer>();
+        String listed = properties.getProperty(KEPT_PROPERTY, "");
+        for (String item : listed.split(",")) {
+            if (!item.trim().isEmpty()) {
+                kept.add(Integer.valueOf(item.trim()));
+            }
+        }
+        return kept;
     }
 
     private static long millisBetween(scala.Option<Object> from, scala.Option<Object> to) {

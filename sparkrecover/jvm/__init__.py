@@ -41,6 +41,11 @@ DEFAULT_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopM
 KEPT_DIR_CONF = "sparkrecover.kept.dir"
 KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
 
+# Spark local properties the listener reads from a job: set by the stage lifecycle while a stage
+# does its work (driver/stages.py), and the partitions a resumed write keeps (driver/taskresume.py).
+WRITING_PROPERTY = "sparkrecover.writing"
+KEPT_PROPERTY = "sparkrecover.writing.kept"
+
 # What KeepingShuffleManager reads from the SparkConf (set by submit: launch/shuffles.py).
 SHUFFLE_DIR_CONF = "spark.sparkrecover.shuffle.dir"
 SHUFFLE_MODE_CONF = "spark.sparkrecover.shuffle.mode"

@@ -8,20 +8,18 @@ up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` arou
 from __future__ import annotations
 
 import os
-import platform
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from sparkrecover import __version__
-from sparkrecover.errors import UsageError
-from sparkrecover.journal import JournalWriter, reader
+from sparkrecover.errors import SparkRecoverError, UsageError
+from sparkrecover.journal import JournalWriter, reader, redact, runinfo
 from sparkrecover.journal import events as ev
+from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import launcher, redact, shuffles
+from sparkrecover.launch import launcher, shuffles
 from sparkrecover.rundir import keep, plans, runs, storage
-from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir.plans import KeptShuffle
 
 if TYPE_CHECKING:
     from sparkrecover.launch.listener_jar import ListenerJar
@@ -43,21 +41,19 @@ class LaunchSpec:
     keep_shuffles: str = shuffles.DEFAULT_MODE
 
     def run_started_payload(self) -> dict[str, Any]:
-        return {
-            "app": os.path.abspath(os.path.join(self.cwd, self.submit_args.app)),
-            "app_args": redact.redact_args(self.submit_args.app_args),
-            "spark_submit_args": redact.redact_args(self.submit_args.options),
-            "spark_submit": self.spark_submit,
-            "cwd": self.cwd,
-            "user": leases.user_name(),
-            "host": socket.gethostname(),
-            "flush_interval": self.flush_interval,
-            "buffer_size": self.buffer_size,
-            "checksums": self.checksums,
-            "checkpoint_root": self.checkpoint_root,
-            "keep_shuffles": self.keep_shuffles,
-            "versions": {"sparkrecover": __version__, "python": platform.python_version()},
-        }
+        return runinfo.run_started(
+            app=self.submit_args.app,
+            app_args=self.submit_args.app_args,
+            spark_submit_args=self.submit_args.options,
+            spark_submit=self.spark_submit,
+            cwd=self.cwd,
+            flush_interval=self.flush_interval,
+            buffer_size=self.buffer_size,
+            checksums=self.checksums,
+            checkpoint_root=self.checkpoint_root,
+            keep_shuffles=self.keep_shuffles,
+            started_by=runinfo.BY_SUBMIT,
+        )
 
     @classmethod
     def from_run_started(
@@ -142,12 +138,70 @@ def _warn_spark_connect(run_id: str, args: launcher.SubmitArgs, warn: Callable[[
         )
 
 
+@dataclass
+class BootstrapLaunch:
+    """The spark-submit command line that runs the application under the bootstrap, and what
+    went into it: built once, for ``submit``/``resume`` and for ``spark-submit-args``."""
+
+    command: list[str]  # spark-submit <options> …/driver/bootstrap.py <its args> -- app.py <args>
+    bootstrap_args: list[str]
+    keeping: shuffles.Setup
+    jar: str | None
+
+
+def bootstrap_launch(
+    run_dir: str,
+    run_id: str,
+    spec: LaunchSpec,
+    *,
+    attempt: int | None = None,
+    plan_url: str | None = None,
+    reuse: list[KeptShuffle] | None = None,
+    lease_token: str | None = None,
+    notify: Callable[[str], None] = lambda message: None,
+) -> BootstrapLaunch:
+    """The command line of one attempt, or (no ``attempt``, no token: ``spark-submit-args``) of a
+    driver that decides its attempt from the journal and takes the lease itself."""
+    bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id]
+    if attempt is not None:
+        bootstrap_args += ["--attempt", str(attempt)]
+    bootstrap_args += ["--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
+    if lease_token:
+        bootstrap_args += ["--lease-token", lease_token]  # the driver fences itself on it
+    if spec.checksums:
+        bootstrap_args += ["--checksums"]
+    if spec.checkpoint_root:
+        bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
+    if plan_url is not None:
+        bootstrap_args += ["--plan", plan_url]
+    built = _listener_jar(spec.spark_submit, notify)
+    jar = built.path
+    bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
+    keeping = shuffles.setup(
+        spec.submit_args,
+        run_dir,
+        spec.keep_shuffles,
+        jar=jar,
+        spark_version=built.spark_version,
+        reuse=reuse,
+        attempt=attempt or 1,
+    )
+    submit_args = launcher.SubmitArgs(
+        [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
+    )
+    command = launcher.bootstrap_command(
+        spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
+    )
+    return BootstrapLaunch(command, bootstrap_args, keeping, jar)
+
+
 def run_attempt(
     run_dir: str,
     run_id: str,
     attempt: int,
     spec: LaunchSpec,
     *,
+    started_by: str,
     plan: plans.Plan | None = None,
     first: bool = False,
     lease_token: str | None = None,
@@ -162,50 +216,25 @@ def run_attempt(
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
     launcher.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
     _warn_spark_connect(run_id, spec.submit_args, warn or notify)
-    bootstrap_args = [
-        "--run-dir",
-        run_dir,
-        "--run-id",
-        run_id,
-        "--attempt",
-        str(attempt),
-        "--flush-interval",
-        str(spec.flush_interval),
-        "--buffer-size",
-        str(spec.buffer_size),
-    ]
-    if lease_token:
-        bootstrap_args += ["--lease-token", lease_token]  # the driver fences itself on it
-    if spec.checksums:
-        bootstrap_args.append("--checksums")
-    if spec.checkpoint_root:
-        bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
+    plan_url = None
     if plan is not None:
         # Written before the launch: the driver reads it as it starts. A launch that fails leaves
         # it for the next attempt of the same number to overwrite.
         plan_url = runs.plan_url(run_dir, attempt)
         storage.write_atomic(plan_url, plans.encode(plan))
-        bootstrap_args += ["--plan", plan_url]
-    built = _listener_jar(spec.spark_submit, notify)
-    jar = built.path
-    bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
-    keeping = shuffles.setup(
-        spec.submit_args,
+    launch = bootstrap_launch(
         run_dir,
-        spec.keep_shuffles,
-        jar=jar,
-        spark_version=built.spark_version,
-        reuse=plan.shuffles if plan else None,
+        run_id,
+        spec,
         attempt=attempt,
+        plan_url=plan_url,
+        reuse=plan.shuffles if plan else None,
+        lease_token=lease_token,
+        notify=notify,
     )
+    command, keeping = launch.command, launch.keeping
     if keeping.tell and keeping.reason is not None:
         (warn or notify)(keeping.reason)
-    submit_args = launcher.SubmitArgs(
-        [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
-    )
-    command = launcher.bootstrap_command(
-        spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
-    )
     writers: list[JournalWriter] = []
 
     def journal_start(_pid: int) -> None:
@@ -215,7 +244,7 @@ def run_attempt(
         writers.append(writer)
         if first:
             writer.emit(ev.RUN_STARTED, **spec.run_started_payload())
-        writer.emit(ev.ATTEMPT_STARTED, pid=os.getpid(), command=redact.redact_args(command))
+        writer.emit(ev.ATTEMPT_STARTED, **runinfo.attempt_started(command, started_by))
         if keeping.reason is not None:
             writer.emit(ev.SHUFFLE_UNSUPPORTED, reason=keeping.reason, stage=None, spark_shuffle=None)
         if plan is not None:
@@ -235,16 +264,37 @@ def run_attempt(
             started=journal_start,
             stdout_to_stderr=stdout_to_stderr,
         )
-        writers[0].emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
+        later = _latest_attempt(run_dir, attempt)
+        if later > attempt:
+            # While spark-submit waited, the cluster restarted the driver (YARN's next application
+            # attempt), which journaled itself as a later attempt: spark-submit's code is the
+            # application's, not this attempt's, whose driver stopped (its driver.ended says how).
+            writers[0].emit(
+                ev.ATTEMPT_ENDED, exit_code=None, signal=None, continued_by=later, application_exit_code=code
+            )
+            notify(
+                f"the driver of attempt {attempt} stopped and the cluster restarted it: attempt {later} "
+                f"carried the run on (exit {code})"
+            )
+        else:
+            writers[0].emit(ev.ATTEMPT_ENDED, exit_code=code, signal=code - 128 if code > 128 else None)
     finally:
         for writer in writers:
             writer.close()
-    _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
+    if later <= attempt:
+        _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
     if keeping.reason is not None and spec.keep_shuffles != "auto":
         (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
     if code == 0 and keep.remove(run_dir):
         notify("removed the kept shuffle map outputs: the run succeeded")
     return code
+
+
+def _latest_attempt(run_dir: str, attempt: int) -> int:
+    try:
+        return latest_attempt(run_dir)
+    except (SparkRecoverError, OSError):  # the journal's storage: the driver's own warnings tell
+        return attempt
 
 
 def _report_journal_health(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
 from sparkrecover.jvm import EXECUTOR_CLASS_PATH_CONF, LISTENER_CLASS, LISTENERS_CONF, PLUGINS_CONF
+from sparkrecover.launch import spark_log
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
 OPTIONS_WITH_VALUE = frozenset(
@@ -368,15 +369,34 @@ def _read_properties(path: str) -> dict[str, str]:
     return values
 
 
-def child_environment(parsed: SubmitArgs) -> dict[str, str]:
-    """The driver must import sparkrecover: in client mode run it with this Python unless the
-    user chose one; for local masters the workers use it too (same machine, same packages)."""
-    env = dict(os.environ)
+# The Python a driver or its local workers run on: Spark's setting, and the variable it also reads.
+PYTHON_SETTINGS = {"spark.pyspark.driver.python": "PYSPARK_DRIVER_PYTHON", "spark.pyspark.python": "PYSPARK_PYTHON"}
+
+
+def python_settings(parsed: SubmitArgs) -> dict[str, str]:
+    """The driver must import sparkrecover: in client mode it runs on this Python unless the user
+    chose one; for local masters the workers do too (same machine, same packages)."""
+    found = {}
     if parsed.deploy_mode == "client" and not parsed.conf("spark.pyspark.driver.python"):
-        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        found["spark.pyspark.driver.python"] = sys.executable
         master = parsed.master or "local[*]"
         if master.startswith("local") and not parsed.conf("spark.pyspark.python"):
-            env.setdefault("PYSPARK_PYTHON", sys.executable)
+            found["spark.pyspark.python"] = sys.executable
+    return found
+
+
+def child_environment(parsed: SubmitArgs) -> dict[str, str]:
+    """The environment of a spark-submit this process runs: ``python_settings`` as the variables
+    Spark reads, unless the user set them. In client mode the driver logs warnings only, unless
+    the user configured its logging (``spark_log``)."""
+    env = dict(os.environ)
+    for key, python in python_settings(parsed).items():
+        env.setdefault(PYTHON_SETTINGS[key], python)
+    java_options = " ".join(
+        filter(None, [parsed.option("--driver-java-options"), parsed.conf("spark.driver.extraJavaOptions")])
+    )
+    if parsed.deploy_mode == "client" and not spark_log.user_configured(java_options, env):
+        spark_log.with_quiet_driver_log(env)
     return env
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from sparkrecover.core import runstate
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, LeaseLostError, SparkRecoverError, UsageError
+from sparkrecover.journal import runinfo
 from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import attempts, launcher, shuffles
 from sparkrecover.planning import reading
@@ -55,6 +56,7 @@ class ResumeOptions:
     app_args_now: list[str] | None = None
     # --json: the application's stdout goes to stderr, so that stdout holds one JSON document.
     stdout_to_stderr: bool = False
+    command: str = runinfo.BY_RESUME  # the command that launches the attempts (attempt.started)
 
 
 def submit(
@@ -93,9 +95,10 @@ def submit(
         max_attempts=max_attempts,
         app_args_now=parsed.app_args,
         stdout_to_stderr=stdout_to_stderr,
+        command=runinfo.BY_SUBMIT,
     )
     if runs.has_journal(run_dir):
-        return resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan, resuming=True)
+        return resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
     spec = attempts.LaunchSpec(
         spark_submit=launcher.find_spark_submit(spark_submit),
         submit_args=parsed,
@@ -114,6 +117,7 @@ def submit(
             1,
             spec,
             first=True,
+            started_by=runinfo.BY_SUBMIT,
             notify=notify,
             warn=warn,
             lease_token=lease.token,
@@ -174,11 +178,11 @@ def resume(
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
     progress: Callable[[int], None] | None = None,
-    resuming: bool = False,
 ) -> Outcome:
     """Plan and launch the next attempt under the run's lease (the run read after taking it, so
     no other process can have moved it on in between), then retry as ``max_attempts`` allows.
-    ``resuming``: ``submit`` of a run that exists, which says so (and has nothing to rerun)."""
+    Given by ``submit`` (of a run that exists), it says so, and has nothing to rerun."""
+    resuming = options.command == runinfo.BY_SUBMIT
     with _lease(run_dir, run_id, notify) as lease:
         state = read_run(run_dir, run_id, from_scratch=options.from_scratch, warn=notify, set_aside=True)
         first = next_attempt(run_dir)
@@ -225,6 +229,7 @@ def _launch(
         plan.attempt,
         spec,
         plan=plan.document(),
+        started_by=options.command,
         notify=notify,
         warn=warn,
         lease_token=lease.token,

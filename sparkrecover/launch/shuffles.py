@@ -89,7 +89,7 @@ def setup(
         SHUFFLE_SCRIPT_CONF: staleness.script_digest(parsed.app, storage.read_bytes),
     }
     if reuse:
-        confs[SHUFFLE_REUSE_CONF] = write_reuse_file(folder, attempt, reuse)
+        confs[SHUFFLE_REUSE_CONF] = keep.write_reuse_list(run_dir, attempt, reuse)
     options: list[str] = []
     for key, value in confs.items():
         options += ["--conf", f"{key}={value}"]
@@ -172,24 +172,3 @@ def _existing(path: str) -> str:
             break
         path = parent
     return path or "/"
-
-
-def write_reuse_file(folder: str, attempt: int, reuse: list[KeptShuffle]) -> str:
-    """The plan's validated kept map outputs, one tab-separated line each, for the JVM, in the
-    keep folder (where a driver on a cluster reads it); returns its name there."""
-    name = f"reuse-{attempt:04d}.tsv"
-    lines = []
-    for shuffle in reuse:
-        for output in shuffle.maps:
-            fields = (
-                shuffle.shuffle,
-                output.map,
-                output.path,
-                output.data_bytes,
-                output.index_bytes,
-                output.records,
-                output.row_bytes,
-            )
-            lines.append("\t".join(str(item) for item in fields))
-    storage.write_atomic(storage.join(folder, name), ("\n".join(lines) + "\n").encode())
-    return name

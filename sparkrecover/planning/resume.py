@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import planner, schema_reuse
+from sparkrecover.core import planner, schema_reuse, staleness
 from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
@@ -91,7 +91,9 @@ def plan_resume(
             )
     decisions = planner.make_plan(state, evidence, rerun=rerun, from_scratch=from_scratch, verified=verified)
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
-    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run_dir), from_scratch=from_scratch)
+    app = state.run.get("app")
+    script = staleness.script_digest(app, storage.read_bytes) if isinstance(app, str) else None
+    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run_dir), from_scratch=from_scratch, script=script)
     return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
 
 

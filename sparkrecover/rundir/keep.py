@@ -14,12 +14,14 @@ a launcher with no command line around.
 
 from __future__ import annotations
 
+import glob
 import os
 import posixpath
 import shutil
 from collections.abc import Callable, Iterable
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.plans import KeptShuffle
 
 FOLDER = "shuffles"  # under the run directory
 # fsspec stores Spark's Hadoop cannot reach (the tests' in-memory root): nothing is kept there.
@@ -100,16 +102,19 @@ def size_reader(run_dir: str) -> Callable[[str], int | None] | None:
 
 
 def remove(run_dir: str) -> bool:
-    """Delete the kept map outputs of a run (it succeeded, or starts from scratch), on any store.
-    True when there was a folder to remove."""
+    """Delete the keep folder of a run (it succeeded, or starts from scratch), on any store. True
+    when it held a kept map output (``<identity>/map-<index>...``): the folder is made before every
+    attempt, and one whose shuffles kept nothing must not be reported as kept outputs removed."""
     found = folder(run_dir)
     if found is None:
         return False
     if storage.is_local(found):
         if not os.path.isdir(found):
             return False
+        kept = bool(glob.glob(os.path.join(glob.escape(found), "*", "map-*")))
         shutil.rmtree(found, ignore_errors=True)
-        return True
+        return kept
+    kept = any(_holds_map_output(relative) for relative in _files(found))
     fs, path = storage.filesystem(found)
     with storage.guard(found, "removing the kept shuffle files"):
         try:
@@ -117,7 +122,40 @@ def remove(run_dir: str) -> bool:
         except FileNotFoundError:
             return False
     fs.invalidate_cache(path)
-    return True
+    return kept
+
+
+def _holds_map_output(relative: str) -> bool:
+    """Whether a file (path relative to the keep folder) belongs to a kept map output."""
+    parts = relative.split("/")
+    return len(parts) >= 3 and parts[1].startswith("map-")
+
+
+def write_reuse_list(run_dir: str, attempt: int, reuse: list[KeptShuffle]) -> str:
+    """The plan's validated kept map outputs for the JVM (``spark.sparkrecover.shuffle.reuse``),
+    one tab-separated line each, in the keep folder (made if missing, on any store: a driver on a
+    cluster reads it there); returns its name in the keep folder, which is how the JVM finds it.
+    Written by the command line before it launches a resumed attempt, or by a driver a launcher
+    restarted."""
+    found = create(run_dir)
+    if found is None:
+        raise ValueError(f"the run directory {run_dir} keeps no map outputs: Spark cannot reach it")
+    name = f"reuse-{attempt:04d}.tsv"
+    lines = []
+    for shuffle in reuse:
+        for output in shuffle.maps:
+            fields = (
+                shuffle.shuffle,
+                output.map,
+                output.path,
+                output.data_bytes,
+                output.index_bytes,
+                output.records,
+                output.row_bytes,
+            )
+            lines.append("\t".join(str(item) for item in fields))
+    storage.write_atomic(storage.join(found, name), ("\n".join(lines) + "\n").encode())
+    return name
 
 
 def sweep(run_dir: str, named: Iterable[str]) -> list[str]:

@@ -178,22 +178,6 @@ def _conditional(url: str) -> bool:
     return storage.scheme_of(url) in ("s3", "s3a")
 
 
-def _precondition_failed(error: BaseException | None) -> bool:
-    """A 412 (or 409) of a conditional PUT, however s3fs wrapped botocore's error."""
-    seen = 0
-    while error is not None and seen < 5:
-        text = str(error)
-        if (
-            isinstance(error, FileExistsError)
-            or "PreconditionFailed" in text
-            or "pre-conditions" in text
-            or "ConditionalRequestConflict" in text
-        ):
-            return True
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return False
-
-
 class Lease:
     def __init__(self, run_dir: str, run_id: str, ttl: float | None = None):
         self.url = storage.join(run_dir, LEASE_FILE)
@@ -304,7 +288,7 @@ class Lease:
         try:
             response = fs.pipe_file(path, data, **condition)
         except Exception as error:
-            if _precondition_failed(error):
+            if storage.precondition_failed(error):
                 return False
             with storage.guard(self.url, "write the lease"):
                 raise

@@ -241,3 +241,55 @@ def exists(url: str) -> bool:
     with guard(url, "look up"):
         fs.invalidate_cache(path)
         return fs.exists(path)
+
+
+def create_new(url: str, data: bytes) -> bool:
+    """Create ``url`` holding ``data`` unless it exists; False when it does. One step where the
+    store can do it: an exclusive create on local disk, a PUT with ``If-None-Match: *`` on S3.
+    Elsewhere a look and then a write: two processes in the same instant could both create it
+    (docs/launchers.md says what guards a run there)."""
+    if is_local(url):
+        path = normalize(url)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return True
+    fs, path = filesystem(url)
+    if scheme_of(url) in ("s3", "s3a"):
+        try:
+            fs.pipe_file(path, data, mode="create")
+        except Exception as error:
+            if precondition_failed(error):
+                return False
+            with guard(url, "create"):
+                raise
+        fs.invalidate_cache(path)
+        return True
+    if exists(url):
+        return False
+    with guard(url, "create"):
+        fs.pipe_file(path, data)
+    return True
+
+
+def precondition_failed(error: BaseException | None) -> bool:
+    """A 412 (or 409) of a conditional PUT, however s3fs wrapped botocore's error."""
+    seen = 0
+    while error is not None and seen < 5:
+        text = str(error)
+        if (
+            isinstance(error, FileExistsError)
+            or "PreconditionFailed" in text
+            or "pre-conditions" in text
+            or "ConditionalRequestConflict" in text
+        ):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False

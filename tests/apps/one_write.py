@@ -6,7 +6,9 @@ VARIANT: ``overwrite`` (default: Parquet, mode overwrite), ``append`` (appends t
 ``partitioned`` (partitionBy a column), ``shuffled`` (after a round-robin repartition, whose input
 Spark sorts first: UNORDERED), ``checkpoint`` (through ``sr.checkpoint(..., path=OUT)``), ``stage`` (inside
 an ``@sr.stage(outputs=[OUT])`` function), ``pipeline`` (a small checkpoint first, the write as the
-checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages).
+checkpoint ``numbers``, then a ``publish`` stage: a run whose report has several stages),
+``append-then-overwrite`` (1,000 rows appended to ``OUT-log`` first, then the overwrite: a
+restart that appended again would leave 2,000).
 
 Each partition leaves a file in MARKERS when it is computed (its first row, through a Python UDF),
 so a test can count which partitions an attempt computed.
@@ -40,6 +42,9 @@ frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", 
 if os.environ.get("ONE_WRITE_NOTE"):  # another query: what a code change does to the plan
     frame = frame.withColumn("note", F.lit(os.environ["ONE_WRITE_NOTE"]))
 if variant == "overwrite":
+    frame.write.mode("overwrite").parquet(out)
+elif variant == "append-then-overwrite":
+    spark.range(0, 1000, numPartitions=2).write.mode("append").parquet(out + "-log")
     frame.write.mode("overwrite").parquet(out)
 elif variant == "append":
     frame.write.mode("append").parquet(out)

@@ -5,7 +5,8 @@
 INPUT holds ``left/`` (one Parquet file per map partition, ids from ``p * ROWS``) and ``right/``.
 VARIANT: ``agg`` (a groupBy), ``join`` (a sort-merge join of left and right, both sides shuffled,
 then a groupBy), ``two`` (two groupBys: a shuffle reading a shuffle), ``indeterminate`` (a
-round-robin ``repartition()`` after the groupBy: Spark calls that map stage INDETERMINATE).
+round-robin ``repartition()`` after the groupBy: Spark calls that map stage INDETERMINATE), ``sorted``
+(a groupBy, then an orderBy: a shuffle by range after one by hash).
 ``collect`` (default) collects the result and writes it as JSON lines with Python; ``write`` writes
 it with ``df.write.parquet`` (a zero-code stage).
 
@@ -70,6 +71,10 @@ elif variant == "join":
 elif variant == "two":
     first = left.groupBy((F.col("id") % 64).alias("g")).agg(F.count("*").alias("c"), F.sum("id").alias("s"))
     result = first.groupBy((F.col("g") % KEYS).alias("k")).agg(F.sum("c").alias("n"), F.sum("s").alias("total"))
+elif variant == "sorted":
+    # A groupBy, then a sort: the sort's shuffle partitions by range, the groupBy's by hash.
+    grouped = left.groupBy((F.col("id") % KEYS).alias("k")).agg(F.count("*").alias("n"), F.sum("id").alias("total"))
+    result = grouped.orderBy(F.col("total").desc())
 elif variant == "indeterminate":
     # Without the local sort Spark does first by default, a round-robin repartition of UNORDERED
     # rows is order-sensitive: Spark marks its map stage INDETERMINATE.

@@ -84,6 +84,11 @@ def test_completion_offers_the_run_ids_under_the_root(cli, monkeypatch, tmp_path
     assert complete(cli, monkeypatch, "sparkrecover resume n") == []
 
 
+def test_submit_keep_shuffles_completes_its_modes(cli, monkeypatch):
+    assert complete(cli, monkeypatch, "sparkrecover submit --keep-shuffles ") == ["auto", "link", "copy", "off"]
+    assert complete(cli, monkeypatch, "sparkrecover submit --keep-shuffles o") == ["off"]
+
+
 def test_resume_verify_completes_its_levels(cli, monkeypatch):
     assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify ") == ["size", "footer", "checksum"]
     assert complete(cli, monkeypatch, "sparkrecover resume nightly --verify f") == ["footer"]
@@ -171,6 +176,9 @@ def test_usage_lines_say_what_goes_where(cli):
         "inspect": "Usage: sparkrecover inspect [OPTIONS] [RUN]",
         "replay": "Usage: sparkrecover replay [OPTIONS] RUN",
         "report": "Usage: sparkrecover report [OPTIONS] RUN",
+        "spark-submit-args": (
+            "Usage: sparkrecover spark-submit-args [OPTIONS] [--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]"
+        ),
     }
 
 

@@ -216,3 +216,17 @@ def test_the_crash_log_is_private_and_holds_the_redacted_command_line(cli, tmp_p
     assert "hunter2" not in text and "s3cr3t" not in text
     assert "'spark.db.password=*****'" in text and "'--token', '*****'" in text
     assert "RuntimeError: a bug" in text
+
+
+def test_the_exit_code_table_puts_a_root_that_is_a_file_under_the_code_it_exits_with(cli, tmp_path):
+    """docs/commands.md is where a script's author looks the code up: it must say what the CLI does."""
+    (tmp_path / "afile").write_text("")
+    code, _, _ = cli("inspect", "--root", "afile")
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs")
+    with open(os.path.join(docs, "commands.md")) as handle:
+        table = {
+            cells[1].strip(): cells[2]
+            for cells in (line.split("|") for line in handle if line.startswith("| ") and line.count("|") >= 3)
+        }
+    assert "a root that is a file" in table[str(code)]
+    assert all("a root that is a file" not in text for number, text in table.items() if number != str(code))

@@ -147,4 +147,25 @@ def test_inspect_shows_map_progress_per_shuffle_and_the_disk_kept_files_hold(run
         f"kept shuffle files: 1000 B in {os.path.join(run.dir, 'shuffles')} (removed when the run succeeds); "
         "keeping took 3 ms of map tasks' time and 1.5s of background copying"
     ) in " ".join(shown.split())
-    assert "map outputs not kept (attempt 1): the map stage is INDETERMINATE" in shown
+    assert "map outputs not kept (attempt 1, Spark shuffle 1 in b): the map stage is INDETERMINATE" in shown
+
+
+def test_inspect_of_a_succeeded_run_says_its_kept_map_outputs_were_removed(run, cli, tmp_path):
+    run.started("b")
+    run.driver.emit("shuffle.registered", stage="b", shuffle="f" * 32, spark_shuffle=0, maps=2, reduces=2, reused=0)
+    entries = [
+        {"map": i, "path": f"{'f' * 32}/map-{i}", "data_bytes": 10, "index_bytes": 24, "records": 1, "row_bytes": 8}
+        for i in (0, 1)
+    ]
+    run.driver.emit("shuffle.committed", stage="b", shuffle="f" * 32, spark_shuffle=0, maps=entries)
+    for spark_shuffle in (3, 5, 7):  # one reason, three shuffles: said once
+        run.driver.emit("shuffle.unsupported", stage="b", spark_shuffle=spark_shuffle, reason="it reads a JDBC table")
+    run.committed("b").end(0)  # succeeded: the keep folder was removed (there is none here)
+    from tests.helpers import run_cli
+
+    result = run_cli("inspect", "r1", "--root", str(tmp_path / "root"))
+    assert result.returncode == 0, result.stderr
+    assert f"shuffle {'f' * 12}  2/2 map outputs were kept, removed since  in b" in result.stdout
+    assert "kept shuffle files" not in result.stdout
+    refused = [line for line in result.stdout.splitlines() if "map outputs not kept" in line]
+    assert refused == ["  map outputs not kept (attempt 1, Spark shuffles 3, 5, 7 in b): it reads a JDBC table"]

@@ -28,7 +28,10 @@ def test_a_damaged_journal_names_the_file_and_line_and_what_to_do(cli, tmp_path)
     assert (code, out) == (3, "")
     said = " ".join(err.split())
     assert f"{segment}:2: malformed journal line" in said
-    assert "sparkrecover replay r1 --verify" in said and "sparkrecover resume r1 --from-scratch" in said
+    # The hints name the root: without it they would act on a run r1 under the default root.
+    root = tmp_path / "runs"
+    assert f"sparkrecover replay r1 --root {root} --verify" in said
+    assert f"sparkrecover resume r1 --root {root} --from-scratch" in said
     assert "Traceback" not in err
 
 

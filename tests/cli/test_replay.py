@@ -227,8 +227,9 @@ def test_unknown_run_and_corrupt_journal(cli, tmp_path):
         3,
         "",
         "error: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:1: malformed journal line. "
-        "The journal of run nightly is damaged: 'sparkrecover replay nightly --verify' lists every damaged line; "
-        "'sparkrecover resume nightly --from-scratch' sets the damaged segments aside (in journal.damaged/) and runs "
+        "The journal of run nightly is damaged: 'sparkrecover replay nightly --root <tmp>/root "
+        "--verify' lists every damaged line; 'sparkrecover resume nightly --root <tmp>/root --from-scratch' sets the "
+        "damaged segments aside (in journal.damaged/) and runs "
         "every stage again\n",
     )
 

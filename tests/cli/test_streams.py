@@ -96,11 +96,15 @@ def test_resume_json_says_what_each_stage_was_and_what_recovery_saved(tmp_path, 
     assert result.returncode == 0, result.stderr
     document = orjson.loads(result.stdout)
     assert "hello from the app" in result.stderr
+    # The plan skipped a, but the fake application skipped nothing: recovery saved nothing.
     assert (document["run"], document["outcome"], document["exit_code"], document["saved_s"]) == (
         "r1",
         "succeeded",
         0,
-        1.0,
+        0,
+    )
+    assert document["saved"] == (
+        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused"
     )
     assert [(a["attempt"], a["plan"]) for a in document["attempts"]] == [(2, {"skip": 1, "run": 1})]
     assert [(s["stage"], s["decision"], s["outcome"]) for s in document["stages"]] == [
@@ -116,8 +120,8 @@ def test_resume_ends_with_a_summary_on_stderr(tmp_path, talkative):
     assert result.stdout == "hello from the app\n"
     assert result.stderr.splitlines()[-4:] == [
         "run r1: succeeded (exit 0), attempt 2",
-        "stages: 1 skipped, 1 run (of 2)",
-        "recovery saved about 1.0s of work done by earlier attempts",
+        "stages: 0 skipped, 0 run, 2 not reached (of 2)",  # the fake ran nothing of the plan
+        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused",
         "to see the run as a page: sparkrecover report r1 --root runs",
     ]
 
@@ -136,7 +140,11 @@ def test_an_automatic_retry_shows_its_plan_and_the_summary_counts_every_attempt(
     lines = result.stderr.splitlines()
     assert "attempt 1 failed (exit 1); resuming automatically (2 of 2)" in lines
     assert "resume plan for run r1, attempt 2" in lines  # as a manual resume shows it
-    assert lines[-3:-1] == ["run r1: succeeded (exit 0), attempts 1-2", "stages: none recorded"]
+    assert lines[-4:-1] == [
+        "run r1: succeeded (exit 0), attempts 1-2",
+        "stages: none recorded",
+        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused",
+    ]
     assert lines[-1].startswith("to see the run as a page: sparkrecover report r1")
 
 

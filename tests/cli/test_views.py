@@ -4,6 +4,8 @@ drivers (synthetic journals, no Spark; a terminal is a rich Console forced to be
 from __future__ import annotations
 
 import io
+import os
+import re
 
 import orjson
 import pytest
@@ -49,13 +51,43 @@ def test_on_a_terminal_targets_are_relative_to_the_working_folder(tmp_path, term
     assert str(tmp_path) + "/out" not in shown
 
 
+def stage_cells(table: str) -> list[str]:
+    """The stage column's cells of a table, each wrapped line of a cell joined again (without the
+    blanks the wrapping took: compare with ``unspaced``)."""
+    cells: list[str] = []
+    for line in table.splitlines():
+        if line.startswith("│"):
+            text = line.split("│")[1].strip()
+            if cells and cells[-1] and text and not line.split("│")[2].strip():
+                cells[-1] += text  # a continuation line of a name wrapped inside its cell
+            else:
+                cells.append(text)
+    return [unspaced(cell) for cell in cells]
+
+
+def unspaced(text: str) -> str:
+    return "".join(text.split())
+
+
 def test_on_a_pipe_and_in_json_names_are_whole(cli, tmp_path, monkeypatch):
     monkeypatch.delenv("COLUMNS")  # a pipe
     run_with_an_implicit_write(tmp_path)
     _code, out, _ = cli("inspect", "r1", "--root", str(tmp_path / "root"))
-    assert f"│ {implicit(tmp_path)} │" in out
+    assert unspaced(implicit(tmp_path)) in stage_cells(out.split("attempts")[0])
     _code, out, _ = cli("inspect", "r1", "--root", str(tmp_path / "root"), "--json")
     assert [s["stage"] for s in orjson.loads(out)["stages"]] == ["clean", implicit(tmp_path)]
+
+
+def test_a_long_stage_name_wraps_inside_its_cell_instead_of_widening_the_tables(cli, tmp_path, monkeypatch):
+    monkeypatch.delenv("COLUMNS")  # a pipe: tables are not fitted to any width
+    long_name = f"nightly.py:24#1 overwrite {tmp_path}/warehouse/orders/daily-summary-2026-11-24"
+    run = journals.Run(tmp_path / "root").start_attempt()
+    run.done("clean").started(long_name, ["clean"]).end(137, 9)
+    for command in (("inspect", "r1"), ("resume", "r1", "--dry-run")):
+        _code, out, _err = cli(*command, "--root", str(tmp_path / "root"))
+        tables = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+        assert tables and max(len(line) for line in tables) <= 140, (command, out)
+        assert unspaced(long_name) in stage_cells(out.split("attempts")[0]), (command, out)
 
 
 # -- replay ---------------------------------------------------------------------------------------------
@@ -225,3 +257,63 @@ def test_a_follower_of_a_dead_run_gives_up_after_its_grace(tmp_path):
     slept: list[float] = []
     updates = list(watch.follow(reading.WatchedRun(run.dir), run.run_id, sleep=slept.append, interval=0.5, grace=2.0))
     assert updates[-1].ended.startswith("attempt 1 crashed") and sum(slept) == 2.0
+
+
+# -- attempts a launcher restarted ---------------------------------------------------------------------------
+
+
+def test_an_attempt_a_launcher_restarted_is_shown_as_such_everywhere(cli, tmp_path):
+    """A driver YARN or an orchestrator ran again journals its own attempt.started
+    (started_by: launcher); submit's attempt that the cluster continued says so in attempt.ended."""
+    from sparkrecover.journal import JournalWriter
+
+    run = journals.SyntheticRun(tmp_path / "root")
+    run.attempt().done("orders").started("clean", ("orders",))
+    run.driver.close()
+    run.cli.emit("attempt.ended", exit_code=None, signal=None, continued_by=2, application_exit_code=0)
+    run.cli.close()
+    restarted = JournalWriter(run.dir, "nightly", 2, "driver", flush_interval=0)
+    restarted.emit("attempt.started", pid=77, host="node-2", command=["bootstrap.py"], started_by="launcher")
+    restarted.emit("stage.skipped", stage="orders", reason="committed in attempt 1, output verified")
+    restarted.emit("driver.ended", exit_code=0, error=None)
+    restarted.emit("attempt.ended", exit_code=0, signal=None)
+    restarted.close()
+    root = str(tmp_path / "root")
+
+    shown = orjson.loads(cli("inspect", "nightly", "--root", root, "--json")[1])
+    assert [(a["attempt"], a["outcome"], a["started_by"]) for a in shown["attempts"]] == [
+        (1, "crashed", None),
+        (2, "succeeded", "launcher"),
+    ]
+    _code, out, _ = cli("inspect", "nightly", "--root", root)
+    assert "│ 2 (restarted by the launcher) │ succeeded │" in out
+    _code, out, _ = cli("replay", "nightly", "--root", root)
+    assert "restarted by the launcher: driver pid 77 took the next attempt" in out
+    page = str(tmp_path / "page.html")
+    assert cli("report", "nightly", "--root", root, "-o", page)[0] == 0
+    assert "restarted by the launcher · started" in open(page, encoding="utf-8").read()
+
+
+def test_the_first_attempt_a_launcher_started_is_started_not_restarted(cli, tmp_path):
+    """Under a launcher the first driver journals its attempt.started itself too: nothing restarted
+    it, and no view may say so."""
+    from sparkrecover.journal import JournalWriter
+
+    root = str(tmp_path / "root")
+    for attempt, pid in ((1, 76), (2, 77)):
+        driver = JournalWriter(os.path.join(root, "nightly"), "nightly", attempt, "driver", flush_interval=0)
+        driver.emit("attempt.started", pid=pid, host="node-2", command=["bootstrap.py"], started_by="launcher")
+        driver.emit("driver.ended", exit_code=1 if attempt == 1 else 0, error=None)
+        driver.emit("attempt.ended", exit_code=1 if attempt == 1 else 0, signal=None)
+        driver.close()
+
+    _code, out, _ = cli("inspect", "nightly", "--root", root)
+    assert re.search(r"│ 1 \(started by the launcher\) +│ failed", out), out
+    assert re.search(r"│ 2 \(restarted by the launcher\) │ succeeded", out), out
+    _code, out, _ = cli("replay", "nightly", "--root", root)
+    assert "started by the launcher: driver pid 76 took attempt 1" in out
+    assert "restarted by the launcher: driver pid 77 took the next attempt" in out
+    page = str(tmp_path / "page.html")
+    assert cli("report", "nightly", "--root", root, "-o", page)[0] == 0
+    html = open(page, encoding="utf-8").read()
+    assert html.count("restarted by the launcher · started") == 1 and "started by the launcher · started" in html

@@ -173,3 +173,14 @@ def test_a_stage_that_runs_and_reads_a_changed_output_rebuilds_it_and_what_chang
         "c": ("run", "started in attempt 1 but not committed"),
         "b": ("rerun", "upstream a runs again"),
     }
+
+
+def test_a_stage_killed_before_it_started_is_not_planned_as_started(run):
+    """A write runs jobs before its stage.started (its probe, adaptive execution's broadcasts and
+    map stages); killed then, the journal names the stage only in Spark's telemetry (and, in
+    journals from before the listener told those jobs from the write's, a task.committed)."""
+    run.done("a")
+    run.driver.emit("spark.job.started", stage="b", job=7)
+    run.driver.emit("task.committed", stage="b", partition=0, task_attempt=0, records=0, bytes=0)
+    run.end(137, 9)
+    assert run.plan() == {"a": ("skip", "committed in attempt 1, output verified")}

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import os
 
-from sparkrecover.core import report
+from sparkrecover.core import report, summary
 from sparkrecover.core.grids import fold_grids
+from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
 from tests.journals import SyntheticRun, crashed_run, invalidated_run, resumed_run
 
@@ -219,3 +220,33 @@ def test_shuffle_outputs_all_kept_by_a_later_attempt_still_show(tmp_path):
     run.committed("daily").end(0)
     (grid,) = fold_grids(read_journal(run.dir))
     assert [c.state for c in grid.cells] == ["kept", "kept"] and grid.attempt == 2
+
+
+def test_a_shuffle_the_resume_planned_under_another_identity_shows_nothing_kept(tmp_path):
+    """The plan offered attempt 1's map outputs; attempt 2 planned the shuffle under a new identity
+    and computed every map task again. Nothing of it is drawn kept, and nothing of it saved time."""
+    run = SyntheticRun(tmp_path / "root").attempt()
+    run.started("daily")
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-1", maps=2, reduces=2, reused=0)
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-1", maps=kept_maps(0, 1))
+    run.crash()
+    run.attempt(plan={"daily": "run"}).started("daily")
+    run.driver.emit("shuffle.registered", stage="daily", shuffle="s-2", maps=2, reduces=2, reused=0)
+    run.driver.emit("shuffle.committed", stage="daily", shuffle="s-2", maps=kept_maps(0, 1))
+    run.committed("daily").end(0)
+    assert fold_grids(read_journal(run.dir)) == []
+    page = page_of(run)
+    assert page.savings == [] and page.saved_s == 0
+    assert page.saved.startswith("recovery saved nothing")
+
+
+def test_the_report_and_the_commands_summary_say_the_same_time_saved(tmp_path):
+    run = task_level_run(tmp_path / "root")
+    page = page_of(run)
+    document = summary.command_summary(RunState.from_events(run.run_id, read_journal(run.dir)), 2, 0)
+    assert page.saved_s == document["saved_s"] == 1.0
+    assert (
+        page.saved
+        == document["saved"]
+        == ("recovery saved about 1.0s of work done by earlier attempts (2 partitions kept)")
+    )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from sparkrecover.core import planner, shuffles
+from sparkrecover.core import planner, shuffles, timeline
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir.plans import PartitionCount
@@ -36,7 +36,9 @@ def kept(index: int, identity: str = "abc", data: int = 100) -> dict:
     }
 
 
-def registered(identity: str = "abc", attempt: int = 1, maps: int = 4, reused: int = 0, stage: str | None = "w"):
+def registered(
+    identity: str = "abc", attempt: int = 1, maps: int = 4, reused: int = 0, stage: str | None = "w", **extra
+):
     return record(
         ev.SHUFFLE_REGISTERED,
         attempt,
@@ -46,6 +48,7 @@ def registered(identity: str = "abc", attempt: int = 1, maps: int = 4, reused: i
         maps=maps,
         reduces=2,
         reused=reused,
+        **extra,
     )
 
 
@@ -170,3 +173,78 @@ def test_unsupported_shuffles_are_kept_for_the_views():
 def test_a_registration_without_its_map_count_is_corruption():
     broken = record(ev.SHUFFLE_REGISTERED, shuffle="abc", reduces=2)
     assert ev.payload_problem(broken) == "shuffle.registered event without 'maps'"
+
+
+def test_an_edited_script_is_offered_no_map_output_and_the_plan_says_why():
+    """The script is part of every shuffle's identity: after an edit no shuffle is planned again
+    with the identity its map outputs were kept under, so the plan promises none of them."""
+    maps = [kept(i) for i in range(4)]
+    state = RunState.from_events("r", [stage_started(), registered(script="s-old"), committed(*maps)])
+    decisions = planner.make_plan(state, NothingOnStorage())
+    files = sizes_of(on_disk(*maps))
+    assert planner.plan_shuffles(state, decisions, files, script="s-new") == []
+    (decision,) = decisions
+    assert decision.shuffle_maps == PartitionCount(kept=0, total=4)
+    assert decision.reason == (
+        "started in attempt 1 but not committed, no shuffle map output reusable: the script changed since they "
+        "were kept (it is part of each shuffle's identity)"
+    )
+    decisions = planner.make_plan(state, NothingOnStorage())
+    assert [len(k.maps) for k in planner.plan_shuffles(state, decisions, files, script="s-old")] == [4]
+
+
+def test_progress_counts_what_the_journal_kept_or_what_the_plan_offers():
+    state = RunState.from_events("r", [registered(), committed(kept(0), kept(1)), registered("def", maps=2)])
+    assert shuffles.progress(state.shuffles, "w") == (2, 6)
+    (offer,) = shuffles.reusable(state.shuffles, sizes_of(on_disk(kept(1))))
+    assert shuffles.progress(state.shuffles, "w", [offer]) == (1, 6)
+    assert shuffles.progress(state.shuffles, "other") == (0, 0)
+
+
+def test_reuse_is_counted_from_the_registration_never_from_the_offer():
+    """Attempt 2 planned the shuffle again under another identity (its map outputs were offered
+    and not reused): nothing of it was kept in attempt 2, and nothing was saved."""
+    state = RunState.from_events(
+        "r",
+        [
+            registered(time_ms=1_000_000),
+            committed(kept(0), kept(1), kept(2), kept(3)),
+            registered("new", attempt=2),
+            committed(kept(0, "new"), kept(1, "new"), attempt=2),
+        ],
+    )
+    assert shuffles.cells(state.shuffles["abc"]) is None  # attempt 2 never planned it again
+    assert shuffles.cells(state.shuffles["new"]) is None  # attempt 2 was its first
+    assert shuffles.reused_work(state.shuffles, 2) == []
+
+
+def test_a_later_attempt_that_reused_some_shows_them_kept_and_saves_their_time():
+    first = [record(ev.SHUFFLE_REGISTERED, 1, shuffle="abc", stage="w", maps=4, reduces=2, reused=0, time_ms=0)]
+    first[0]["ts"] = "1970-01-01T00:00:00.000Z"
+    done = committed(kept(0), kept(1), kept(2))
+    done["ts"] = "1970-01-01T00:00:30.000Z"  # 30 s from registration to its last kept map output
+    state = RunState.from_events("r", [*first, done, registered(attempt=2, reused=2), committed(kept(3), attempt=2)])
+    latest, cells = shuffles.cells(state.shuffles["abc"])
+    assert latest == 2
+    assert cells == [(0, "kept", 1), (1, "kept", 1), (2, "not finished", None), (3, "computed", 2)]
+    assert shuffles.reused_work(state.shuffles, 2) == [("w", 2, 20.0)]  # 2 of the 3 it computed
+
+
+def test_a_followed_map_stage_shows_its_quarters_not_each_map_output():
+    """inspect --follow on a pipe: one line per map output made hundreds of lines per shuffle."""
+    state, shown, lines = RunState("r"), {}, []
+    for entry in [registered(maps=8), *(committed(kept(i)) for i in range(8))]:
+        state.apply(entry)
+        lines += timeline.shuffle_milestones([entry], state.shuffles, shown)
+    assert [timeline.fact(line) for line in lines] == [
+        "shuffle abc: 8 map tasks, 0 kept outputs reused",
+        "shuffle abc: 2/8 map outputs kept",
+        "shuffle abc: 4/8 map outputs kept",
+        "shuffle abc: 6/8 map outputs kept",
+        "shuffle abc: 8/8 map outputs kept",
+    ]
+
+
+def test_replay_names_kept_map_outputs_by_index_not_as_a_count():
+    assert timeline.fact(committed(kept(0))) == "shuffle abc: map output #0 kept (100 B)"
+    assert timeline.fact(committed(kept(0), kept(3))) == "shuffle abc: map outputs #0, #3 kept (200 B)"

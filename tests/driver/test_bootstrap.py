@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 
 from sparkrecover.driver import bootstrap
+from sparkrecover.rundir.lease import Lease
 
 
 def test_a_plan_of_a_newer_format_stops_the_driver_with_exit_3(tmp_path, capsys):
@@ -12,9 +13,13 @@ def test_a_plan_of_a_newer_format_stops_the_driver_with_exit_3(tmp_path, capsys)
     plan.write_bytes(orjson.dumps({"v": 2, "stages": []}))
     script = tmp_path / "app.py"
     script.write_text("open('ran', 'w').close()\n")
-    code = bootstrap.main(
-        ["--run-dir", str(tmp_path / "run"), "--run-id", "r", "--attempt", "2", "--plan", str(plan), "--", str(script)]
-    )
+    run_dir = str(tmp_path / "run")
+    lease = Lease(run_dir, "r").acquire()  # the command that launched the driver holds the run
+    try:
+        given = ["--run-dir", run_dir, "--run-id", "r", "--attempt", "2", "--lease-token", lease.token]
+        code = bootstrap.main([*given, "--plan", str(plan), "--", str(script)])
+    finally:
+        lease.release()
     assert code == 3
     assert not (tmp_path / "ran").exists() and not (tmp_path / "run" / "journal").exists()
     assert "plan written in format v2; this sparkrecover reads v1" in capsys.readouterr().err

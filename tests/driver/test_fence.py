@@ -230,3 +230,53 @@ def test_an_application_with_its_own_commit_protocol_keeps_it(spark, fenced, tmp
     assert reason and "its own commit protocol" in reason
     assert not fenced.armed()
     assert spark.sparkContext.getConf().get(COMMIT_PROTOCOL_CONF) == DEFAULT_COMMIT_PROTOCOL
+
+
+# A later attempt of the run fences too: under submit --deploy-mode cluster YARN's next application
+# attempt runs under the same token as the one before it, so the token alone cannot tell them apart.
+
+
+def _later_attempt_starts(run_dir, attempt=2):
+    from sparkrecover.journal import events as ev
+    from sparkrecover.journal import segments
+
+    assert segments.claim(run_dir, attempt, ev.WRITER_DRIVER)
+
+
+def test_a_driver_whose_run_has_a_later_attempt_writes_nothing_and_exits_75(spark, tmp_path, capsys):
+    rt = install_runtime(tmp_path)
+    rt.lease_token = "shared"
+    hold(rt.run_dir, "shared")
+    sr.checkpoint("first", numbers(spark))
+    _later_attempt_starts(rt.run_dir)
+    out = str(tmp_path / "out")
+    with pytest.raises(SystemExit) as stopped:
+        sr.checkpoint("second", numbers(spark), path=out)
+    assert stopped.value.code == EXIT_LEASE_LOST
+    assert not os.path.exists(out)
+    lost = journal(rt, "lease.lost")
+    assert [(e["holder"], e["later_attempt"]) for e in lost] == [("shared", 2)]
+    assert "attempt 2 of this run has started" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol_class", [FENCED_PROTOCOL_CLASS, RESUMING_PROTOCOL_CLASS])
+def test_a_job_commit_after_a_later_attempt_started_is_refused(spark, fenced, tmp_path, protocol_class):
+    """The same token still in the lease, but attempt 2's segment exists: attempt 1's job commit is
+    refused and the target keeps its files; the journal folder missing or holding only attempt 1
+    does not fence."""
+    rt = install_runtime(tmp_path)
+    rt.lease_token = "shared"
+    hold(rt.run_dir, "shared")
+    assert fence.arm(rt, spark.sparkContext) is None
+    spark.conf.set(COMMIT_PROTOCOL_CONF, protocol_class)
+    out = str(tmp_path / "out")
+    numbers(spark).write.json(out)  # no journal folder yet: armed, not fenced
+    rt.writer.emit("stage.skipped", stage="x", reason="-")
+    rt.writer.flush()
+    numbers(spark).write.mode("append").json(out)  # attempt 1's own segment only
+    before = sorted(os.listdir(out))
+    _later_attempt_starts(rt.run_dir)
+    with pytest.raises(Exception) as refused:
+        numbers(spark).write.mode("append").json(out)
+    assert "job commit refused" in str(refused.value) and "attempt 2 of the run has started" in str(refused.value)
+    assert sorted(os.listdir(out)) == before

@@ -236,7 +236,13 @@ LISTENER_APP = textwrap.dedent("""
     spark = SparkSession.builder.getOrCreate()
     sc = spark.sparkContext
     sc.setLocalProperty("sparkrecover.stage", "write-it")
+    spark.range(0, 20, 1, 2).collect()  # before the stage's work: no task.committed
+    sc.setLocalProperty("sparkrecover.writing", "write-it")
     spark.range(0, 600, 1, 6).write.parquet(sys.argv[1])
+    sc.setLocalProperty("sparkrecover.writing.kept", "1,4")
+    spark.range(0, 600, 1, 6).write.mode("overwrite").parquet(sys.argv[1])  # 1 and 4: kept, not journaled
+    sc.setLocalProperty("sparkrecover.writing.kept", None)
+    sc.setLocalProperty("sparkrecover.writing", None)
     sc.setLocalProperty("sparkrecover.stage", None)
     spark.range(0, 10, 1, 3).count()  # outside any stage: no task.committed
     sc._jsc.sc().listenerBus().waitUntilEmpty(10000)
@@ -271,7 +277,7 @@ def test_the_listener_reports_each_committed_write_task(jar, tmp_path):
     lines = [orjson.loads(line) for line in text.splitlines() if line.startswith("{")]
     committed = [line for line in lines if line["k"] == "task.committed"]
     jobs = {line["job"] for line in lines if line["k"] == "job.started" and line["stage"] == "write-it"}
-    assert sorted(line["partition"] for line in committed) == list(range(6))
+    assert sorted(line["partition"] for line in committed) == sorted([*range(6), 0, 2, 3, 5])
     assert {line["stage"] for line in committed} == {"write-it"}
     assert {line["spark_job"] for line in committed} <= jobs and len(jobs) >= 1
     assert all(line["task_attempt"] == 0 and line["bytes"] > 0 and line["records"] == 100 for line in committed)

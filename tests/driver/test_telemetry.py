@@ -9,7 +9,7 @@ from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.driver.telemetry import JVM, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
-from sparkrecover.jvm import LISTENER_CLASS
+from sparkrecover.jvm import LISTENER_CLASS, WRITING_PROPERTY
 from sparkrecover.launch import launcher, listener_jar
 from tests.helpers import summary_counts
 
@@ -195,10 +195,12 @@ def test_finished_work_wakes_the_drain_and_wake_ends_a_wait(spark, jvm_listener)
     jvm_listener()
     assert _invoke_static(spark, cls, "awaitCoordinatorLines", 200) is False
     sc.setLocalProperty(STAGE_PROPERTY, "signalled")
+    sc.setLocalProperty(WRITING_PROPERTY, "signalled")
     try:
         sc.parallelize(range(10), 2).count()  # one result stage of two tasks
     finally:
         sc.setLocalProperty(STAGE_PROPERTY, None)
+        sc.setLocalProperty(WRITING_PROPERTY, None)
     sc._jsc.sc().listenerBus().waitUntilEmpty(60_000)
     assert _invoke_static(spark, cls, "awaitCoordinatorLines", 60_000) is True
     assert {r["partition"] for r in jvm_listener() if r["k"] == "task.committed"} == {0, 1}

@@ -28,6 +28,7 @@ def test_killed_run_resumes_skipping_finished_stages(tmp_path, pipeline_referenc
     result = run_cli("resume", "nightly", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert open(os.path.join(out, "report.txt")).read() == pipeline_reference.text("out", "report.txt")
+    assert pipeline_reference.text("out", "report.txt").startswith("day\ttotal\torders\n")  # a header, then rows
 
     second = attempt_events(run_dir, 2)
     assert {e["stage"]: e["reason"] for e in second if e["type"] == "stage.skipped"} == {

@@ -167,14 +167,14 @@ def kept_writes(folder) -> int:
 def test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write(tmp_path, plain, spark):
     first = Attempt(tmp_path, "submit")
     (maps, _), code = first.stop(lambda: first.maps_journaled() >= 4, Attempt.ctrl_c)
-    assert code == 130
+    assert code == 130, first.err.read_text(errors="replace")[-3000:]
     stopped_as(first, 130, signal.SIGINT)
     kept = kept_maps(tmp_path)
     assert maps <= kept < MAPS  # what a SIGKILL keeps: the journaled map outputs
 
     second = Attempt(tmp_path, "resume", "night")
     (_, writes), code = second.stop(lambda: second.writes_journaled() >= 3, lambda run: run.to_jvm(signal.SIGTERM))
-    assert code == 143
+    assert code == 143, second.err.read_text(errors="replace")[-3000:]
     stopped_as(second, 143, signal.SIGTERM)
     assert len(second.computed("map")) == MAPS - kept  # the kept map outputs were reused
     continued = kept_writes(tmp_path)
@@ -190,14 +190,15 @@ def test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write(tmp_path, p
 def test_sigterm_to_submit_in_the_map_stage_and_sigint_to_the_python_driver_in_the_write(tmp_path, plain, spark):
     first = Attempt(tmp_path, "submit")
     (maps, _), code = first.stop(lambda: first.maps_journaled() >= 4, lambda run: run.to_sparkrecover(signal.SIGTERM))
-    assert code == 143  # submit forwarded the signal and exits as its driver did
+    # submit forwarded the signal and exits as its driver did
+    assert code == 143, first.err.read_text(errors="replace")[-3000:]
     stopped_as(first, 143, signal.SIGTERM)
     kept = kept_maps(tmp_path)
     assert maps <= kept < MAPS
 
     second = Attempt(tmp_path, "resume", "night")
     (_, writes), code = second.stop(lambda: second.writes_journaled() >= 3, lambda run: run.to_python(signal.SIGINT))
-    assert code == 130
+    assert code == 130, second.err.read_text(errors="replace")[-3000:]
     stopped_as(second, 130, signal.SIGINT)
     assert len(second.computed("map")) == MAPS - kept
     continued = kept_writes(tmp_path)

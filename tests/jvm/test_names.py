@@ -18,6 +18,8 @@ READ_BY_JAVA = [
     ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
     ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
     ("SHUFFLE_REUSE_CONF", "KeepingShuffleManager.java", "REUSE"),
+    ("WRITING_PROPERTY", "SparkRecoverListener.java", "WRITING_PROPERTY"),
+    ("KEPT_PROPERTY", "SparkRecoverListener.java", "KEPT_PROPERTY"),
 ]
 
 
@@ -55,5 +57,7 @@ def python_files_spelling(pattern: re.Pattern[str]) -> list[str]:
 
 
 def test_no_other_module_spells_a_jvm_class_or_one_of_its_settings():
-    spelled = re.compile(r"""["'](sparkrecover\.jvm\.\w+|(?:spark\.)?sparkrecover\.(?:kept|shuffle)\.\w+)["']""")
+    spelled = re.compile(
+        r"""["'](sparkrecover\.jvm\.\w+|(?:spark\.)?sparkrecover\.(?:kept|shuffle|writing)(?:\.\w+)?)["']"""
+    )
     assert python_files_spelling(spelled) == []

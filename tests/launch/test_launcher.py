@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.launch import launcher
+from sparkrecover.launch import launcher, spark_log
 from tests.helpers import fake_executable
 
 # -- split_submit_args / check_application --------------------------------------------------------
@@ -243,3 +243,34 @@ def test_child_environment(monkeypatch):
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/usr/bin/python-of-my-choice")
     env = launcher.child_environment(launcher.split_submit_args(["app.py"]))
     assert env["PYSPARK_DRIVER_PYTHON"] == "/usr/bin/python-of-my-choice"
+
+
+def quiet(env: dict[str, str]) -> bool:
+    """Whether the driver was handed sparkrecover's log4j2 configuration."""
+    opts = env.get("SPARK_SUBMIT_OPTS", "")
+    return f"-Dlog4j2.configurationFile={spark_log.CONFIG}" in opts
+
+
+def test_the_driver_logs_warnings_only_unless_the_user_configured_logging(monkeypatch, tmp_path):
+    for name in ("SPARK_SUBMIT_OPTS", "SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    env = launcher.child_environment(launcher.split_submit_args(["app.py"]))
+    assert quiet(env) and os.path.isfile(spark_log.CONFIG)
+    with open(spark_log.CONFIG) as handle:
+        config = handle.read()
+    assert "rootLogger.level = warn" in config and "No stages registered for job" in config
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")  # kept, the configuration added after it
+    assert launcher.child_environment(launcher.split_submit_args(["app.py"]))["SPARK_SUBMIT_OPTS"].startswith("-Xss4m ")
+    # The user's own logging configuration wins: on the command line, in the environment, in conf/.
+    for options in (
+        ["--driver-java-options", "-Dlog4j2.configurationFile=mine.xml"],
+        ["--conf", "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=mine.xml"],
+        ["--deploy-mode", "cluster"],  # the driver's log is the cluster's, not this terminal's
+    ):
+        assert not quiet(launcher.child_environment(launcher.split_submit_args([*options, "app.py"]))), options
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dlog4j2.configurationFile=mine.properties")
+    assert not quiet(launcher.child_environment(launcher.split_submit_args(["app.py"])))
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
+    (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    assert not quiet(launcher.child_environment(launcher.split_submit_args(["app.py"])))

@@ -96,3 +96,14 @@ def test_the_sweep_removes_what_no_record_names_on_every_store(tmp_path, s3):
     fs.invalidate_cache()
     assert sorted(path.rsplit("/", 2)[-2] for path in fs.find(base + "/abc")) == ["map-0-t1-aaaaaaaa"] * 2
     assert keep.size_reader(remote)("reuse-0002.tsv") == 3  # type: ignore[misc]
+
+
+def test_removing_a_keep_folder_that_kept_no_map_output_says_nothing_was_removed(tmp_path):
+    """submit makes the folder before every attempt: a run whose shuffles kept nothing (none, or
+    all refused) must not be told its kept map outputs were removed."""
+    run_dir = str(tmp_path / "run")
+    keep.create(run_dir)
+    (tmp_path / "run" / "shuffles" / "reuse-2.tsv").write_text("")  # a reuse list, no map output
+    (tmp_path / "run" / "shuffles" / "abc").mkdir()  # a shuffle that kept none of its maps
+    assert not keep.remove(run_dir)
+    assert not os.path.exists(tmp_path / "run" / "shuffles")  # the folder goes all the same

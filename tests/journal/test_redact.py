@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrecover.launch import redact
+from sparkrecover.journal import redact
 
 # -- redaction (rule 9) ---------------------------------------------------------------------------
 

@@ -1,0 +1,120 @@
+"""``spark-submit-args``: what to hand a launcher that runs spark-submit itself (Airflow's
+SparkSubmitOperator, a Kubernetes SparkApplication, YARN in cluster mode, a shell loop) so that it
+runs the application under sparkrecover (docs/launchers.md).
+
+The same command line ``submit`` builds (``attempts.bootstrap_launch``: the bootstrap as the
+application, the listener's jar, the shuffle-keeping settings), without an attempt number and
+without a lease token: the driver decides both from the journal (``driver/attempt.py``). Run
+again after a crash, the same line resumes; run after success, it runs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrecover.launch import attempts, launcher, recovery
+from sparkrecover.rundir import runs, storage
+
+
+@dataclass
+class Handoff:
+    """The arguments after ``spark-submit``, whole (``argv``) and as a launcher's fields take them."""
+
+    argv: list[str]
+    application: str  # the driver bootstrap
+    arguments: list[str]  # its arguments, then -- and the script with its own
+    conf: dict[str, str]
+    py_files: list[str]
+    jars: list[str]
+    files: list[str]
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "argv": self.argv,
+            "application": self.application,
+            "arguments": self.arguments,
+            "conf": self.conf,
+            "py_files": self.py_files,
+            "jars": self.jars,
+            "files": self.files,
+        }
+
+
+def handoff(
+    root: str,
+    run_id: str,
+    args: list[str],
+    *,
+    spark_submit: str | None,
+    flush_interval: float,
+    buffer_size: int,
+    checksums: bool,
+    checkpoint_root: str | None,
+    keep_shuffles: str,
+    notify: Callable[[str], None],
+) -> Handoff:
+    """The launcher's arguments for ``args`` (``[spark-submit options] app.py [app args]``, the
+    options those that shape the launch: the master, the deploy mode, the user's jars and conf)."""
+    runs.check_run_id(run_id)
+    parsed = launcher.split_submit_args(args)
+    launcher.check_application(parsed)
+    checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
+    recovery.check_shared_roots(parsed, root, checkpoint_root)
+    if parsed.master is None:
+        # Which Python the driver runs on, and whether map outputs can be kept for free, depend
+        # on the master: one given to spark-submit alone is not known here.
+        if keep_shuffles == "auto":
+            keep_shuffles = "off"
+            notify(
+                "no --master given after --: shuffle map outputs are not kept (--keep-shuffles auto keeps "
+                "them with a local master only)"
+            )
+    else:
+        settings = []
+        for key, python in launcher.python_settings(parsed).items():
+            if not os.environ.get(launcher.PYTHON_SETTINGS[key]):
+                settings += ["--conf", f"{key}={python}"]
+        parsed = launcher.SubmitArgs([*parsed.options, *settings], parsed.app, parsed.app_args)
+    spec = attempts.LaunchSpec(
+        spark_submit=launcher.find_spark_submit(spark_submit),
+        submit_args=parsed,
+        flush_interval=flush_interval,
+        buffer_size=buffer_size,
+        checksums=checksums,
+        checkpoint_root=checkpoint_root,
+        keep_shuffles=keep_shuffles,
+    )
+    launch = attempts.bootstrap_launch(runs.run_dir_of(root, run_id), run_id, spec, notify=notify)
+    if launch.keeping.reason is not None and keep_shuffles not in ("auto", "off"):
+        notify(f"shuffle map outputs will not be kept (--keep-shuffles {keep_shuffles}): {launch.keeping.reason}")
+    argv = launch.command[1:]
+    split = launcher.split_submit_args(argv)
+    return Handoff(
+        argv=argv,
+        application=split.app,
+        arguments=split.app_args,
+        conf=_confs(split),
+        py_files=_listed(split, "--py-files"),
+        jars=_listed(split, "--jars"),
+        files=_listed(split, "--files"),
+    )
+
+
+def _confs(parsed: launcher.SubmitArgs) -> dict[str, str]:
+    found = {}
+    options = parsed.options
+    for index, item in enumerate(options):
+        if item in ("--conf", "-c") and index + 1 < len(options):
+            key, _, value = options[index + 1].partition("=")
+            found[key.strip()] = value
+        elif item.startswith("--conf="):
+            key, _, value = item[len("--conf=") :].partition("=")
+            found[key.strip()] = value
+    return found
+
+
+def _listed(parsed: launcher.SubmitArgs, option: str) -> list[str]:
+    return [item for item in (parsed.option(option) or "").split(",") if item]
