@@ -2,29 +2,40 @@
 24 partitions of about 1 s each, then one write of 40 partitions of about 1 s each, killed after 70 %
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
-    .venv/bin/python scripts/bench_shuffle_resume.py [--maps 24] [--writes 40] [--seconds 1.0] [--keep-cost]
+    .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3] [--maps 24]
+        [--writes 40] [--seconds 1.0] [--keep-cost]
+
+``--where``: ``local`` (default) runs on ``local[2]`` with a local run root (map outputs kept as
+hard links); ``standalone`` on a standalone master with two workers of one core on loopback, each
+with its own local directories, the run root a local folder both see (``--keep-shuffles copy``);
+``s3`` on the same cluster with the run root on S3 (a moto server on loopback, Spark through s3a
+with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
 
 1. The app (tests/apps/shuffle_write.py, shape ``etl``: each map task and each post-shuffle task
    sleeps once and leaves a marker) under ``sparkrecover submit``, uninterrupted: the full run.
 2. The same under plain ``spark-submit``: a plain re-submission after a crash, and the clean-run
-   overhead of ``submit`` (wall and CPU of the whole process tree).
-3. For each kill point: ``sparkrecover submit``, its process group SIGKILLed there; then
-   ``sparkrecover resume``, timed from launch to exit, counting the map and write partitions it
-   computed (from the markers).
-4. With ``--keep-cost``: clean runs with each ``--keep-shuffles`` (off, link, copy), with the time
-   the executors took to keep each map output (``keep_us`` in the journal, docs/shuffles.md).
+   overhead of ``submit`` (wall; on ``local`` also CPU of the whole process tree).
+3. For each kill point: ``sparkrecover submit``, its driver SIGKILLed there; then ``sparkrecover
+   resume`` (started once the cluster has released the killed driver's executors), timed from
+   launch to exit, counting the map and write partitions it computed (from the markers).
+4. Per task, from Spark's event logs: the median wall and CPU time of a write task that read the
+   kept map outputs (the resume killed at 70 %) against one that read a fresh shuffle (the full
+   run), and the executors' cost of keeping (``keep_us``, ``copy_us``, ``wait_us`` in the journal).
+5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
 
-Goals: killed at 70 % of the write, at most 30 % + 4 write partitions computed and at most 0.45x
-the full run (0 map partitions once shuffle map outputs are kept); killed at 50 % of the map stage,
-at most 50 % + 2 map partitions computed; clean-run overhead at most 1.05x. Exits 0 whatever the
-figures.
+Goals (docs/design.md §9): killed at 70 % of the write, 0 map partitions and at most 30 % + 4
+write partitions computed, at most 0.45x the full run on ``local``, 0.55x on ``standalone``, 0.60x
+with the root on S3; killed at 50 % of the map stage, at most 50 % + 2 map partitions; clean-run
+overhead at most 1.05x on ``local``, 1.10x where map outputs are copied; a write task reading kept
+map outputs at most 1.2x the time and CPU of one reading a fresh shuffle. Exits 0 whatever the figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,8 +44,12 @@ from collections.abc import Callable
 
 import _bench
 
+sys.path.insert(0, _bench.REPO)
+
 APP = os.path.join(_bench.REPO, "tests", "apps", "shuffle_write.py")
-RATIO_GOAL, OVERHEAD_GOAL = 0.45, 1.05
+RATIO_GOALS = {"local": 0.45, "standalone": 0.55, "s3": 0.60}
+OVERHEAD_GOALS = {"local": 1.05, "standalone": 1.10, "s3": 1.10}
+TASK_GOAL = 1.2
 
 
 def write_commits(run_dir: str) -> int:
@@ -53,17 +68,124 @@ def marked(markers: str, kind: str, since_ns: int = 0) -> int:
     return sum(1 for name in os.listdir(markers) if name.split("-")[0] == kind and int(name.split("-")[3]) > since_ns)
 
 
-def keep_times(run_dir: str) -> tuple[int, float, int]:
-    """(map outputs kept, mean microseconds an executor took to keep one, bytes kept) of a run."""
+def keep_times(run_dir: str) -> tuple[int, float, float, float, int]:
+    """(map outputs kept, mean ms on the map task's thread, mean ms of the background copy, mean
+    ms waited for a copier, bytes kept) of a run."""
     from sparkrecover.journal import read_journal
 
     kept = [m for e in read_journal(run_dir) if e["type"] == "shuffle.committed" for m in e["maps"]]
-    times = [int(m.get("keep_us") or 0) for m in kept]
-    return len(kept), (sum(times) / len(times) if times else 0.0), sum(int(m["data_bytes"]) for m in kept)
+
+    def mean_ms(key: str) -> float:
+        values = [int(m.get(key) or 0) for m in kept]
+        return sum(values) / len(values) / 1000 if values else 0.0
+
+    size = sum(int(m["data_bytes"]) + int(m["index_bytes"]) for m in kept)
+    return len(kept), mean_ms("keep_us"), mean_ms("copy_us"), mean_ms("wait_us"), size
+
+
+def write_tasks(events: str) -> list[tuple[float, float, float]]:
+    """(wall s, CPU s, fetch wait s) of each successful task of the write stage (the result stage
+    with the most tasks that read shuffle bytes) of the last application that logged events there
+    (the resume, after the killed attempt), from Spark's event log: a file, or on Spark 4 a folder
+    of rolled files (``eventlog_v2_<app>/events_<n>_<app>``)."""
+    apps = sorted(os.listdir(events)) if os.path.isdir(events) else []
+    if not apps:
+        return []
+    last = os.path.join(events, apps[-1])
+    files = (
+        [os.path.join(last, name) for name in sorted(os.listdir(last)) if name.startswith("events_")]
+        if os.path.isdir(last)
+        else [last]
+    )
+    stages: dict[int, list[tuple[float, float, float]]] = {}
+    for path in files:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                event = json.loads(line)
+                if event.get("Event") != "SparkListenerTaskEnd" or event.get("Task Type") != "ResultTask":
+                    continue
+                if (event.get("Task End Reason") or {}).get("Reason") != "Success":
+                    continue
+                metrics = event.get("Task Metrics") or {}
+                read = metrics.get("Shuffle Read Metrics") or {}
+                if int(read.get("Remote Bytes Read") or 0) + int(read.get("Local Bytes Read") or 0) <= 0:
+                    continue
+                stages.setdefault(event["Stage ID"], []).append(
+                    (
+                        metrics["Executor Run Time"] / 1000,
+                        metrics["Executor CPU Time"] / 1e9,
+                        int(read.get("Fetch Wait Time") or 0) / 1000,
+                    )
+                )
+    return max(stages.values(), key=len) if stages else []
+
+
+def medians(tasks: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """Median wall, CPU and fetch wait of the tasks (zeros for none)."""
+    if not tasks:
+        return 0.0, 0.0, 0.0
+    return (
+        statistics.median(t[0] for t in tasks),
+        statistics.median(t[1] for t in tasks),
+        statistics.median(t[2] for t in tasks),
+    )
+
+
+class Where:
+    """Where the benchmark runs: the master's options, the run root, what submit adds, the environment."""
+
+    def __init__(self, where: str, work: str):
+        self.where, self.work = where, work
+        self.options = list(_bench.SPARK_OPTIONS)
+        self.root = os.path.join(work, "root")
+        self.submit_options: list[str] = []
+        self.env = dict(os.environ)
+        self.cluster = None
+        self.secrets: list[str] = []  # redacted from the journal: given again to each resume
+        self.s3 = None
+        if where == "local":
+            return
+        from pathlib import Path
+
+        from tests.cluster import Cluster
+
+        self.cluster = Cluster(Path(work) / "cluster", workers=2)
+        self.cluster.start()
+        self.env = dict(self.cluster.env)
+        self.options += ["--master", self.cluster.url]
+        if where == "standalone":
+            self.submit_options = ["--keep-shuffles", "copy"]  # a local folder both workers see
+            return
+        from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
+        from tests.s3server import MotoS3
+
+        if not s3a_jars():
+            sys.exit("no hadoop-aws jars: run .venv/bin/python scripts/fetch_s3a_jars.py")
+        self.s3 = MotoS3()
+        self.s3.create_bucket()
+        os.environ.update(self.s3.env())  # this process reads the journal from S3 too
+        self.env.update(self.s3.env())
+        self.root = self.s3.unique_prefix() + "/runs"
+        self.options += s3a_options(self.s3.endpoint)
+        for key, value in self.s3.env().items():
+            self.secrets += ["--conf", f"spark.executorEnv.{key}={value}"]
+        self.options += self.secrets
+
+    def idle(self) -> None:
+        """The killed driver's executors released (a cluster frees them a moment after)."""
+        if self.cluster is not None:
+            self.cluster.idle(timeout=120)
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+        if self.s3 is not None:
+            self.s3.stop()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--where", choices=sorted(RATIO_GOALS), default="local")
     parser.add_argument("--maps", type=int, default=24)
     parser.add_argument("--writes", type=int, default=40)
     parser.add_argument("--seconds", type=float, default=1.0)
@@ -72,17 +194,33 @@ def main() -> int:
     _bench.warm_jar()
     maps, writes = options.maps, options.writes
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-shuffle-resume-")
-    log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
+    log = os.path.join(work, "runs.log")
     seconds = str(options.seconds)
-    env = {**os.environ, "SHUFFLE_MAP_SLEEP": seconds, "SHUFFLE_WRITE_SLEEP": seconds}
+    where = Where(options.where, work)
+    env = {**where.env, "SHUFFLE_MAP_SLEEP": seconds, "SHUFFLE_WRITE_SLEEP": seconds}
+    ratio_goal, overhead_goal = RATIO_GOALS[options.where], OVERHEAD_GOALS[options.where]
+    place = {
+        "local": "local[2]",
+        "standalone": "two workers, root a shared local folder",
+        "s3": "two workers, root on S3",
+    }
     print(
         f"bench_shuffle_resume: {maps} map partitions, a join and an aggregation, a write of {writes} "
-        f"partitions, x {options.seconds:.1f} s each on local[2] {_bench.load_note()}; logs in {log}",
+        f"partitions, x {options.seconds:.1f} s each on {place[options.where]} {_bench.load_note()}; logs in {log}",
         flush=True,
     )
+    from sparkrecover.rundir import storage
 
     def app(name: str) -> list[str]:
+        events = os.path.join(work, name, "events")
+        os.makedirs(events, exist_ok=True)
         return [
+            "--conf",
+            "spark.eventLog.enabled=true",
+            "--conf",
+            f"spark.eventLog.dir={events}",
+            "--conf",
+            "spark.eventLog.compress=false",
             APP,
             os.path.join(work, name, "out"),
             os.path.join(work, name, "markers"),
@@ -91,107 +229,130 @@ def main() -> int:
             str(writes),
         ]
 
-    full, full_cpu = _bench.timed_cpu(
-        _bench.sparkrecover("submit", "--root", root, "--run-id", "full", "--", *_bench.SPARK_OPTIONS, *app("full")),
-        log,
-        env,
-    )
-    counted = (
-        marked(os.path.join(work, "full", "markers"), "map"),
-        marked(os.path.join(work, "full", "markers"), "write"),
-    )
-    print(
-        f"  full run under sparkrecover submit: {full:.2f} s ({counted[0]} map, {counted[1]} write partitions computed)"
-    )
-    plain, plain_cpu = _bench.timed_cpu(
-        [_bench.spark_submit(), *_bench.SPARK_OPTIONS, *app("plain")], log, {**_bench.plain_env(), **env}
-    )
-    plain_counted = (
-        marked(os.path.join(work, "plain", "markers"), "map"),
-        marked(os.path.join(work, "plain", "markers"), "write"),
-    )
-    overhead = full / plain
-    print(
-        f"  plain spark-submit: {plain:.2f} s ({plain_counted[0]} map, {plain_counted[1]} write partitions "
-        f"computed; the same under submit: {'met' if counted == plain_counted else 'MISSED'})\n"
-        f"  clean-run overhead of submit: {overhead:.3f} x wall (goal <= {OVERHEAD_GOAL}: "
-        f"{_bench.verdict(overhead, OVERHEAD_GOAL)}), {full_cpu / plain_cpu:.3f} x CPU\n"
-        f"  plain re-submission after a crash (whole job): {plain / full:.3f} x the full run",
-        flush=True,
-    )
+    def submit(name: str, *extra: str) -> list[str]:
+        return _bench.sparkrecover(
+            "submit", "--root", where.root, "--run-id", name, *where.submit_options, *extra, "--", *where.options
+        ) + app(name)
 
-    def kill_and_resume(
-        name: str,
-        label: str,
-        until: Callable[[str, str], bool],
-        allowed: tuple[int, int],
-        ratio_goal: float | None = RATIO_GOAL,
-    ) -> None:
-        run_dir, markers = os.path.join(root, name), os.path.join(work, name, "markers")
-        command = _bench.sparkrecover(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            name,
-            "--flush-interval",
-            "0.2",
-            "--",
-            *_bench.SPARK_OPTIONS,
-            *app(name),
+    try:
+        full, full_cpu = _bench.timed_cpu(submit("full"), log, env)
+        counted = (
+            marked(os.path.join(work, "full", "markers"), "map"),
+            marked(os.path.join(work, "full", "markers"), "write"),
         )
-        with open(log, "ab") as handle:
-            child = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-            while not until(run_dir, markers):
-                if child.poll() is not None:
-                    sys.exit(f"the run ended (exit {child.returncode}) before the kill point; see {log}")
-                time.sleep(0.05)
-            os.killpg(child.pid, signal.SIGKILL)
-            child.wait()
-        killed_at = time.time_ns()
-        resume = _bench.timed(_bench.sparkrecover("resume", name, "--root", root), log, env)
-        computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
-        ratio = resume / full
         print(
-            f"killed {label}: resume computed {computed_maps} map partitions (at most {allowed[0]}: "
-            f"{_bench.verdict(computed_maps, allowed[0])}) and {computed_writes} write partitions (at most "
-            f"{allowed[1]}: {_bench.verdict(computed_writes, allowed[1])}), {resume:.2f} s = {ratio:.3f} x the "
-            f"full run" + (f" (goal <= {ratio_goal}: {_bench.verdict(ratio, ratio_goal)})" if ratio_goal else ""),
+            f"  full run under sparkrecover submit: {full:.2f} s ({counted[0]} map, {counted[1]} write "
+            "partitions computed)"
+        )
+        where.idle()
+        plain, plain_cpu = _bench.timed_cpu(
+            [_bench.spark_submit(), *where.options, *app("plain")], log, {**_bench.plain_env(), **env}
+        )
+        plain_counted = (
+            marked(os.path.join(work, "plain", "markers"), "map"),
+            marked(os.path.join(work, "plain", "markers"), "write"),
+        )
+        overhead = full / plain
+        cpu_note = (
+            f", {full_cpu / plain_cpu:.3f} x CPU"
+            if options.where == "local"
+            else " (executors' CPU is not this process tree's)"
+        )
+        print(
+            f"  plain spark-submit: {plain:.2f} s ({plain_counted[0]} map, {plain_counted[1]} write partitions "
+            f"computed; the same under submit: {'met' if counted == plain_counted else 'MISSED'})\n"
+            f"  clean-run overhead of submit: {overhead:.3f} x wall (goal <= {overhead_goal}: "
+            f"{_bench.verdict(overhead, overhead_goal)}){cpu_note}\n"
+            f"  plain re-submission after a crash (whole job): {plain / full:.3f} x the full run",
+            flush=True,
+        )
+        count, keep_ms, copy_ms, wait_ms, size = keep_times(storage.join(where.root, "full"))
+        print(
+            f"  keeping in the full run: {count} map outputs ({size:,} bytes), per map output {keep_ms:.2f} ms on the "
+            f"map task's thread, {copy_ms:.2f} ms of background copy, {wait_ms:.2f} ms waiting for a copier",
             flush=True,
         )
 
-    target = round(writes * 0.7)
-    kill_and_resume(
-        "write70",
-        f"at 70 % of the write ({target}/{writes} commits journaled)",
-        lambda run_dir, _markers: write_commits(run_dir) >= target,
-        (0, writes - target + 4),
-    )
-    half = maps // 2
-    kill_and_resume(
-        "map50",
-        f"at 50 % of the map stage ({half}/{maps} map partitions started)",
-        lambda _run_dir, markers: marked(markers, "map") >= half,
-        (maps - half + 2, writes),
-        ratio_goal=None,
-    )
-    if options.keep_cost:
-        for mode in ("off", "link", "copy"):
-            name = f"keep-{mode}"
-            took = _bench.timed(
-                _bench.sparkrecover(
-                    "submit", "--root", root, "--run-id", name, "--keep-shuffles", mode, "--", *_bench.SPARK_OPTIONS
+        def kill_and_resume(
+            name: str, label: str, until: Callable[[str, str], bool], allowed: tuple[int, int], goal: float | None
+        ) -> None:
+            from tests.helpers import kill_tree
+
+            run_dir, markers = storage.join(where.root, name), os.path.join(work, name, "markers")
+            with open(log, "ab") as handle:
+                child = subprocess.Popen(
+                    submit(name, "--flush-interval", "0.2"),
+                    stdout=handle,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    env=env,
                 )
-                + app(name),
+                while not until(run_dir, markers):
+                    if child.poll() is not None:
+                        sys.exit(f"the run ended (exit {child.returncode}) before the kill point; see {log}")
+                    time.sleep(0.05)
+                kill_tree(child.pid)
+                child.wait()
+            killed_at = time.time_ns()
+            where.idle()
+            resume = _bench.timed(
+                _bench.sparkrecover(
+                    "resume", name, "--root", where.root, *(("--", *where.secrets) if where.secrets else ())
+                ),
                 log,
                 env,
             )
-            count, mean_us, size = keep_times(os.path.join(root, name))
+            computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
+            ratio = resume / full
             print(
-                f"  clean run with --keep-shuffles {mode}: {took:.2f} s = {took / full:.3f} x the full run; "
-                f"{count} map outputs kept ({size:,} bytes), {mean_us / 1000:.2f} ms each on the map task's thread",
+                f"killed {label}: resume computed {computed_maps} map partitions (at most {allowed[0]}: "
+                f"{_bench.verdict(computed_maps, allowed[0])}) and {computed_writes} write partitions (at most "
+                f"{allowed[1]}: {_bench.verdict(computed_writes, allowed[1])}), {resume:.2f} s = {ratio:.3f} x the "
+                f"full run" + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""),
                 flush=True,
             )
+
+        target = round(writes * 0.7)
+        kill_and_resume(
+            "write70",
+            f"at 70 % of the write ({target}/{writes} commits journaled)",
+            lambda run_dir, _markers: write_commits(run_dir) >= target,
+            (0, writes - target + 4),
+            ratio_goal,
+        )
+        fresh = medians(write_tasks(os.path.join(work, "full", "events")))
+        kept = medians(write_tasks(os.path.join(work, "write70", "events")))
+        if fresh[0] and kept[0]:
+            wall, cpu = kept[0] / fresh[0], kept[1] / fresh[1] if fresh[1] else 0.0
+            print(
+                f"  a write task reading kept map outputs: median {kept[0]:.3f} s wall, {kept[1] * 1000:.1f} ms CPU, "
+                f"{kept[2] * 1000:.0f} ms fetch wait; reading a fresh shuffle: {fresh[0]:.3f} s, "
+                f"{fresh[1] * 1000:.1f} ms, "
+                f"{fresh[2] * 1000:.0f} ms; {wall:.2f} x wall, {cpu:.2f} x CPU (goal <= {TASK_GOAL}: "
+                f"{_bench.verdict(max(wall, cpu), TASK_GOAL)})",
+                flush=True,
+            )
+        half = maps // 2
+        kill_and_resume(
+            "map50",
+            f"at 50 % of the map stage ({half}/{maps} map partitions started)",
+            lambda _run_dir, markers: marked(markers, "map") >= half,
+            (maps - half + 2, writes),
+            None,
+        )
+        if options.keep_cost and options.where == "local":
+            for mode in ("off", "link", "copy"):
+                name = f"keep-{mode}"
+                took = _bench.timed(submit(name, "--keep-shuffles", mode), log, env)
+                count, keep_ms, copy_ms, wait_ms, size = keep_times(storage.join(where.root, name))
+                print(
+                    f"  clean run with --keep-shuffles {mode}: {took:.2f} s = {took / full:.3f} x the full run; "
+                    f"{count} map outputs kept ({size:,} bytes), {keep_ms:.2f} ms each on the map task's thread, "
+                    f"{copy_ms:.2f} ms of background copy",
+                    flush=True,
+                )
+    finally:
+        where.close()
     print(f"done {_bench.load_note()}")
     return 0
 

@@ -23,5 +23,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   "$venv/bin/python" -m pip install --quiet -e '.[test]' 'pyspark==3.5.*'
   touch "$stamp"
 fi
-# The S3 case of scripts/test_spark35.sh needs hadoop-aws, which pyspark does not bundle.
+# The S3 cases of scripts/test_spark35.sh need hadoop-aws, which pyspark does not bundle:
+# the main venv's copy when setup.sh fetched one, else fetched here.
+if [ -d .venv/s3a-jars ] && [ ! -e "$venv/s3a-jars" ]; then
+  cp -r .venv/s3a-jars "$venv/s3a-jars"
+fi
 "$venv/bin/python" scripts/fetch_s3a_jars.py

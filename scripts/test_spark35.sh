@@ -13,16 +13,18 @@
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
-# reflective calls whose signatures differ, FallbackStorage's layout, the adaptive-execution metrics
-# of a fully reused map stage); a driver stopped by SIGINT or SIGTERM keeps its committed partitions
-# and map outputs (FencedCommitProtocol.abortJob, DriverSignals' reflective sun.misc.Signal handler
-# in front of 3.5's JVM); a driver run again by another launcher (the same spark-submit-args line
-# after a kill) resumes by itself, pointing the JVM at its own settings through system properties
-# before the script's SparkContext; a narrow write to s3a:// killed at 70 % keeps its committed
-# partitions in place and leaves no multipart upload (ResumingCommitProtocol.deleteWithJob,
-# HadoopListing and the S3A upload listing and abort through Py4J, on 3.5's Hadoop 3.3). Extra
-# arguments go to pytest.
-# 5 (quiet) to 16 minutes on 2 cores (the S3 case: about 2 of them), depending on what else runs
+# reflective calls whose signatures differ, the adaptive-execution metrics of a fully reused map
+# stage, the block resolver that reads kept blocks); on a two-worker standalone cluster with the run
+# root on S3, map outputs copied there by the executors (3.5's executors load the shuffle manager
+# from spark.executor.extraClassPath, before --jars) and reused across two kills; a driver stopped by
+# SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
+# DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
+# another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
+# at its own settings through system properties before the script's SparkContext; a narrow write to
+# s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
+# (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
+# Py4J, on 3.5's Hadoop 3.3). Extra arguments go to pytest.
+# 6 (quiet) to 20 minutes on 2 cores (the S3 cases: about 5 of them), depending on what else runs
 # there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
 # under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
@@ -51,6 +53,7 @@ exec "$python" -m pytest \
   tests/e2e/test_e2e_listener.py \
   "tests/e2e/test_shuffle_keep.py::test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks" \
   "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly[first map stage]" \
+  "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
   tests/driver/test_signals.py \

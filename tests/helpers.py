@@ -226,10 +226,41 @@ def submit_and_kill(
     try:
         wait_for(run_dir, event, after_stage, process=process)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process.pid)
         process.wait(timeout=60)
     return run_dir
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid``, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as handle:
+                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL the process group of ``pid`` (a process started with ``start_new_session``) and
+    every process below it: PySpark's Python daemon moves itself to a process group of its own, so
+    a group kill alone leaves its workers running for a moment, and they may still leave a marker
+    after the kill."""
+    below = descendants(pid)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGKILL)
 
 
 def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:

@@ -49,7 +49,8 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         state = reading.load_state(run_dir, run_id, render.warning)
         lease = reading.live_lease(run_dir)
         details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
-    details["shuffle_bytes"] = keep.disk_usage(run_dir)  # what kept map outputs hold on disk now
+    details["shuffle_bytes"] = keep.disk_usage(run_dir)  # what kept map outputs hold now, on any store
+    details["shuffle_folder"] = keep.folder(run_dir)
     if json_output:
         render.emit_json(details)
     else:

@@ -361,8 +361,17 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
             )
         )
     if not removed:
+        rows = summary.get("shuffles") or []
+        copying = sum(row.get("copy_seconds") or 0 for row in rows)
+        on_tasks = sum(row.get("keep_seconds") or 0 for row in rows)
+        cost = f"; keeping took {_brief(on_tasks)} of map tasks' time" if on_tasks else ""
+        cost += f" and {_brief(copying)} of background copying" if copying else ""
         out.print(
-            f"kept shuffle files: {humanize.size(summary['shuffle_bytes'])} on disk (removed when the run succeeds)"
+            Text(
+                f"kept shuffle files: {humanize.size(summary['shuffle_bytes'])} in {summary.get('shuffle_folder')} "
+                f"(removed when the run succeeds){cost}"
+            ),
+            soft_wrap=True,
         )
     for row in summary.get("shuffles_unsupported") or []:
         out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
@@ -373,6 +382,11 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run", out)
     if hint:
         out.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def _brief(seconds: float) -> str:
+    """A short time as people read it: ``12 ms``, ``3.4s``."""
+    return f"{seconds * 1000:.0f} ms" if seconds < 1 else humanize.duration(seconds)
 
 
 def _refused_where(row: dict[str, Any]) -> str:

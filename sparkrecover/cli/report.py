@@ -19,7 +19,7 @@ from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.planning import reading
 from sparkrecover.planning.evidence import StorageEvidence
-from sparkrecover.rundir import runs, storage
+from sparkrecover.rundir import keep, runs, storage
 
 STDOUT = "-"
 
@@ -138,6 +138,7 @@ def render_html(page: report.Report, root: str | None = None) -> str:
         ticks=_ticks(page.scale_s),
         letter=GRID_LETTER,
         commands=_commands(page, root),
+        keep_folder=keep.folder(page.run_dir),
         generated=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
     )
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import kept_partitions, shuffles
+from sparkrecover.core import humanize, kept_partitions, shuffles
 from sparkrecover.core.kept_partitions import COMPUTED, KEPT, UNFINISHED, WriteProgress
 from sparkrecover.core.runstate import RunState
 
@@ -35,6 +35,7 @@ class Grid:
     attempt: int  # the latest attempt that ran it
     cells: list[Cell]
     reason: str | None = None  # why nothing could be kept, when the journal says
+    cost: str | None = None  # a shuffle's: the bytes kept and what keeping cost the executors
 
     def count(self, state: str) -> int:
         return sum(1 for cell in self.cells if cell.state == state)
@@ -60,7 +61,9 @@ def grids_of(state: RunState) -> list[Grid]:
         drawn = shuffles.cells(shuffle)
         if drawn is not None:
             latest, cells = drawn
-            found.append(Grid("shuffle", shuffle.identity, shuffle.stage, latest, [Cell(i, s, a) for i, s, a in cells]))
+            grid = Grid("shuffle", shuffle.identity, shuffle.stage, latest, [Cell(i, s, a) for i, s, a in cells])
+            grid.cost = _shuffle_cost(shuffle)
+            found.append(grid)
     return found
 
 
@@ -68,6 +71,19 @@ def _write_grid(stage: str, progress: WriteProgress) -> Grid:
     cells = [Cell(index, state, attempt) for index, state, attempt in kept_partitions.cells(progress)]
     reason = None if progress.reusable else progress.started.get("reason")
     return Grid("write", stage, stage, progress.attempt, cells, reason)
+
+
+def _shuffle_cost(shuffle: shuffles.ShuffleState) -> str:
+    """The bytes its kept map outputs hold and what keeping them cost the executors."""
+    kept = sum(_count(entry.get("data_bytes")) + _count(entry.get("index_bytes")) for entry in shuffle.kept.values())
+    cost = f"{humanize.size(kept)} kept; {shuffle.keep_us / 1000:.0f} ms on map tasks' threads"
+    if shuffle.copy_us:
+        cost += f", {shuffle.copy_us / 1e6:.1f} s of background copying"
+    return cost
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def fold_grids(records: Iterable[dict[str, Any]]) -> list[Grid]:

@@ -268,6 +268,10 @@ def plan_shuffles(
     if from_scratch:
         return []
     running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
+    # A stage the plan leaves out (only Spark's telemetry names it: the driver died in its write's
+    # probe, where its map stages run) runs as one never reached: its kept map outputs are offered.
+    planned = {d.stage for d in decisions}
+    running |= {s.stage for s in state.shuffles.values() if s.stage is not None and s.stage not in planned}
     offer = shuffles.offer(state.shuffles, size_of, running, script)
     for decision in decisions:
         if decision.stage not in running:

@@ -49,6 +49,10 @@ class ShuffleState:
     script: str | None = None  # the digest of the script that registered it (part of the identity)
     # attempt -> [when it registered the shuffle, when it kept its last map output] (epoch seconds)
     spans: dict[int, list[float]] = field(default_factory=dict)
+    # What keeping cost the executors, over every map output kept (microseconds): on the map
+    # tasks' threads, and in the background copies to the keep folder.
+    keep_us: int = 0
+    copy_us: int = 0
 
     @property
     def kept_count(self) -> int:
@@ -106,6 +110,12 @@ def on_committed(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> N
             continue  # a map output the record does not describe whole is not reused
         state.kept[int(entry["map"])] = {key: entry[key] for key in _MAP_FIELDS}
         state.computed[int(entry["map"])] = record["attempt"]
+        state.keep_us += _micros(entry.get("keep_us"))
+        state.copy_us += _micros(entry.get("copy_us"))
+
+
+def _micros(value: Any) -> int:
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 # -- what a resume offers ----------------------------------------------------------------------
@@ -210,6 +220,9 @@ def rows(shuffles: dict[str, ShuffleState]) -> list[dict[str, Any]]:
             "kept": state.kept_count,
             "kept_bytes": sum(int(entry["data_bytes"]) + int(entry["index_bytes"]) for entry in state.kept.values()),
             "reused": {str(attempt): count for attempt, count in sorted(state.reused.items())},
+            # What keeping cost: seconds on the map tasks' threads, and of background copying.
+            "keep_seconds": round(state.keep_us / 1e6, 3),
+            "copy_seconds": round(state.copy_us / 1e6, 3),
         }
         for state in shuffles.values()
     ]

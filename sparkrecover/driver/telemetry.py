@@ -235,7 +235,18 @@ def _batch_map(batches: dict[str, dict[str, Any]], record: dict[str, Any]) -> No
     batch["maps"].append(
         {
             key: record.get(key)
-            for key in ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes", "keep_us")
+            # keep_us: on the map task's thread; copy_us: the background copy; wait_us: for a copier
+            for key in (
+                "map",
+                "path",
+                "data_bytes",
+                "index_bytes",
+                "records",
+                "row_bytes",
+                "keep_us",
+                "copy_us",
+                "wait_us",
+            )
         }
     )
 

@@ -8,35 +8,24 @@
  *  - driver, registerShuffle (inside the ShuffleDependency constructor, before the DAGScheduler
  *    creates the map stage): the shuffle's identity (ShuffleIdentity); a handle that carries the
  *    keep folder's name to the executors; and, when the plan lists kept map outputs of that
- *    identity whose files are still there with their recorded sizes, MapOutputTrackerMaster's
- *    registration of each of them at FallbackStorage's block manager, so the map stage finds them
- *    available and runs only the missing map tasks; reducers read them through FallbackStorage
- *    (spark.storage.decommission.fallbackStorage.path), from hard links laid out as it expects.
- *    Adaptive execution takes a stage's row count from its shuffle-write SQL metrics, which reused
- *    map outputs never update (0 rows would make AQEPropagateEmptyRelation drop real rows): the
- *    kept records and sizes are added to those metrics first, and when that step fails nothing is
- *    reused.
- *  - executor, getWriter: Spark's own writer wrapped by KeepingShuffleWriter, which keeps the
- *    committed files.
- *  - the listener (same jar) turns each finished map task whose output was kept into a line for
- *    the journal (mapKept); every refusal becomes a shuffle.unsupported line.
+ *    identity whose files are still there with their recorded sizes, their registration
+ *    (KeptRegistration), so the map stage runs only the missing map tasks.
+ *  - executors, getWriter: Spark's own writer wrapped by KeepingShuffleWriter, which keeps the
+ *    committed files (KeptCopies) in the keep folder, local or on any Hadoop filesystem
+ *    (KeptStore); the executor then tells the driver (KeepingPlugin), whose side here turns that
+ *    into a journal line (received). Every refusal becomes a shuffle.unsupported line.
+ *  - executors, reading: getReader learns from the handle where the reused map outputs are, and
+ *    shuffleBlockResolver serves their blocks from there (KeptBlockResolver).
  *
- * Settings (spark.sparkrecover.shuffle.*, set by submit): dir (the keep folder, local), mode
- * (link | copy), script (the script's digest), reuse (a file listing kept outputs to reuse:
- * identity, map index, folder, data bytes, index bytes, records, row bytes; tab-separated).
- *
- * Internals that differ between Spark 3.5 and 4.x (registerMapOutput's return type,
- * MapStatus.apply's arity, Scala collections) are called by reflection; a failure refuses reuse
- * and is reported, never guessed around.
+ * Settings (spark.sparkrecover.shuffle.*, set by submit): dir (the keep folder: a local path or a
+ * Hadoop URL), mode (link | copy), script (the script's digest), reuse (a file in the keep folder
+ * listing kept outputs to reuse: identity, map index, folder, data bytes, index bytes, records, row
+ * bytes; tab-separated).
  */
 package sparkrecover.jvm;
 
-import java.io.File;
 import java.io.IOException;
-import java.lang.reflect.Method;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -47,9 +36,11 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkContext;
-import org.apache.spark.SparkEnv;
 import org.apache.spark.TaskContext;
+import org.apache.spark.shuffle.IndexShuffleBlockResolver;
 import org.apache.spark.shuffle.ShuffleHandle;
+import org.apache.spark.shuffle.ShuffleReadMetricsReporter;
+import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.shuffle.sort.SortShuffleManager;
@@ -59,17 +50,19 @@ public class KeepingShuffleManager extends SortShuffleManager {
     public static final String MODE = "spark.sparkrecover.shuffle.mode";
     public static final String SCRIPT = "spark.sparkrecover.shuffle.script";
     public static final String REUSE = "spark.sparkrecover.shuffle.reuse";
-    public static final String FALLBACK_PATH = "spark.storage.decommission.fallbackStorage.path";
     /** Map ids of reused outputs: far above any task attempt id of the new application. */
     static final long MAP_ID_BASE = 1L << 52;
     static final int MAX_EXECUTIONS = 1000;
 
     private static volatile KeepingShuffleManager driverInstance;
     private static volatile boolean warned;
+    private static volatile boolean failureJournaled;
 
     private final SparkConf conf;
-    private final File keepFolder;
-    private final boolean copies;
+    private final String keepRoot;
+    private final boolean links;
+    private volatile KeptStore store;
+    private volatile KeptBlockResolver resolver;
     // Driver side: this application's shuffle ids -> identity (upstream shuffles' identities).
     private final Map<Integer, String> identities = new ConcurrentHashMap<Integer, String>();
     private final Map<Integer, String> stageNames = new ConcurrentHashMap<Integer, String>();
@@ -82,21 +75,28 @@ public class KeepingShuffleManager extends SortShuffleManager {
         }
     };
     private Map<String, List<KeptOutput>> reusable;  // loaded on first use, driver only
+    // Executor side: shuffle id -> per map index, the folder of the kept output reused (or null).
+    private final Map<Integer, String[]> reused = new ConcurrentHashMap<Integer, String[]>();
 
     public KeepingShuffleManager(SparkConf conf) {
         super(conf);
         this.conf = conf;
         String dir = conf.get(DIR, "");
-        this.keepFolder = dir.isEmpty() ? null : new File(dir);
-        this.copies = "copy".equals(conf.get(MODE, "link"));
+        this.keepRoot = dir.isEmpty() ? null : dir;
+        this.links = !"copy".equals(conf.get(MODE, "link"));
     }
 
-    File keepFolder() {
-        return keepFolder;
+    /** The keep folder's store (null when none is configured); opened on first use. */
+    KeptStore store() {
+        KeptStore current = store;
+        if (current == null && keepRoot != null) {
+            current = store = KeptStore.of(keepRoot, conf);
+        }
+        return current;
     }
 
-    boolean copies() {
-        return copies;
+    boolean links() {
+        return links;
     }
 
     // -- driver ----------------------------------------------------------------------------------
@@ -111,7 +111,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
         try {
             context = dependency.rdd().context();
             stage = context.getLocalProperty(SparkRecoverListener.STAGE_PROPERTY);
-            if (keepFolder == null) {
+            if (keepRoot == null) {
                 throw new ShuffleIdentity.Refused("no keep folder configured (" + DIR + ")");
             }
             String refusal = unsupportedSetting();
@@ -131,13 +131,24 @@ public class KeepingShuffleManager extends SortShuffleManager {
             int numMaps = dependency.rdd().partitions().length;
             int numReduces = dependency.partitioner().numPartitions();
             String[] why = new String[1];
-            int reused = reuse(shuffleId, dependency, identity, numMaps, numReduces, why);
+            int reusedCount = 0;
+            List<KeptOutput> offered = reusable().get(identity);
+            if (offered != null && !offered.isEmpty()) {
+                String[] folders = KeptRegistration.register(
+                    store(), shuffleId, dependency, identity, offered, numMaps, numReduces, why);
+                if (folders != null) {
+                    ((KeptShuffleHandles.Kept) kept).setReused(folders);
+                    for (String folder : folders) {
+                        reusedCount += folder == null ? 0 : 1;
+                    }
+                }
+            }
             StringBuilder line = new StringBuilder(256).append("{\"k\":\"shuffle.registered\"");
             SparkRecoverListener.string(line.append(",\"shuffle\":"), identity);
             line.append(",\"spark_shuffle\":").append(shuffleId);
             appendStage(line, stage);
             line.append(",\"maps\":").append(numMaps).append(",\"reduces\":").append(numReduces)
-                .append(",\"reused\":").append(reused)
+                .append(",\"reused\":").append(reusedCount)
                 .append(",\"time_ms\":").append(System.currentTimeMillis());
             // The script is part of the identity: the command line can tell before a resume
             // that an edited script plans none of these shuffles again.
@@ -191,163 +202,14 @@ public class KeepingShuffleManager extends SortShuffleManager {
         }
     }
 
-    /** Registers the plan's kept outputs of this identity that are intact; returns how many. */
-    @SuppressWarnings("rawtypes")
-    private int reuse(int shuffleId, ShuffleDependency dependency, String identity, int numMaps, int numReduces,
-                      String[] why) {
-        List<KeptOutput> kept = reusable().get(identity);
-        if (kept == null || kept.isEmpty()) {
-            return 0;
-        }
-        try {
-            String fallback = conf.get(FALLBACK_PATH, "");
-            if (fallback.isEmpty() || !fallback.endsWith("/")) {
-                throw new ShuffleIdentity.Refused(FALLBACK_PATH + " is not set (or lacks its trailing /)");
-            }
-            List<KeptOutput> intact = new ArrayList<KeptOutput>();
-            long records = 0, rowBytes = 0, bytes = 0;
-            for (KeptOutput output : kept) {
-                long[] sizes = output.intactSizes(keepFolder, numReduces);
-                if (output.mapIndex < numMaps && sizes != null) {
-                    output.sizes = sizes;
-                    intact.add(output);
-                    records += output.records;
-                    rowBytes += output.rowBytes;
-                    bytes += output.dataBytes;
-                }
-            }
-            if (intact.isEmpty()) {
-                why[0] = "no kept map output is intact";
-                return 0;
-            }
-            // The adaptive statistics first: without them nothing may be reused.
-            Object[] metrics = writeMetrics(dependency);
-            Object tracker = SparkEnv.get().mapOutputTracker();
-            Method register = tracker.getClass().getMethod("registerShuffle", int.class, int.class, int.class);
-            Method registerMap = findMethod(tracker.getClass(), "registerMapOutput", 3);
-            Object location = blockManagerId();
-            Method apply = findMethod(Class.forName("org.apache.spark.scheduler.MapStatus$"), "apply", -1);
-            Object statusFactory = Class.forName("org.apache.spark.scheduler.MapStatus$").getField("MODULE$").get(null);
-            String appId = SparkEnv.get().conf().getAppId();
-            File shuffleDir = new File(new File(stripScheme(fallback), appId), String.valueOf(shuffleId));
-            List<Object[]> statuses = new ArrayList<Object[]>();
-            for (KeptOutput output : intact) {
-                long mapId = MAP_ID_BASE + output.mapIndex;
-                output.placeForFallback(keepFolder, shuffleDir, shuffleId, mapId);
-                Object status = apply.getParameterCount() == 4
-                    ? apply.invoke(statusFactory, location, output.sizes, mapId, 0L)
-                    : apply.invoke(statusFactory, location, output.sizes, mapId);
-                statuses.add(new Object[] {output.mapIndex, status});
-            }
-            Method[] add = {adder(metrics[0]), adder(metrics[1]), metrics[2] == null ? null : adder(metrics[2])};
-            register.invoke(tracker, shuffleId, numMaps, numReduces);
-            try {
-                for (Object[] status : statuses) {
-                    registerMap.invoke(tracker, shuffleId, status[0], status[1]);
-                }
-            } catch (ReflectiveOperationException | RuntimeException error) {
-                // Half registered is worse than none: the DAGScheduler registers the shuffle afresh.
-                tracker.getClass().getMethod("unregisterShuffle", int.class).invoke(tracker, shuffleId);
-                throw error;
-            }
-            add[0].invoke(metrics[0], rowBytes);
-            add[1].invoke(metrics[1], records);
-            if (add[2] != null) {
-                add[2].invoke(metrics[2], bytes);
-            }
-            return intact.size();
-        } catch (ShuffleIdentity.Refused refused) {
-            why[0] = refused.getMessage();
-        } catch (ReflectiveOperationException | IOException | RuntimeException | LinkageError error) {
-            why[0] = "Spark internals differ on this version: " + error;
-        }
-        return 0;
-    }
-
-    /**
-     * The SQL metrics adaptive execution reads a stage's statistics from: the serializer's
-     * dataSize and the write processor's records written (and bytes written, shown in the UI).
-     */
-    @SuppressWarnings("rawtypes")
-    private static Object[] writeMetrics(ShuffleDependency dependency) throws ShuffleIdentity.Refused {
-        Class<?> sqlMetric;
-        try {
-            sqlMetric = Class.forName("org.apache.spark.sql.execution.metric.SQLMetric");
-        } catch (ClassNotFoundException error) {
-            throw new ShuffleIdentity.Refused("no SQL metrics on this Spark");
-        }
-        Object dataSize = ShuffleIdentity.fieldOfType(dependency.serializer(), sqlMetric, "dataSize");
-        Object processor = ShuffleIdentity.call(dependency, "shuffleWriterProcessor");
-        Object map = ShuffleIdentity.fieldOfType(processor, scala.collection.Map.class, null);
-        Object records = map == null ? null : mapValue(map, "shuffleRecordsWritten");
-        Object bytes = map == null ? null : mapValue(map, "shuffleBytesWritten");
-        if (dataSize == null || records == null || !sqlMetric.isInstance(records)) {
-            throw new ShuffleIdentity.Refused("the shuffle-write metrics adaptive execution reads could not be "
-                                              + "found on this Spark, and a reused stage would look empty to it");
-        }
-        return new Object[] {dataSize, records, sqlMetric.isInstance(bytes) ? bytes : null};
-    }
-
-    private static Object mapValue(Object map, String key) throws ShuffleIdentity.Refused {
-        try {
-            Object option = map.getClass().getMethod("get", Object.class).invoke(map, key);
-            return ((scala.Option<?>) option).isDefined() ? ((scala.Option<?>) option).get() : null;
-        } catch (ReflectiveOperationException | RuntimeException error) {
-            throw new ShuffleIdentity.Refused("reading the shuffle-write metrics failed on this Spark: " + error);
-        }
-    }
-
-    private static Method adder(Object metric) throws ReflectiveOperationException {
-        return metric.getClass().getMethod("add", long.class);
-    }
-
-    static long metricValue(Object metric) {
-        if (metric == null) {
-            return -1;
-        }
-        try {
-            return ((Number) metric.getClass().getMethod("value").invoke(metric)).longValue();
-        } catch (ReflectiveOperationException | RuntimeException error) {
-            return -1;
-        }
-    }
-
-    private static Object blockManagerId() throws ReflectiveOperationException {
-        Class<?> fallback = Class.forName("org.apache.spark.storage.FallbackStorage$");
-        Object module = fallback.getField("MODULE$").get(null);
-        return fallback.getMethod("FALLBACK_BLOCK_MANAGER_ID").invoke(module);
-    }
-
-    /** A public method by name and parameter count (-1: the one with the most parameters). */
-    private static Method findMethod(Class<?> cls, String name, int parameters) throws NoSuchMethodException {
-        Method found = null;
-        for (Method method : cls.getMethods()) {
-            if (!method.getName().equals(name) || method.isBridge()) {
-                continue;
-            }
-            if (parameters >= 0 ? method.getParameterCount() == parameters
-                    : (method.getParameterCount() >= 3
-                       && (found == null || method.getParameterCount() > found.getParameterCount()))) {
-                found = method;
-            }
-        }
-        if (found == null) {
-            throw new NoSuchMethodException(cls.getName() + "." + name);
-        }
-        return found;
-    }
-
-    private static String stripScheme(String path) {
-        return path.startsWith("file:") ? java.net.URI.create(path).getPath() : path;
-    }
-
     private synchronized Map<String, List<KeptOutput>> reusable() {
         if (reusable == null) {
             reusable = new HashMap<String, List<KeptOutput>>();
             String file = conf.get(REUSE, "");
             if (!file.isEmpty()) {
                 try {
-                    for (String line : Files.readAllLines(new File(file).toPath(), StandardCharsets.UTF_8)) {
+                    String text = new String(store().read(file), StandardCharsets.UTF_8);
+                    for (String line : text.split("\n")) {
                         KeptOutput output = KeptOutput.parse(line);
                         if (output != null) {
                             List<KeptOutput> list = reusable.get(output.identity);
@@ -378,13 +240,52 @@ public class KeepingShuffleManager extends SortShuffleManager {
             qe, scala.Option.<String>empty(), body);
     }
 
+    /**
+     * An executor's message that a map output was kept (KeepingPlugin), as a journal line of
+     * finished work; false when this JVM has no driver side (the message is then not for it).
+     */
+    static boolean received(String message) {
+        KeepingShuffleManager manager = driverInstance;
+        if (manager == null) {
+            return false;
+        }
+        String[] fields = message.split("\t");
+        if (fields.length == 2 && KeepingPlugin.FAILED.equals(fields[0])) {
+            if (!failureJournaled) {
+                failureJournaled = true;
+                manager.unsupported(-1, null, fields[1]);
+            }
+            return true;
+        }
+        if (fields.length != 12 || !KeepingPlugin.KEPT.equals(fields[0])) {
+            return true;
+        }
+        int shuffleId = Integer.parseInt(fields[1]);
+        String identity = fields[2];
+        if (!identity.equals(manager.identities.get(shuffleId))) {
+            return true;  // not a shuffle of this application as the driver knows it
+        }
+        StringBuilder line = new StringBuilder(256).append("{\"k\":\"shuffle.map\"");
+        SparkRecoverListener.string(line.append(",\"shuffle\":"), identity);
+        line.append(",\"spark_shuffle\":").append(shuffleId);
+        appendStage(line, manager.stageNames.get(shuffleId));
+        line.append(",\"map\":").append(Integer.parseInt(fields[3]));
+        SparkRecoverListener.string(line.append(",\"path\":"), fields[4]);
+        String[] keys = {"data_bytes", "index_bytes", "records", "row_bytes", "keep_us", "copy_us", "wait_us"};
+        for (int i = 0; i < keys.length; i++) {
+            line.append(",\"").append(keys[i]).append("\":").append(Long.parseLong(fields[5 + i]));
+        }
+        SparkRecoverListener.emitFinishedWork(line.append('}'));
+        return true;
+    }
+
     // -- executors -------------------------------------------------------------------------------
 
     @Override
     public <K, V> ShuffleWriter<K, V> getWriter(ShuffleHandle handle, long mapId, TaskContext context,
                                                  ShuffleWriteMetricsReporter metrics) {
         ShuffleWriter<K, V> writer = super.getWriter(handle, mapId, context, metrics);
-        if (!(handle instanceof KeptShuffleHandles.Kept) || keepFolder == null) {
+        if (!(handle instanceof KeptShuffleHandles.Kept) || keepRoot == null) {
             return writer;
         }
         Object rowBytes = null;
@@ -400,57 +301,58 @@ public class KeepingShuffleManager extends SortShuffleManager {
                                               ((KeptShuffleHandles.Kept) handle).keepId(), context, rowBytes);
     }
 
-    // -- the listener's questions ----------------------------------------------------------------
-
-    /**
-     * The journal line for a map task of this application's shuffle that finished, when its output
-     * is kept (its map-<i> folder exists, whole); null otherwise. Called on the listener's thread.
-     */
-    static String mapKept(int shuffleId, int mapIndex) {
-        KeepingShuffleManager manager = driverInstance;
-        if (manager == null || manager.keepFolder == null) {
-            return null;
-        }
-        String identity = manager.identities.get(shuffleId);
-        if (identity == null) {
-            return null;
-        }
-        Path folder = manager.keepFolder.toPath().resolve(identity).resolve("map-" + mapIndex);
-        Map<String, Long> meta = readMeta(folder.resolve("meta"));
-        if (meta == null) {
-            return null;
-        }
-        StringBuilder line = new StringBuilder(256).append("{\"k\":\"shuffle.map\"");
-        SparkRecoverListener.string(line.append(",\"shuffle\":"), identity);
-        line.append(",\"spark_shuffle\":").append(shuffleId);
-        appendStage(line, manager.stageNames.get(shuffleId));
-        line.append(",\"map\":").append(mapIndex);
-        SparkRecoverListener.string(line.append(",\"path\":"), identity + "/map-" + mapIndex);
-        for (String key : new String[] {"data_bytes", "index_bytes", "records", "row_bytes", "keep_us"}) {
-            Long value = meta.get(key);
-            line.append(",\"").append(key).append("\":").append(value == null ? -1 : value);
-        }
-        return line.append('}').toString();
-    }
-
-    static Map<String, Long> readMeta(Path meta) {
-        try {
-            Map<String, Long> values = new HashMap<String, Long>();
-            for (String entry : Files.readAllLines(meta, StandardCharsets.UTF_8)) {
-                int eq = entry.indexOf('=');
-                if (eq > 0) {
-                    values.put(entry.substring(0, eq), Long.parseLong(entry.substring(eq + 1).trim()));
-                }
+    @Override
+    public <K, C> ShuffleReader<K, C> getReader(ShuffleHandle handle, int startMapIndex, int endMapIndex,
+                                                int startPartition, int endPartition, TaskContext context,
+                                                ShuffleReadMetricsReporter metrics) {
+        if (handle instanceof KeptShuffleHandles.Kept) {
+            String[] folders = ((KeptShuffleHandles.Kept) handle).reused();
+            if (folders != null) {
+                reused.put(handle.shuffleId(), folders);
             }
-            return values;
-        } catch (IOException | RuntimeException error) {
-            return null;
         }
+        return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);
     }
+
+    @Override
+    public boolean unregisterShuffle(int shuffleId) {
+        reused.remove(shuffleId);
+        KeptBlockResolver current = resolver;
+        if (current != null) {
+            current.forget(shuffleId);
+        }
+        return super.unregisterShuffle(shuffleId);
+    }
+
+    /** Spark's resolver, plus the kept map outputs a resumed application reuses. */
+    @Override
+    public IndexShuffleBlockResolver shuffleBlockResolver() {
+        KeptBlockResolver current = resolver;
+        if (current == null) {
+            if (conf == null) {
+                return super.shuffleBlockResolver();  // called from Spark's constructor, before ours ran
+            }
+            synchronized (this) {
+                if (resolver == null) {
+                    resolver = new KeptBlockResolver(conf, super.shuffleBlockResolver(), this);
+                }
+                current = resolver;
+            }
+        }
+        return current;
+    }
+
+    /** The folder of the kept output reused for a map index of a shuffle, or null. */
+    String keptFolder(int shuffleId, int mapIndex) {
+        String[] folders = reused.get(shuffleId);
+        return folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
+    }
+
+    // -- journal lines ---------------------------------------------------------------------------
 
     private void unsupported(int shuffleId, String stage, String reason) {
         StringBuilder line = new StringBuilder(256).append("{\"k\":\"shuffle.unsupported\"");
-        line.append(",\"spark_shuffle\":").append(shuffleId);
+        line.append(",\"spark_shuffle\":").append(shuffleId < 0 ? "null" : String.valueOf(shuffleId));
         appendStage(line, stage);
         SparkRecoverListener.string(line.append(",\"reason\":"), reason);
         SparkRecoverListener.emitLine(line.append('}'));

@@ -1,23 +1,14 @@
 /*
  * The executor's side of keeping shuffle map outputs (docs/shuffles.md): Spark's own writer does
  * the work; once it has committed the map output (stop(true) returned a MapStatus), its data and
- * index files are hard-linked (or copied, when so configured) into a scratch folder under the keep
- * folder with a small meta file, and the folder is renamed to map-<mapIndex> in one step. So a
- * map-<i> folder is either whole or absent, and it exists before the task's status reaches the
- * driver, whose listener journals it: the record never runs ahead of the files.
+ * index files are handed to KeptCopies, which links them into the keep folder at once or copies
+ * them there in the background, and tells the driver once they are whole.
  *
  * Keeping must never fail the task: any error leaves the map output unkept, and says so once.
  */
 package sparkrecover.jvm;
 
-import java.io.File;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
-import java.nio.file.AtomicMoveNotSupportedException;
-import java.nio.file.FileAlreadyExistsException;
-import java.nio.file.Files;
-import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 
 import org.apache.spark.TaskContext;
 import org.apache.spark.scheduler.MapStatus;
@@ -56,7 +47,7 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
             try {
                 keep();
             } catch (IOException | RuntimeException | LinkageError error) {
-                KeepingShuffleManager.warnOnce("a shuffle map output was not kept: " + error);
+                KeptCopies.failed("a shuffle map output was not kept: " + error);
             }
         }
         return status;
@@ -68,56 +59,20 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     }
 
     private void keep() throws IOException {
-        long started = System.nanoTime();
+        KeptStore store = manager.store();
+        if (store == null) {
+            return;
+        }
         IndexShuffleBlockResolver resolver = manager.shuffleBlockResolver();
-        File data = resolver.getDataFile(shuffleId, mapId);
-        File index = resolver.getIndexFile(shuffleId, mapId, scala.Option.<String[]>apply(null));
-        int mapIndex = context.partitionId();
-        Path shuffleFolder = manager.keepFolder().toPath().resolve(keepId);
-        Path target = shuffleFolder.resolve("map-" + mapIndex);
-        if (Files.exists(target)) {
-            return;  // another attempt of this map task kept it first: the same bytes
-        }
-        Path scratch = shuffleFolder.resolve(".tmp-" + mapIndex + "-" + context.taskAttemptId());
-        Files.createDirectories(scratch);
-        try {
-            // A map task whose partition was empty may write no data file.
-            long dataBytes = data.exists() ? place(data.toPath(), scratch.resolve("data")) : 0;
-            long indexBytes = place(index.toPath(), scratch.resolve("index"));
-            long records = context.taskMetrics().shuffleWriteMetrics().recordsWritten();
-            long rowBytes = KeepingShuffleManager.metricValue(rowBytesMetric);
-            String meta = "records=" + records + "\nrow_bytes=" + rowBytes + "\ndata_bytes=" + dataBytes
-                + "\nindex_bytes=" + indexBytes + "\nkeep_us=" + (System.nanoTime() - started) / 1000 + "\n";
-            Files.write(scratch.resolve("meta"), meta.getBytes(StandardCharsets.UTF_8));
-            try {
-                Files.move(scratch, target, StandardCopyOption.ATOMIC_MOVE);
-            } catch (FileAlreadyExistsException | java.nio.file.DirectoryNotEmptyException raced) {
-                // kept by another attempt meanwhile
-            } catch (AtomicMoveNotSupportedException error) {
-                throw new IOException("the keep folder cannot rename atomically: " + error);
-            }
-        } finally {
-            deleteQuietly(scratch);
-        }
-    }
-
-    /** Hard link, or copy in copy mode; returns the file's size. */
-    private long place(Path from, Path to) throws IOException {
-        if (manager.copies()) {
-            Files.copy(from, to);
-        } else {
-            Files.createLink(to, from);
-        }
-        return Files.size(to);
-    }
-
-    private static void deleteQuietly(Path folder) {
-        File[] files = folder.toFile().listFiles();
-        if (files != null) {
-            for (File file : files) {
-                file.delete();
-            }
-        }
-        folder.toFile().delete();
+        KeptCopies.MapOutput output = new KeptCopies.MapOutput();
+        output.shuffleId = shuffleId;
+        output.identity = keepId;
+        output.mapIndex = context.partitionId();
+        output.taskAttemptId = context.taskAttemptId();
+        output.data = resolver.getDataFile(shuffleId, mapId);
+        output.index = resolver.getIndexFile(shuffleId, mapId, scala.Option.<String[]>apply(null));
+        output.records = context.taskMetrics().shuffleWriteMetrics().recordsWritten();
+        output.rowBytes = KeptRegistration.metricValue(rowBytesMetric);
+        KeptCopies.keep(store, manager.links(), output);
     }
 }

@@ -65,8 +65,6 @@ public final class SparkRecoverListener extends SparkListener {
     static final int MAX_TEXT = 2000;
     /** SparkListenerTaskEnd.taskType of the tasks of a ResultStage (a write's tasks). */
     static final String RESULT_TASK = "ResultTask";
-    /** SparkListenerTaskEnd.taskType of a shuffle map task (its output may be kept: KeepingShuffleManager). */
-    static final String MAP_TASK = "ShuffleMapTask";
 
     private static final Object LOCK = new Object();
     private static StringBuilder pending = new StringBuilder();   // guarded by LOCK
@@ -83,7 +81,6 @@ public final class SparkRecoverListener extends SparkListener {
     private final Map<Integer, Integer> jobOfSparkStage = bounded();  // jobs inside a pipeline stage only
     // Spark stages of jobs a stage's work started (WRITING_PROPERTY) -> the partitions the write keeps.
     private final Map<Integer, java.util.Set<Integer>> keptOfWritingStage = bounded();
-    private final Map<Integer, Integer> shuffleOfSparkStage = bounded();  // map stages only
     private final Map<Long, Tally> tallies = bounded();
     // Task ends that arrive after their stage attempt completed (tasks killed once the attempt
     // was decided) would otherwise open a tally that never closes.
@@ -238,10 +235,6 @@ public final class SparkRecoverListener extends SparkListener {
             if (kept != null) {
                 keptOfWritingStage.put(info.stageId(), kept);
             }
-            scala.Option<Object> shuffle = info.shuffleDepId();
-            if (shuffle.isDefined()) {
-                shuffleOfSparkStage.put(info.stageId(), ((Number) shuffle.get()).intValue());
-            }
             long key = key(info.stageId(), info.attemptNumber());
             if (!tallies.containsKey(key)) {
                 tallies.put(key, new Tally());
@@ -256,8 +249,6 @@ public final class SparkRecoverListener extends SparkListener {
         try {
             if (event.reason() == Success$.MODULE$ && RESULT_TASK.equals(event.taskType())) {
                 taskCommitted(event);
-            } else if (event.reason() == Success$.MODULE$ && MAP_TASK.equals(event.taskType())) {
-                mapTaskFinished(event);
             }
             long key = key(event.stageId(), event.stageAttemptId());
             if (completed.containsKey(key)) {
@@ -353,23 +344,6 @@ public final class SparkRecoverListener extends SparkListener {
                 .append(",\"records\":").append(metrics.outputMetrics().recordsWritten());
         }
         emitCoordinator(line.append('}'));
-    }
-
-    /**
-     * A map task finished: when the shuffle manager kept its output (the files were renamed into
-     * place before the task reported success), journal it. The task-end event follows the map
-     * status's arrival at the driver, so the line never precedes the files.
-     */
-    private void mapTaskFinished(SparkListenerTaskEnd event) {
-        Integer shuffle = shuffleOfSparkStage.get(event.stageId());
-        TaskInfo info = event.taskInfo();
-        if (shuffle == null || info == null) {
-            return;
-        }
-        String line = KeepingShuffleManager.mapKept(shuffle, info.partitionId() >= 0 ? info.partitionId() : info.index());
-        if (line != null) {
-            emitCoordinator(line);
-        }
     }
 
     /**
@@ -546,6 +520,11 @@ public final class SparkRecoverListener extends SparkListener {
     /** A line from another class of this jar (the shuffle manager) for the journal. */
     static void emitLine(CharSequence line) {
         emit(line);
+    }
+
+    /** A line of finished work from another class of this jar (a kept map output): journaled at once. */
+    static void emitFinishedWork(CharSequence line) {
+        emitCoordinator(line);
     }
 
     private static void emit(CharSequence line) {

@@ -14,8 +14,10 @@ FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 # The classes.
 LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
-# spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md).
+# spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md) ...
 SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
+# ... and in spark.plugins, how executors tell the driver which map outputs they kept.
+KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.KeepingPlugin"
 KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
 PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
 # Spark's default commit protocol plus the lease check at job commit (driver/fence.py) ...
@@ -31,6 +33,9 @@ SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"
 SHUFFLE_MANAGER_CONF = "spark.shuffle.manager"
+PLUGINS_CONF = "spark.plugins"
+# Spark 3.5's executors create their shuffle manager before they fetch --jars: the jar goes here.
+EXECUTOR_CLASS_PATH_CONF = "spark.executor.extraClassPath"
 COMMIT_PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
 DEFAULT_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
@@ -48,8 +53,6 @@ SHUFFLE_DIR_CONF = "spark.sparkrecover.shuffle.dir"
 SHUFFLE_MODE_CONF = "spark.sparkrecover.shuffle.mode"
 SHUFFLE_SCRIPT_CONF = "spark.sparkrecover.shuffle.script"
 SHUFFLE_REUSE_CONF = "spark.sparkrecover.shuffle.reuse"
-# Where reducers read reused map outputs (Spark's FallbackStorage): the trailing / is required.
-FALLBACK_PATH_CONF = "spark.storage.decommission.fallbackStorage.path"
 
 
 def sources() -> list[str]:

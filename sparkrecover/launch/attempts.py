@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sparkrecover.errors import SparkRecoverError, UsageError
 from sparkrecover.journal import JournalWriter, reader, redact, runinfo
@@ -20,6 +20,9 @@ from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTER
 from sparkrecover.launch import launcher, shuffles
 from sparkrecover.rundir import keep, plans, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
+
+if TYPE_CHECKING:
+    from sparkrecover.launch.listener_jar import ListenerJar
 
 
 @dataclass
@@ -171,13 +174,24 @@ def bootstrap_launch(
         bootstrap_args += ["--checkpoint-root", spec.checkpoint_root]
     if plan_url is not None:
         bootstrap_args += ["--plan", plan_url]
-    jar = _listener_jar(spec.spark_submit, notify)
+    built = _listener_jar(spec.spark_submit, notify)
+    jar = built.path
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
-    keeping = shuffles.setup(spec.submit_args, run_dir, spec.keep_shuffles, jar=jar, reuse=reuse, attempt=attempt or 1)
+    keeping = shuffles.setup(
+        spec.submit_args,
+        run_dir,
+        spec.keep_shuffles,
+        jar=jar,
+        spark_version=built.spark_version,
+        reuse=reuse,
+        attempt=attempt or 1,
+    )
     submit_args = launcher.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )
-    command = launcher.bootstrap_command(spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar)
+    command = launcher.bootstrap_command(
+        spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
+    )
     return BootstrapLaunch(command, bootstrap_args, keeping, jar)
 
 
@@ -219,6 +233,8 @@ def run_attempt(
         notify=notify,
     )
     command, keeping = launch.command, launch.keeping
+    if keeping.tell and keeping.reason is not None:
+        (warn or notify)(keeping.reason)
     writers: list[JournalWriter] = []
 
     def journal_start(_pid: int) -> None:
@@ -309,8 +325,9 @@ def _report_journal_health(
 _said_why: set[str] = set()
 
 
-def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | None:
-    """The JVM listener's jar for this Spark, or None (said once per process, with why)."""
+def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> ListenerJar:
+    """The JVM listener's jar for this Spark (its path None, said once per process with why,
+    when there is none)."""
     from sparkrecover.launch import listener_jar
 
     found = listener_jar.ensure_jar(spark_submit)
@@ -322,7 +339,7 @@ def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> str | Non
             f"Spark events are journaled through the slower Py4J listener, which can fall behind "
             f"on task-heavy jobs: {found.reason}"
         )
-    return found.path
+    return found
 
 
 def _keep_mode(recorded: Any) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.jvm import LISTENER_CLASS, LISTENERS_CONF
+from sparkrecover.jvm import EXECUTOR_CLASS_PATH_CONF, LISTENER_CLASS, LISTENERS_CONF, PLUGINS_CONF
 from sparkrecover.launch import spark_log
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
@@ -222,13 +222,22 @@ def find_spark_submit(explicit: str | None = None) -> str:
 
 
 def bootstrap_command(
-    spark_submit: str, parsed: SubmitArgs, bootstrap_args: list[str], listener_jar: str | None = None
+    spark_submit: str,
+    parsed: SubmitArgs,
+    bootstrap_args: list[str],
+    listener_jar: str | None = None,
+    appended: dict[str, str] | None = None,
 ) -> list[str]:
-    """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>."""
+    """spark-submit <options> bootstrap.py <bootstrap args> -- app.py <app args>. ``appended``:
+    values added to list settings (``spark.plugins``, ``spark.executor.extraClassPath``) after
+    what the user set there."""
     app = parsed.app
     options = list(parsed.options)
+    defaults = _defaults_file_values(parsed, spark_submit) if listener_jar or appended else {}
     if listener_jar:
-        options = with_listener(options, listener_jar, _defaults_file_values(parsed, spark_submit))
+        options = with_listener(options, listener_jar, defaults)
+    for key, value in (appended or {}).items():
+        options = with_conf_item(options, key, value, defaults)
     if parsed.deploy_mode == "cluster":
         # The driver runs elsewhere: ship the script and refer to it by its name there.
         options = _merge_list_option(options, "--files", app)
@@ -258,25 +267,36 @@ def with_listener(options: list[str], jar: str, defaults: dict[str, str]) -> lis
         _append_at(merged, found, jar)
     else:
         merged += ["--jars", _append_csv(defaults.get("spark.jars", ""), jar)]
-    found = _last_conf_value(merged, LISTENERS_CONF)
+    return with_conf_item(merged, LISTENERS_CONF, LISTENER_CLASS, defaults)
+
+
+# Settings that hold a list, and their separator (a class path's is the platform's).
+_LIST_SEPARATORS = {EXECUTOR_CLASS_PATH_CONF: os.pathsep}
+
+
+def with_conf_item(options: list[str], key: str, value: str, defaults: dict[str, str]) -> list[str]:
+    """The options with ``value`` appended to the list setting ``key``, after what the user set
+    there on the command line or in the properties file."""
+    merged = list(options)
+    separator = _LIST_SEPARATORS.get(key, ",")
+    found = _last_conf_value(merged, key)
     if found is not None:
-        _append_at(merged, found, LISTENER_CLASS)
+        _append_at(merged, found, value, separator)
     else:
-        listeners = _append_csv(defaults.get(LISTENERS_CONF, ""), LISTENER_CLASS)
-        merged += ["--conf", f"{LISTENERS_CONF}={listeners}"]
+        merged += ["--conf", f"{key}={_append_csv(defaults.get(key, ''), value, separator)}"]
     return merged
 
 
-def _append_csv(text: str, value: str) -> str:
-    """A comma-separated list with ``value`` appended, once."""
-    items = [item.strip() for item in text.split(",") if item.strip()]
-    return ",".join(items if value in items else [*items, value])
+def _append_csv(text: str, value: str, separator: str = ",") -> str:
+    """A list (comma-separated unless told) with ``value`` appended, once."""
+    items = [item.strip() for item in text.split(separator) if item.strip()]
+    return separator.join(items if value in items else [*items, value])
 
 
-def _append_at(options: list[str], found: tuple[int, int], value: str) -> None:
+def _append_at(options: list[str], found: tuple[int, int], value: str, separator: str = ",") -> None:
     """Append to the list held in ``options[index][offset:]``."""
     index, offset = found
-    options[index] = options[index][:offset] + _append_csv(options[index][offset:], value)
+    options[index] = options[index][:offset] + _append_csv(options[index][offset:], value, separator)
 
 
 def _last_option_value(options: list[str], name: str) -> tuple[int, int] | None:
@@ -305,8 +325,12 @@ def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
     return found
 
 
+_DEFAULTS_READ = ("spark.jars", LISTENERS_CONF, PLUGINS_CONF, EXECUTOR_CLASS_PATH_CONF)
+
+
 def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, str]:
-    """``spark.jars`` and ``spark.extraListeners`` as spark-submit would read them from
+    """The list settings sparkrecover appends to (``spark.jars``, ``spark.extraListeners``,
+    ``spark.plugins``, ``spark.executor.extraClassPath``) as spark-submit would read them from
     ``--properties-file`` or ``spark-defaults.conf``."""
     files = []
     given = parsed.option("--properties-file")
@@ -319,7 +343,7 @@ def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, st
     values: dict[str, str] = {}
     for path in files:
         for key, value in _read_properties(path).items():
-            if key in ("spark.jars", LISTENERS_CONF):
+            if key in _DEFAULTS_READ:
                 values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
     return values
 

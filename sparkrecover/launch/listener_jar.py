@@ -35,6 +35,7 @@ class ListenerJar:
     path: str | None
     reason: str | None = None
     compiled: bool = False  # built by this call (the first use for this Spark and source)
+    spark_version: str | None = None  # ``<spark version>-scala<binary version>`` it was built for
 
 
 def cache_dir() -> str:
@@ -110,7 +111,7 @@ def ensure_jar(spark_submit: str) -> ListenerJar:
     name = f"sparkrecover-listener-{version}-{cache_key(source, version)}"
     jar = os.path.join(folder, name + ".jar")
     if os.path.isfile(jar):
-        return ListenerJar(jar)
+        return ListenerJar(jar, spark_version=version)
     failed = os.path.join(folder, name + ".failed")
     if os.path.isfile(failed):
         # This source does not compile against this Spark: say why without paying for javac again.
@@ -127,7 +128,7 @@ def ensure_jar(spark_submit: str) -> ListenerJar:
     if problem is not None:
         _write_quietly(failed, problem)
         return ListenerJar(None, problem)
-    return ListenerJar(jar, compiled=True)
+    return ListenerJar(jar, compiled=True, spark_version=version)
 
 
 def _compile(javac: str, jars_dir: str, jar: str) -> str | None:

@@ -217,6 +217,12 @@ def _launch(
     spec = attempts.LaunchSpec.from_run_started(
         plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
     )
+    # Map outputs no record names (an executor lost mid-copy, a driver killed before it journaled
+    # them) are never read: removed, so the keep folder holds what the journal names.
+    named = [str(entry["path"]) for shuffle in plan.state.shuffles.values() for entry in shuffle.kept.values()]
+    swept = keep.sweep(plan.run_dir, named)
+    if swept:
+        notify(f"removed {len(swept)} kept shuffle map output folder(s) that no journal record names")
     return attempts.run_attempt(
         plan.run_dir,
         plan.run_id,

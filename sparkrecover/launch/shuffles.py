@@ -1,18 +1,20 @@
 """Keeping shuffle map outputs: the spark-submit settings that install the keeping shuffle
 manager (sparkrecover/jvm/KeepingShuffleManager.java), and the list of kept map outputs a resumed
-attempt may reuse (docs/shuffles.md). The keep folder itself (where, its disk use, its removal)
-is ``rundir/keep.py``'s.
+attempt may reuse (docs/shuffles.md).
 
 ``--keep-shuffles``:
-- ``auto`` (the default): keep them where it costs nothing, as hard links: a local master whose
-  Spark local directory is on the filesystem of the run directory. Elsewhere, off.
-- ``link``: hard links only; a map output whose link fails is not kept.
-- ``copy``: copies (measured in docs/shuffles.md): for a keep folder on another filesystem.
+- ``auto`` (the default): where it costs nothing on the map task's path. A run directory on shared
+  storage (``s3://``, ``hdfs://``, ``gs://``, ...): each map output is copied there by the executor
+  that wrote it, in the background. A local run directory with a local master whose Spark local
+  directory shares its filesystem: hard links. A local run directory on a cluster: nothing (the
+  executors may not see it), said in one line.
+- ``link``: hard links only (a local run directory); a map output whose link fails is not kept.
+- ``copy``: copies into the keep folder, wherever it is: a folder every executor sees, or shared storage.
 - ``off``: Spark's own shuffle manager, nothing kept.
 
 Never installed over a shuffle manager the user chose (a remote shuffle service such as Celeborn or
-Uniffle sets one), with push-based shuffle, under Spark Connect, or for a run directory that is
-not a local folder: each of those is said once and journaled as ``shuffle.unsupported``.
+Uniffle sets one), with push-based shuffle or under Spark Connect: each of those is said once and
+journaled as ``shuffle.unsupported``.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from dataclasses import dataclass, field
 
 from sparkrecover.core import staleness
 from sparkrecover.jvm import (
-    FALLBACK_PATH_CONF,
+    EXECUTOR_CLASS_PATH_CONF,
+    KEEPING_PLUGIN_CLASS,
+    PLUGINS_CONF,
     SHUFFLE_DIR_CONF,
     SHUFFLE_MANAGER_CLASS,
     SHUFFLE_MANAGER_CONF,
@@ -37,7 +41,6 @@ from sparkrecover.rundir.plans import KeptShuffle
 
 MODES = ("auto", "link", "copy", "off")
 DEFAULT_MODE = "auto"
-FALLBACK = ".fallback"  # FallbackStorage's root, inside the keep folder
 
 
 @dataclass
@@ -45,8 +48,13 @@ class Setup:
     """What one attempt does about shuffles: the options to add, or why nothing is kept."""
 
     options: list[str] = field(default_factory=list)
+    # Values appended to list settings after the user's (spark.plugins, a class path).
+    appended: dict[str, str] = field(default_factory=dict)
     mode: str = "off"
     reason: str | None = None  # set when keeping was asked for (or automatic) and cannot be done
+    # ``auto`` keeps nothing on a cluster where the user could keep (a flag or a shared root): said
+    # before the launch, since a run that is killed never reaches a message printed after it.
+    tell: bool = False
 
 
 def setup(
@@ -55,36 +63,42 @@ def setup(
     mode: str,
     *,
     jar: str | None,
+    spark_version: str | None = None,
     reuse: list[KeptShuffle] | None = None,
     attempt: int = 1,
 ) -> Setup:
     """The options that keep this attempt's map outputs (and reuse the plan's kept ones)."""
     if mode == "off":
         return Setup()
-    reason = _unsupported(parsed, jar)
     folder = keep.folder(run_dir)
+    reason = _unsupported(parsed, jar)
     if reason is None and folder is None:
-        reason = f"the run directory {run_dir} is not a local folder"
-    if reason is None and mode == "auto":
-        reason = _not_free(parsed, folder or "")
+        reason = f"Spark cannot reach the run directory {run_dir}"
     if reason is not None:
         return Setup(reason=reason)
-    folder = keep.create(run_dir)
-    assert folder is not None
-    effective = "copy" if mode == "copy" else "link"
+    reason = _not_here(parsed, run_dir, folder or "", mode, spark_version)
+    if reason is not None:
+        return Setup(reason=reason, tell=mode == "auto" and not _local_master(parsed))
+    assert jar is not None and folder is not None
+    effective = "copy" if mode == "copy" or not storage.is_local(run_dir) else "link"
+    keep.create(run_dir)
     confs = {
         SHUFFLE_MANAGER_CONF: SHUFFLE_MANAGER_CLASS,
-        SHUFFLE_DIR_CONF: folder,
+        SHUFFLE_DIR_CONF: folder if storage.is_local(folder) else storage.to_spark_path(folder),
         SHUFFLE_MODE_CONF: effective,
         SHUFFLE_SCRIPT_CONF: staleness.script_digest(parsed.app, storage.read_bytes),
-        FALLBACK_PATH_CONF: os.path.join(folder, FALLBACK) + "/",
     }
     if reuse:
         confs[SHUFFLE_REUSE_CONF] = keep.write_reuse_list(run_dir, attempt, reuse)
     options: list[str] = []
     for key, value in confs.items():
         options += ["--conf", f"{key}={value}"]
-    return Setup(options=options, mode=effective)
+    # Executors tell the driver which map outputs they kept (KeepingPlugin).
+    appended = {PLUGINS_CONF: KEEPING_PLUGIN_CLASS}
+    if _before_spark_4(spark_version) and not _local_master(parsed):
+        # Spark 3.5's executors create their shuffle manager before they fetch --jars.
+        appended[EXECUTOR_CLASS_PATH_CONF] = jar
+    return Setup(options=options, appended=appended, mode=effective)
 
 
 def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
@@ -102,14 +116,40 @@ def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
     return None
 
 
+def _not_here(
+    parsed: launcher.SubmitArgs, run_dir: str, folder: str, mode: str, spark_version: str | None
+) -> str | None:
+    """Why ``mode`` keeps nothing for this run directory and master, or None."""
+    master = parsed.master or "local[*]"
+    local_root = storage.is_local(run_dir)
+    if mode == "link" and not local_root:
+        return f"--keep-shuffles link needs a local run directory (not {run_dir}); --keep-shuffles copy copies there"
+    if mode != "auto":
+        return None
+    if local_root and not _local_master(parsed):
+        return (
+            f"--keep-shuffles auto keeps nothing with a local run directory on a cluster ({master}): use "
+            "--keep-shuffles copy if every executor sees that folder, or a root on shared storage (--root s3://..., hdfs://...)"
+        )
+    if not local_root and _before_spark_4(spark_version) and not _local_master(parsed):
+        return (
+            f"--keep-shuffles auto keeps nothing on a Spark {(spark_version or '3').split('-')[0]} cluster: its "
+            "executors need the sparkrecover jar on their class path; --keep-shuffles copy adds it there (the "
+            "jar must then be at the same path on every node)"
+        )
+    return _not_free(parsed, folder) if local_root else None
+
+
+def _local_master(parsed: launcher.SubmitArgs) -> bool:
+    return (parsed.master or "local[*]").startswith("local")
+
+
+def _before_spark_4(version: str | None) -> bool:
+    return bool(version) and int((version or "0").split(".")[0]) < 4
+
+
 def _not_free(parsed: launcher.SubmitArgs, folder: str) -> str | None:
     """Why keeping would cost a copy per map output here (``auto`` keeps only links), or None."""
-    master = parsed.master or "local[*]"
-    if not master.startswith("local"):
-        return (
-            f"--keep-shuffles auto keeps map outputs only with a local master (this one is {master}): "
-            "executors elsewhere would copy each map output; --keep-shuffles copy does that"
-        )
     local_dir = (parsed.conf("spark.local.dir") or os.environ.get("SPARK_LOCAL_DIRS") or tempfile.gettempdir()).split(
         ","
     )[0]

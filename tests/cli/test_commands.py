@@ -119,6 +119,8 @@ def test_inspect_shows_map_progress_per_shuffle_and_the_disk_kept_files_hold(run
         "index_bytes": 24,
         "records": 5,
         "row_bytes": 80,
+        "keep_us": 3000,
+        "copy_us": 1_500_000,
     }
     run.driver.emit("shuffle.committed", stage="b", shuffle="f" * 32, spark_shuffle=0, maps=[entry])
     run.driver.emit("shuffle.unsupported", stage="b", spark_shuffle=1, reason="the map stage is INDETERMINATE")
@@ -132,6 +134,8 @@ def test_inspect_shows_map_progress_per_shuffle_and_the_disk_kept_files_hold(run
     details = orjson.loads(out)
     assert [(s["kept"], s["maps"], s["stage"]) for s in details["shuffles"]] == [(1, 4, "b")]
     assert details["shuffle_bytes"] == 1000
+    assert details["shuffle_folder"] == os.path.join(run.dir, "shuffles")
+    assert [(s["keep_seconds"], s["copy_seconds"]) for s in details["shuffles"]] == [(0.003, 1.5)]
     assert details["shuffles_unsupported"][0]["reason"] == "the map stage is INDETERMINATE"
     from tests.helpers import run_cli
 
@@ -139,7 +143,10 @@ def test_inspect_shows_map_progress_per_shuffle_and_the_disk_kept_files_hold(run
     shown = result.stdout + result.stderr
     assert result.returncode == 0, result.stderr
     assert f"shuffle {'f' * 12}  1/4 map outputs kept  in b" in shown
-    assert "kept shuffle files: 1000 B on disk (removed when the run succeeds)" in shown
+    assert (
+        f"kept shuffle files: 1000 B in {os.path.join(run.dir, 'shuffles')} (removed when the run succeeds); "
+        "keeping took 3 ms of map tasks' time and 1.5s of background copying"
+    ) in " ".join(shown.split())
     assert "map outputs not kept (attempt 1, Spark shuffle 1 in b): the map stage is INDETERMINATE" in shown
 
 

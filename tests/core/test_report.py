@@ -177,7 +177,16 @@ def test_a_finished_write_that_kept_nothing_has_no_grid(tmp_path):
 
 def kept_maps(*indexes: int) -> list[dict]:
     return [
-        {"map": i, "path": f"s-1/map-{i}", "data_bytes": 10, "index_bytes": 24, "records": 1, "row_bytes": 8}
+        {
+            "map": i,
+            "path": f"s-1/map-{i}",
+            "data_bytes": 10,
+            "index_bytes": 24,
+            "records": 1,
+            "row_bytes": 8,
+            "keep_us": 2000,
+            "copy_us": 250_000,
+        }
         for i in indexes
     ]
 
@@ -196,6 +205,8 @@ def test_shuffle_map_outputs_kept_across_attempts_have_a_grid(tmp_path):
     (grid,) = fold_grids(read_journal(run.dir))
     assert (grid.kind, grid.name, grid.stage) == ("shuffle", "s-1", "daily")
     assert [(c.state, c.attempt) for c in grid.cells] == [("kept", 1), ("computed", 2), ("kept", 1), ("computed", 2)]
+    # What keeping them cost, over the four copies made.
+    assert grid.cost == "136 B kept; 8 ms on map tasks' threads, 1.0 s of background copying"
 
 
 def test_shuffle_outputs_all_kept_by_a_later_attempt_still_show(tmp_path):

@@ -143,6 +143,19 @@ def test_the_plan_says_how_many_map_outputs_of_an_unfinished_stage_are_kept():
     assert [len(entry.maps) for entry in offered] == [3]
 
 
+def test_map_outputs_kept_before_their_stage_started_are_offered():
+    """A write's map stages run in its probe, before its stage.started: a driver killed then leaves
+    a stage only Spark's telemetry names, which the plan leaves out (it runs as one never reached),
+    and the map outputs kept for it are offered all the same."""
+    maps = [kept(i) for i in range(3)]
+    probe = record(ev.SPARK_JOB_STARTED, stage="w", job=0)
+    state = RunState.from_events("r", [probe, registered(), committed(*maps)])
+    decisions = planner.make_plan(state, NothingOnStorage())
+    assert decisions == []
+    offered = planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)))
+    assert [len(entry.maps) for entry in offered] == [3]
+
+
 def test_from_scratch_and_skipped_stages_offer_nothing():
     maps = [kept(i) for i in range(4)]
     events = [stage_started(), registered(), committed(*maps)]

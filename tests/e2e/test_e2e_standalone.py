@@ -5,132 +5,16 @@ resumed applications leave nothing running on the cluster."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import signal
-import socket
 import subprocess
-import sys
-import time
-import urllib.request
 
-import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
+from tests.cluster import Cluster
 from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, submit_and_kill
 
 pytestmark = pytest.mark.e2e
-SPARK_CLASS = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "bin", "spark-class")
 APP_ARGS = ["--rows", "20000"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Cluster:
-    """One master and one worker, each in its own process group (the worker's executors are its
-    children, so stopping the group stops them too)."""
-
-    def __init__(self, folder):
-        self.folder = folder
-        self.port, self.ui_port = free_port(), free_port()
-        self.url = f"spark://127.0.0.1:{self.port}"
-        self.env = {
-            **os.environ,
-            "SPARK_LOCAL_IP": "127.0.0.1",
-            "SPARK_LOCAL_DIRS": str(folder / "local"),
-            "PYSPARK_PYTHON": sys.executable,
-        }
-        self.env.pop("SPARK_HOME", None)
-        self.processes: list[subprocess.Popen] = []
-
-    def _start(self, name: str, *args: str) -> None:
-        log = open(self.folder / f"{name}.log", "wb")
-        self.processes.append(
-            subprocess.Popen(
-                [SPARK_CLASS, *args],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                cwd=self.folder,
-                start_new_session=True,
-            )
-        )
-        log.close()
-
-    def start(self) -> None:
-        (self.folder / "local").mkdir()
-        self._start(
-            "master",
-            "org.apache.spark.deploy.master.Master",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(self.port),
-            "--webui-port",
-            str(self.ui_port),
-        )
-        self._start(
-            "worker",
-            "org.apache.spark.deploy.worker.Worker",
-            self.url,
-            "--cores",
-            "1",
-            "--memory",
-            "1g",
-            "--host",
-            "127.0.0.1",
-            "--webui-port",
-            str(free_port()),
-            "--work-dir",
-            str(self.folder / "work"),
-        )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError, ValueError):
-                if [w for w in self.state()["workers"] if w["state"] == "ALIVE"]:
-                    return
-            for process in self.processes:
-                if process.poll() is not None:
-                    raise AssertionError(f"a cluster process exited with {process.returncode}: see {self.folder}")
-            time.sleep(0.5)
-        raise AssertionError(f"no worker registered with {self.url} within 180 s: see {self.folder}")
-
-    def state(self) -> dict:
-        """The master's view of the cluster (its web UI's /json)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json", timeout=10) as answer:
-            return json.load(answer)
-
-    def idle(self, timeout: float = 60) -> dict:
-        """The master's state once no application is active and no worker core is in use."""
-        deadline = time.monotonic() + timeout
-        while True:
-            state = self.state()
-            if not state["activeapps"] and all(w["coresused"] == 0 for w in state["workers"]):
-                return state
-            if time.monotonic() > deadline:
-                raise AssertionError(f"the cluster is still busy: {state['activeapps']} {state['workers']}")
-            time.sleep(0.5)
-
-    def stop(self) -> None:
-        for process in reversed(self.processes):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=30)
-        for process in self.processes:  # nothing of the group left: executors included
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")

@@ -5,10 +5,8 @@ uninterrupted run computes."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import time
 from collections import Counter
@@ -17,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.helpers import dry_run, run_cli, sparkrecover_command
+from tests.helpers import dry_run, kill_tree, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
@@ -61,8 +59,7 @@ def run_until(command: list[str], done: Callable[[], bool]) -> int:
             assert time.monotonic() < deadline, "the kill point was not reached in time"
             time.sleep(0.05)
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process.pid)
         process.wait(timeout=60)
     return time.time_ns()
 

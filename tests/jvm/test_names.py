@@ -18,7 +18,6 @@ READ_BY_JAVA = [
     ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
     ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
     ("SHUFFLE_REUSE_CONF", "KeepingShuffleManager.java", "REUSE"),
-    ("FALLBACK_PATH_CONF", "KeepingShuffleManager.java", "FALLBACK_PATH"),
     ("WRITING_PROPERTY", "SparkRecoverListener.java", "WRITING_PROPERTY"),
     ("KEPT_PROPERTY", "SparkRecoverListener.java", "KEPT_PROPERTY"),
 ]

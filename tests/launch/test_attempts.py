@@ -94,7 +94,7 @@ def test_application_exit_code_is_passed_through(cli, tmp_path, app):
     # Between the user's options and the bootstrap: only the JVM listener's registration, if any,
     # and the settings that keep shuffle map outputs (launch/shuffles.py).
     added = argv[4:at]
-    keeping = ("spark.shuffle.manager=", "spark.sparkrecover.shuffle.", "spark.storage.decommission.fallbackStorage.")
+    keeping = ("spark.shuffle.manager=", "spark.sparkrecover.shuffle.", "spark.plugins=")
     kept = [i for i in range(len(added) - 1) if added[i] == "--conf" and added[i + 1].startswith(keeping)]
     added = [item for i, item in enumerate(added) if not any(i in (k, k + 1) for k in kept)]
     assert added == [] or (

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS
+from sparkrecover.jvm import KEEPING_PLUGIN_CLASS, SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import shuffles
 from sparkrecover.launch.launcher import split_submit_args
 from sparkrecover.rundir.plans import KeptMap, KeptShuffle
@@ -34,16 +34,45 @@ def test_auto_keeps_links_on_a_local_master_sharing_the_run_directorys_filesyste
     keep = str(tmp_path / "run" / "shuffles")
     assert values["spark.shuffle.manager"] == SHUFFLE_MANAGER_CLASS
     assert values["spark.sparkrecover.shuffle.dir"] == keep and os.path.isdir(keep)
-    assert values["spark.storage.decommission.fallbackStorage.path"] == keep + "/.fallback/"
     assert values["spark.sparkrecover.shuffle.script"] == hashlib.sha256(b"print('etl')\n").hexdigest()
     assert "spark.sparkrecover.shuffle.reuse" not in values
+    # Nothing is laid out for Spark's FallbackStorage any more: kept blocks are read where they are.
+    assert not any(key.startswith("spark.storage.decommission") for key in values)
+    # Executors report kept map outputs to the driver through Spark's plugin API.
+    assert setup.appended == {"spark.plugins": KEEPING_PLUGIN_CLASS}
 
 
-def test_auto_keeps_nothing_on_a_cluster_but_copy_does(tmp_path, app):
-    parsed = split_submit_args(["--master", "yarn", app])
-    assert "local master" in (shuffles.setup(parsed, str(tmp_path / "run"), "auto", jar="/x.jar").reason or "")
-    copying = shuffles.setup(parsed, str(tmp_path / "run"), "copy", jar="/x.jar")
+def test_auto_keeps_nothing_on_a_cluster_with_a_local_run_directory_and_says_what_to_do(tmp_path, app):
+    parsed = split_submit_args(["--master", "spark://head:7077", app])
+    setup = shuffles.setup(parsed, str(tmp_path / "run"), "auto", jar="/x.jar", spark_version="4.3.0-scala2.13")
+    assert setup.options == [] and setup.tell and "\n" not in (setup.reason or "")
+    assert "--keep-shuffles copy" in (setup.reason or "") and "--root s3://" in (setup.reason or "")
+    copying = shuffles.setup(parsed, str(tmp_path / "run"), "copy", jar="/x.jar", spark_version="4.3.0-scala2.13")
     assert copying.reason is None and confs(copying)["spark.sparkrecover.shuffle.mode"] == "copy"
+    assert "spark.executor.extraClassPath" not in copying.appended  # Spark 4 loads it from --jars
+
+
+@pytest.mark.parametrize("master", ["local[2]", "spark://head:7077", "yarn"])
+def test_auto_copies_to_a_run_directory_on_shared_storage_under_its_hadoop_name(app, master):
+    parsed = split_submit_args(["--master", master, app])
+    setup = shuffles.setup(parsed, "s3://bucket/runs/night", "auto", jar="/x.jar", spark_version="4.3.0-scala2.13")
+    assert setup.reason is None and setup.mode == "copy"
+    values = confs(setup)
+    assert values["spark.sparkrecover.shuffle.dir"] == "s3a://bucket/runs/night/shuffles"
+    assert values["spark.sparkrecover.shuffle.mode"] == "copy"
+    link = shuffles.setup(parsed, "s3://bucket/runs/night", "link", jar="/x.jar")
+    assert link.options == [] and "--keep-shuffles copy" in (link.reason or "")
+
+
+def test_spark_3_executors_get_the_jar_on_their_class_path_when_copy_asks(tmp_path, app):
+    parsed = split_submit_args(["--master", "spark://head:7077", app])
+    auto = shuffles.setup(parsed, "hdfs://nn/runs/night", "auto", jar="/x.jar", spark_version="3.5.9-scala2.12")
+    assert auto.options == [] and "class path" in (auto.reason or "")
+    copying = shuffles.setup(parsed, "hdfs://nn/runs/night", "copy", jar="/x.jar", spark_version="3.5.9-scala2.12")
+    assert copying.reason is None and copying.appended["spark.executor.extraClassPath"] == "/x.jar"
+    local = split_submit_args(["--master", "local[2]", app])
+    on_one_machine = shuffles.setup(local, "hdfs://nn/runs/night", "auto", jar="/x.jar", spark_version="3.5.9")
+    assert on_one_machine.reason is None and "spark.executor.extraClassPath" not in on_one_machine.appended
 
 
 @pytest.mark.parametrize(
@@ -62,11 +91,11 @@ def test_what_cannot_keep_map_outputs_says_why_and_sets_nothing(tmp_path, app, o
         assert setup.options == [] and says in (setup.reason or "")
 
 
-def test_no_jar_or_a_remote_run_directory_keeps_nothing(tmp_path, app):
+def test_no_jar_or_a_run_directory_spark_cannot_reach_keeps_nothing(tmp_path, app):
     parsed = split_submit_args(["--master", "local[2]", app])
     assert "jar" in (shuffles.setup(parsed, str(tmp_path / "run"), "link", jar=None).reason or "")
-    remote = shuffles.setup(parsed, "memory://runs/night", "link", jar="/x.jar")
-    assert remote.options == [] and "not a local folder" in (remote.reason or "")
+    remote = shuffles.setup(parsed, "memory://runs/night", "copy", jar="/x.jar")
+    assert remote.options == [] and "Spark cannot reach" in (remote.reason or "")
     assert shuffles.setup(parsed, str(tmp_path / "run"), "off", jar="/x.jar") == shuffles.Setup()
 
 
@@ -75,9 +104,9 @@ def test_the_plans_kept_outputs_reach_the_jvm_as_one_line_each(tmp_path, app):
     entry = KeptMap(map=3, path="abc/map-3", data_bytes=100, index_bytes=24, records=10, row_bytes=400)
     reuse = [KeptShuffle("abc", None, [entry, KeptMap(4, "abc/map-4", 100, 24, 10, 400)])]
     setup = shuffles.setup(parsed, str(tmp_path / "run"), "link", jar="/x.jar", reuse=reuse, attempt=2)
-    path = confs(setup)["spark.sparkrecover.shuffle.reuse"]
-    assert path.endswith("reuse-0002.tsv")
-    with open(path) as handle:
+    name = confs(setup)["spark.sparkrecover.shuffle.reuse"]
+    assert name == "reuse-0002.tsv"  # in the keep folder, where a driver anywhere reads it
+    with open(tmp_path / "run" / "shuffles" / name) as handle:
         assert handle.read().splitlines() == [
             "abc\t3\tabc/map-3\t100\t24\t10\t400",
             "abc\t4\tabc/map-4\t100\t24\t10\t400",
@@ -106,3 +135,19 @@ def test_kept_map_outputs_go_with_from_scratch_and_with_a_run_that_succeeds(cli,
     kept_file()
     code, _, err = cli("resume", "r1", "--root", "runs", "--spark-submit", succeeding)
     assert code == 0 and not keep.exists(), err
+
+
+def test_submit_to_a_cluster_with_a_local_root_says_in_one_line_how_to_keep_map_outputs(cli, tmp_path, app):
+    from tests.helpers import fake_executable
+
+    fake = fake_executable(tmp_path / "bin" / "spark-submit", "exit 0")
+    code, _, err = cli(
+        "submit", "--root", "runs", "--run-id", "r1", "--spark-submit", fake, "--", "--master", "spark://head:7077", app
+    )
+    assert code == 0, err
+    told = [line for line in err.splitlines() if "--keep-shuffles auto keeps nothing" in line]
+    assert len(told) == 1, err
+    assert "--keep-shuffles copy" in told[0] and "--root s3://" in told[0]
+    # On a local master auto keeps (or is silent about why not): nothing to do there.
+    code, _, err = cli("submit", "--root", "runs", "--run-id", "r2", "--spark-submit", fake, "--", app)
+    assert code == 0 and "--keep-shuffles" not in err, err

@@ -15,7 +15,7 @@ def test_a_local_run_directory_has_a_keep_folder_made_on_demand(tmp_path):
     assert keep.create(run_dir) == keep.folder(run_dir)  # again: no error
 
 
-def test_a_run_directory_on_another_store_keeps_nothing():
+def test_a_run_directory_spark_cannot_reach_keeps_nothing():
     assert keep.folder("memory://runs/night") is None
     assert keep.create("memory://runs/night") is None
     assert keep.size_reader("memory://runs/night") is None
@@ -44,6 +44,58 @@ def test_the_size_reader_sees_kept_files_and_their_loss(tmp_path):
     assert size("abc/index") is None
     keep.remove(run_dir)
     assert size("abc/data") is None
+
+
+def write(fs, path: str, size: int) -> None:
+    with fs.open(path, "wb") as handle:
+        handle.write(b"x" * size)
+
+
+def test_a_keep_folder_on_s3_is_listed_once_measured_and_removed(s3):
+    import fsspec
+
+    run_dir = s3.prefix + "/night"
+    assert keep.folder(run_dir) == run_dir + "/shuffles" and keep.create(run_dir) == run_dir + "/shuffles"
+    assert keep.disk_usage(run_dir) is None and not keep.remove(run_dir)
+    fs = fsspec.filesystem("s3")
+    base = run_dir[len("s3://") :] + "/shuffles/abc/map-0-t3-1f2e3d4c"
+    write(fs, base + "/data", 700)
+    write(fs, base + "/index", 24)
+    write(fs, base + "/meta", 50)
+    size = keep.size_reader(run_dir)
+    assert size is not None
+    assert (size("abc/map-0-t3-1f2e3d4c/data"), size("abc/map-0-t3-1f2e3d4c/index")) == (700, 24)
+    assert size("abc/map-1-t4-1f2e3d4c/data") is None
+    assert keep.disk_usage(run_dir) == 774
+    assert keep.remove(run_dir) and keep.disk_usage(run_dir) is None
+
+
+def test_the_sweep_removes_what_no_record_names_on_every_store(tmp_path, s3):
+    import fsspec
+
+    local = str(tmp_path / "run")
+    for name in ("map-0-t1-aaaaaaaa", "map-1-t2-bbbbbbbb", ".tmp-2-9"):
+        (tmp_path / "run" / "shuffles" / "abc" / name).mkdir(parents=True)
+        (tmp_path / "run" / "shuffles" / "abc" / name / "data").write_bytes(b"x")
+    (tmp_path / "run" / "shuffles" / ".fallback" / "app-1").mkdir(parents=True)  # an older layout
+    (tmp_path / "run" / "shuffles" / "reuse-0002.tsv").write_text("")
+    swept = keep.sweep(local, ["abc/map-0-t1-aaaaaaaa"])
+    assert sorted(swept) == [".fallback", "abc/.tmp-2-9", "abc/map-1-t2-bbbbbbbb"]
+    assert sorted(os.listdir(tmp_path / "run" / "shuffles" / "abc")) == ["map-0-t1-aaaaaaaa"]
+    assert (tmp_path / "run" / "shuffles" / "reuse-0002.tsv").exists()
+    assert keep.sweep(local, ["abc/map-0-t1-aaaaaaaa"]) == []
+
+    remote = s3.prefix + "/night"
+    fs = fsspec.filesystem("s3")
+    base = remote[len("s3://") :] + "/shuffles"
+    for name in ("map-0-t1-aaaaaaaa", "map-1-t2-bbbbbbbb"):
+        write(fs, f"{base}/abc/{name}/data", 10)
+        write(fs, f"{base}/abc/{name}/index", 16)
+    write(fs, f"{base}/reuse-0002.tsv", 3)
+    assert keep.sweep(remote, ["abc/map-0-t1-aaaaaaaa"]) == ["abc/map-1-t2-bbbbbbbb"]
+    fs.invalidate_cache()
+    assert sorted(path.rsplit("/", 2)[-2] for path in fs.find(base + "/abc")) == ["map-0-t1-aaaaaaaa"] * 2
+    assert keep.size_reader(remote)("reuse-0002.tsv") == 3  # type: ignore[misc]
 
 
 def test_removing_a_keep_folder_that_kept_no_map_output_says_nothing_was_removed(tmp_path):
