@@ -39,6 +39,9 @@ class StageState:
     outputs: list[str] = field(default_factory=list)
     last_event: str = ""  # the latest stage.* event ("started", ..., "invalidated")
     spark_jobs: int = 0
+    # The latest attempt that ran Spark jobs for it: a write's map stage runs before its
+    # stage.started, so an attempt stopped there is known to have been in the stage only by this.
+    spark_attempt: int = 0
     spark_stages: int = 0
     failed_spark_stages: int = 0
     tasks: int = 0
@@ -180,7 +183,7 @@ class RunState:
         handlers, ignore = _HANDLERS, _ignore
         job_started, stage_completed = ev.SPARK_JOB_STARTED, ev.SPARK_STAGE_COMPLETED
         stages = self.stages
-        # stage -> [spark jobs, spark stages, tasks, failed tasks, failed spark stages]
+        # stage -> [spark jobs, spark stages, tasks, failed tasks, failed spark stages, latest attempt with a job]
         tallies: dict[str, list[int]] = {}
         rows: dict[tuple[str, int], int] = {}  # (stage, attempt) -> rows Spark reports written
         number: Any = _NO_ATTEMPT
@@ -207,9 +210,10 @@ class RunState:
                     if tally is None:
                         if name not in stages:
                             self._stage(name)  # first seen here: its place in pipeline order
-                        tally = tallies[name] = [0, 0, 0, 0, 0]
+                        tally = tallies[name] = [0, 0, 0, 0, 0, 0]
                     if kind == job_started:
                         tally[0] += 1
+                        tally[5] = number
                     else:
                         tally[1] += 1
                         tally[2] += int(record.get("tasks") or 0)
@@ -233,9 +237,10 @@ class RunState:
             self.first_ts, self.last_ts = first, last
             self.event_count += count
             self.other_events += other
-            for name, (jobs, spark_stages, tasks, failed, failed_stages) in tallies.items():
+            for name, (jobs, spark_stages, tasks, failed, failed_stages, latest) in tallies.items():
                 stage = stages[name]
                 stage.spark_jobs += jobs
+                stage.spark_attempt = max(stage.spark_attempt, latest)
                 stage.spark_stages += spark_stages
                 stage.tasks += tasks
                 stage.failed_tasks += failed
@@ -375,7 +380,9 @@ def _stage_invalidated(state: RunState, record: dict, attempt: AttemptState) -> 
 def _spark_job_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     name = record.get("stage")
     if name is not None:
-        state._stage(name).spark_jobs += 1
+        stage = state._stage(name)
+        stage.spark_jobs += 1
+        stage.spark_attempt = max(stage.spark_attempt, record["attempt"])
 
 
 def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState) -> None:

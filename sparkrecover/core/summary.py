@@ -204,6 +204,8 @@ def _what_happened(stage: StageState, first_attempt: int) -> tuple[str | None, i
     skipped = stage.skipped or {}
     if skipped.get("attempt", 0) >= first_attempt:
         return ("lost" if str(skipped.get("reason") or "").startswith("output lost") else "skipped"), 0
+    if stage.spark_attempt >= first_attempt and stage.committed is None:
+        return "run", 0  # stopped in the Spark jobs it runs before it starts (a write's map stage)
     return None, 0
 
 

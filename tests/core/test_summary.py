@@ -26,3 +26,16 @@ def test_a_stage_an_interrupted_attempt_was_running_is_cut_off_not_run(tmp_path)
     run.attempt(plan={"orders": "skip", "daily": "run"}).skipped("orders", "committed in attempt 1")
     run.done("daily").end(0)
     assert lines(run, 3, 0)[1] == "stages: 1 skipped, 1 run (of 2)"
+
+
+def test_a_write_stopped_in_the_map_stage_it_runs_before_it_starts_is_cut_off(tmp_path):
+    """A write's map stage runs before its stage.started (the driver learns the write's partitions
+    first): stopped there, the journal names the stage only in Spark's telemetry. The attempt was
+    in that stage: cut off, not 'not reached'; a later attempt that never got to it did not reach
+    it."""
+    run = journals.SyntheticRun(tmp_path / "root").attempt().done("orders").spark_work("daily", tasks=0)
+    run.end(130, signal=2, error="interrupted by SIGINT")
+    assert lines(run, 1, 130)[1] == "stages: 0 skipped, 1 run, 1 cut off (of 2)"
+    run.attempt(plan={"orders": "skip", "daily": "run"}).skipped("orders", "committed in attempt 1")
+    run.crash()
+    assert lines(run, 2, 137)[1] == "stages: 1 skipped, 0 run, 1 not reached (of 2)"
