@@ -229,6 +229,10 @@ def main(argv: list[str] | None = None) -> int:
         _trim(failure)
         sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
+        if rt.interrupted is not None:
+            # The signal's KeyboardInterrupt can surface as another error (a Py4J call it cut short
+            # fails on its closed connection): the driver was stopped all the same, 128 + N.
+            exit_code = signals.exit_code(rt)
     finally:
         signals.quiet()
         if rt.interrupted is not None and exit_code != 0:

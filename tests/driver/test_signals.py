@@ -184,3 +184,19 @@ def test_a_script_that_ends_on_its_own_after_a_signal_keeps_its_exit_code(tmp_pa
     done, ended = run_bootstrap(tmp_path, caught)
     assert done.returncode == 0, done.stderr
     assert (ended["exit_code"], ended["signal"], ended["error"]) == (0, signal.SIGTERM, None)
+
+
+def test_a_call_the_signal_cut_short_failing_otherwise_still_exits_as_the_signal(tmp_path):
+    """The signal's KeyboardInterrupt may surface as another error: a Py4J call it cut short
+    fails with the connection's error ('Answer from Java side is empty'). The driver was stopped
+    all the same: exit 128 + N, as a launcher expects, not 1."""
+    cut_short = (
+        "import os, signal\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "except KeyboardInterrupt:\n"
+        "    raise RuntimeError('Answer from Java side is empty')\n"
+    )
+    done, ended = run_bootstrap(tmp_path, cut_short)
+    assert done.returncode == 130, done.stderr
+    assert (ended["exit_code"], ended["signal"], ended["error"]) == (130, signal.SIGINT, "interrupted by SIGINT")
