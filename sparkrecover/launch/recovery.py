@@ -22,7 +22,7 @@ from sparkrecover.journal import runinfo
 from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import attempts, launcher, shuffles
 from sparkrecover.planning import reading
-from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run
+from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
 
@@ -217,12 +217,7 @@ def _launch(
     spec = attempts.LaunchSpec.from_run_started(
         plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
     )
-    # Map outputs no record names (an executor lost mid-copy, a driver killed before it journaled
-    # them) are never read: removed, so the keep folder holds what the journal names.
-    named = [str(entry["path"]) for shuffle in plan.state.shuffles.values() for entry in shuffle.kept.values()]
-    swept = keep.sweep(plan.run_dir, named)
-    if swept:
-        notify(f"removed {len(swept)} kept shuffle map output folder(s) that no journal record names")
+    sweep_unjournaled(plan.state, plan.run_dir, notify)
     return attempts.run_attempt(
         plan.run_dir,
         plan.run_id,
