@@ -235,7 +235,7 @@ def bootstrap_command(
     what the user set there."""
     app = parsed.app
     options = list(parsed.options)
-    defaults = spark_defaults.list_values(parsed, spark_submit) if listener_jar or appended else {}
+    defaults = spark_defaults.list_values(defaults_files(parsed, spark_submit)) if listener_jar or appended else {}
     if listener_jar:
         options = with_listener(options, listener_jar, defaults)
     for key, value in (appended or {}).items():
@@ -327,12 +327,19 @@ def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
     return found
 
 
+def defaults_files(parsed: SubmitArgs, spark_submit: str) -> list[str]:
+    """The properties files this spark-submit command line reads its defaults from."""
+    return spark_defaults.files(
+        parsed.option("--properties-file"), "--load-spark-defaults" in parsed.options, spark_submit
+    )
+
+
 def with_default_master(parsed: SubmitArgs, spark_submit: str) -> SubmitArgs:
     """``parsed`` knowing the master spark-submit will take, when its options give none (so that
     what depends on the master, such as keeping shuffle map outputs, decides on that one)."""
     if parsed.master is not None:
         return parsed
-    return replace(parsed, default_master=spark_defaults.master(parsed, spark_submit)[0])
+    return replace(parsed, default_master=spark_defaults.master(defaults_files(parsed, spark_submit))[0])
 
 
 # The Python a driver or its local workers run on: Spark's setting, and the variable it also reads.

@@ -6,36 +6,31 @@ from __future__ import annotations
 
 import os
 import re
-from typing import TYPE_CHECKING
 
 from sparkrecover.jvm import EXECUTOR_CLASS_PATH_CONF, LISTENERS_CONF, PLUGINS_CONF
-
-if TYPE_CHECKING:
-    from sparkrecover.launch import launcher
 
 LIST_SETTINGS = ("spark.jars", LISTENERS_CONF, PLUGINS_CONF, EXECUTOR_CLASS_PATH_CONF)
 
 
-def files(parsed: launcher.SubmitArgs, spark_submit: str) -> list[str]:
+def files(properties_file: str | None, load_spark_defaults: bool, spark_submit: str) -> list[str]:
     """The properties files spark-submit reads its defaults from, the first one winning:
     ``--properties-file``, else (or also, with ``--load-spark-defaults``) ``spark-defaults.conf``."""
     found = []
-    given = parsed.option("--properties-file")
-    if given:
-        found.append(given)
-    if not given or "--load-spark-defaults" in parsed.options:
+    if properties_file:
+        found.append(properties_file)
+    if not properties_file or load_spark_defaults:
         home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(spark_submit)))
         conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
         found.append(os.path.join(conf_dir, "spark-defaults.conf"))
     return found
 
 
-def list_values(parsed: launcher.SubmitArgs, spark_submit: str) -> dict[str, str]:
+def list_values(sources: list[str]) -> dict[str, str]:
     """The list settings sparkrecover appends to (``spark.jars``, ``spark.extraListeners``,
     ``spark.plugins``, ``spark.executor.extraClassPath``) as spark-submit would read them from
     ``--properties-file`` or ``spark-defaults.conf``."""
     values: dict[str, str] = {}
-    for path in files(parsed, spark_submit):
+    for path in sources:
         for key, value in _read_properties(path).items():
             if key in LIST_SETTINGS:
                 values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
@@ -46,10 +41,10 @@ def list_values(parsed: launcher.SubmitArgs, spark_submit: str) -> dict[str, str
 SPARK_DEFAULT_MASTER = "local[*]"
 
 
-def master(parsed: launcher.SubmitArgs, spark_submit: str) -> tuple[str, str | None]:
+def master(sources: list[str]) -> tuple[str, str | None]:
     """The master spark-submit takes when the options give none, and the file that named it:
-    ``spark.master`` of ``--properties-file`` or ``spark-defaults.conf``, else ``local[*]`` (None)."""
-    for path in files(parsed, spark_submit):
+    ``spark.master`` of the first of ``sources`` (``files``) that sets it, else ``local[*]`` (None)."""
+    for path in sources:
         named = _read_properties(path).get("spark.master")
         if named:
             return named, path
