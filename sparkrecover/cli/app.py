@@ -389,7 +389,7 @@ def spark_submit_args(
         "--keep-shuffles",
         metavar="MODE",
         help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
-        "master spark-submit takes (spark.master of spark-defaults.conf, else local[*]).",
+        "spark.master of spark-defaults.conf, and keeps nothing when none is named.",
     ),
     json_output: bool = typer.Option(
         False,

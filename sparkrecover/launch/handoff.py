@@ -54,20 +54,26 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
     if parsed.master is None:
         # A launcher may give spark-submit a master of its own before this line, which is not
         # known here: the Python the driver runs on is left to it, and keeping decides on the
-        # master spark-submit takes without one (docs/decisions.md, "spark-submit-args without a
-        # master").
+        # master of spark-defaults.conf, or keeps nothing when none is named anywhere
+        # (docs/decisions.md, "spark-submit-args without a master").
         master, named_in = spark_defaults.master(launcher.defaults_files(parsed, spark_submit))
-        parsed = replace(parsed, default_master=master)
-        if keep_shuffles == "auto":
-            where = (
-                f"the master spark-submit takes from {named_in}"
-                if named_in
-                else "spark-submit's master when no spark-defaults.conf sets spark.master"
-            )
-            notify(
-                f"no --master given after --: --keep-shuffles auto decided for {master}, {where}; a launcher "
-                "that gives spark-submit another master must give it after -- instead"
-            )
+        if named_in is not None:
+            parsed = replace(parsed, default_master=master)
+            if keep_shuffles == "auto":
+                notify(
+                    f"no --master given after --: --keep-shuffles auto decided for {master}, the master "
+                    f"spark-submit takes from {named_in}; a launcher that gives spark-submit another master "
+                    "must give it after -- instead"
+                )
+        else:
+            parsed = replace(parsed, master_unknown=True)
+            if keep_shuffles == "auto":
+                given = replace(given, keep_shuffles="off")
+                notify(
+                    "no --master after -- and no spark.master in spark-defaults.conf: shuffle map outputs are "
+                    "not kept (--keep-shuffles auto cannot tell a local master from the one a launcher may "
+                    "put before this line); give the master after --"
+                )
     else:
         settings = []
         for key, python in launcher.python_settings(parsed).items():

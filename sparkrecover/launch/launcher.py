@@ -69,6 +69,9 @@ class SubmitArgs:
     # The master spark-submit takes when the options give none (``with_default_master``): never
     # part of the command line, only what sparkrecover decides on.
     default_master: str | None = None
+    # Nothing names the master, and a launcher may put its own before this command line (the
+    # spark-submit-args line): decisions that a cluster's executors would break take it as one.
+    master_unknown: bool = False
 
     def option(self, name: str) -> str | None:
         """The last value given for an option (``--master x`` or ``--master=x``)."""

@@ -141,7 +141,7 @@ def _not_here(
 
 
 def _local_master(parsed: launcher.SubmitArgs) -> bool:
-    return (parsed.master or "local[*]").startswith("local")
+    return not parsed.master_unknown and (parsed.master or "local[*]").startswith("local")
 
 
 def _before_spark_4(version: str | None) -> bool:

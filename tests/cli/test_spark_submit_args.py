@@ -48,10 +48,10 @@ def test_json_maps_onto_a_launchers_fields(cli, app):
     assert document["application"] == launcher.BOOTSTRAP
     assert document["argv"][document["argv"].index(document["application"]) + 1 :] == document["arguments"]
     assert document["arguments"][-2:] == ["--", os.path.abspath(app)]
-    # No master given: the Python the driver runs on is left to the launcher, which may give one
-    # (and no jar here: nothing kept), and stderr says which master keeping decided for.
+    # No master given: the Python the driver runs on is left to the launcher, which may give one,
+    # and stderr says that nothing is kept for want of a master.
     assert document["conf"] == {}
-    assert "no --master given after --: --keep-shuffles auto decided for local[*]" in err
+    assert "no --master after -- and no spark.master in spark-defaults.conf" in err
 
 
 def test_a_local_root_with_cluster_deploy_mode_is_refused_as_submit_refuses_it(cli, app):
@@ -137,14 +137,25 @@ def handed(cli, jar, *options: str) -> tuple[dict, str]:
     return orjson.loads(out), err
 
 
-def test_with_no_master_after_dashes_auto_decides_for_spark_submits_default_local_master(cli, jar):
-    """No --master after -- and no spark.master in spark-defaults.conf: spark-submit runs the driver
-    on local[*], where map outputs are kept as links; auto keeps them and says for which master."""
+def test_with_no_master_anywhere_auto_keeps_nothing_and_says_to_give_the_master_after_dashes(cli, jar):
+    """No --master after -- and no spark.master in spark-defaults.conf: the master is the one a
+    launcher puts before the line (Airflow's SparkSubmitOperator does), or local[*] when none does,
+    which cannot be told apart here. auto keeps nothing rather than guess (a cluster's executors
+    would look for links on the driver's disk) and says what to do."""
     document, err = handed(cli, jar)
-    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager"
-    assert "--keep-shuffles auto decided for local[*]" in err and "local master only" not in err
-    assert "no spark-defaults.conf sets spark.master" in err
+    assert "spark.shuffle.manager" not in document["conf"]
+    assert "no --master after -- and no spark.master in spark-defaults.conf" in err
+    assert "give the master after --" in err and "local master only" not in err
     assert "spark.pyspark.python" not in document["conf"]  # a launcher's own --master may still come first
+
+
+def test_with_no_master_anywhere_an_explicit_copy_puts_the_jar_on_spark_35_executors_class_path(cli, jar):
+    """--keep-shuffles copy with no master known: a launcher's cluster master may come first, so
+    Spark 3.5's executors get the jar on their class path (ignored on a local master)."""
+    jar["version"] = "3.5.3-scala2.12"
+    document, err = handed(cli, jar, "--keep-shuffles", "copy")
+    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager", err
+    assert document["conf"]["spark.executor.extraClassPath"] == jar["path"], err
 
 
 def test_with_no_master_after_dashes_auto_decides_for_the_master_of_spark_defaults(cli, jar):
