@@ -279,3 +279,12 @@ def test_a_followed_map_stage_shows_its_quarters_not_each_map_output():
 def test_replay_names_kept_map_outputs_by_index_not_as_a_count():
     assert timeline.fact(committed(kept(0))) == "shuffle abc: map output #0 kept (100 B)"
     assert timeline.fact(committed(kept(0), kept(3))) == "shuffle abc: map outputs #0, #3 kept (200 B)"
+
+
+def test_replay_says_when_a_range_shuffle_partitions_by_kept_bounds_instead_of_its_sample():
+    first = registered(maps=8, bounds="b1", sampled_bounds="b1")
+    again = registered(attempt=2, maps=8, reused=8, bounds="b1", sampled_bounds="b2")
+    assert timeline.fact(first) == "shuffle abc: 8 map tasks, 0 kept outputs reused"
+    assert timeline.fact(again) == (
+        "shuffle abc: 8 map tasks, 8 kept outputs reused, partitioned by the kept range bounds, not its own sample"
+    )
