@@ -15,6 +15,8 @@ import os
 import pytest
 
 from sparkrecover.journal import read_journal
+from sparkrecover.rundir import keep
+from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
 from tests.e2e.test_new_user_script import map_tasks
 from tests.e2e.test_post_shuffle_write import APP, MAPS, OPTIONS, WRITES, computed
 from tests.e2e.test_task_resume import run_until
@@ -24,11 +26,25 @@ pytestmark = pytest.mark.e2e
 ROWS = 100  # per map partition (tests/apps/shuffle_write.py)
 
 
-def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions(spark, tmp_path):
-    root, out, markers, logs = (str(tmp_path / name) for name in ("root", "out", "markers", "logs"))
-    run_dir = os.path.join(root, "night")
+@pytest.mark.parametrize("store", ["local", "s3"])
+def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions(
+    spark, tmp_path, request, store
+):
+    """With the run root on a local disk (java.nio) or on S3 (moto through s3a: the bounds go
+    through Hadoop's FileSystem, as the map outputs do)."""
+    out, markers, logs = (str(tmp_path / name) for name in ("out", "markers", "logs"))
+    options = [*OPTIONS]
+    if store == "s3":
+        if not s3a_jars():
+            pytest.skip("no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)")
+        s3 = request.getfixturevalue("s3")
+        root, run_dir = s3.prefix + "/runs", s3.prefix + "/runs/night"
+        options += s3a_options(s3.endpoint)
+    else:
+        root = str(tmp_path / "root")
+        run_dir = os.path.join(root, "night")
     os.makedirs(logs)
-    options = [*OPTIONS, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
+    options += ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
     options += ["--conf", "spark.eventLog.compress=false"]
     submit = sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--")
     command = [*submit, *options, APP, out, markers, "agg,sortagg", str(MAPS), str(WRITES)]
@@ -44,6 +60,11 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
     kept = stage["partitions"]["kept"]
     assert 3 <= kept < WRITES and stage["partitions"]["total"] == WRITES, stage
     assert stage["shuffle_maps"]["kept"] == stage["shuffle_maps"]["total"] == MAPS + WRITES, stage
+
+    # The bounds were saved beside the kept map outputs before any of them was journaled.
+    (registered,) = [e for e in read_journal(run_dir) if e["type"] == "shuffle.registered" and e.get("bounds")]
+    size_of = keep.size_reader(run_dir)
+    assert size_of is not None and size_of(f"{registered['shuffle']}/bounds")
 
     resumed = run_cli("resume", "night", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
