@@ -13,9 +13,10 @@
  * identity is then partitioned by the one set of bounds, kept or computed again, and a write after
  * the sort sees the partitions it saw before.
  *
- * Bounds that cannot be saved or read back, or that would give another partition count than this
- * application's sample, are a refusal (ShuffleIdentity.Refused): the shuffle is then neither
- * reused nor kept, so no identity ever holds map outputs of two sets of bounds.
+ * Bounds that cannot be saved or read back, that are missing while map outputs of the identity
+ * are kept, or that would give another partition count than this application's sample, are a
+ * refusal (ShuffleIdentity.Refused): the shuffle is then neither reused nor kept, so no identity
+ * ever holds map outputs of two sets of bounds.
  *
  * The file: a header line, the bound count, each bound as an UnsafeRow (field count, byte length,
  * bytes), then the SHA-256 of everything before it (a torn or truncated file is detected).
@@ -114,6 +115,12 @@ public final class KeptBounds {
             byte[] saved;
             try {
                 saved = store.readIfPresent(name);
+                if (saved == null && !store.sizes(identity).isEmpty()) {
+                    // Map outputs kept under bounds now gone: saving this sample would let them
+                    // be mixed with outputs partitioned by it.
+                    throw new ShuffleIdentity.Refused("the range bounds its kept map outputs were partitioned by are "
+                                                      + "missing from the keep folder: the map stage runs again, unkept");
+                }
                 if (saved == null) {
                     store.writeSmall(name, mine);
                     return new Applied(digest(mine), digest(mine));

@@ -104,3 +104,16 @@ def test_bounds_that_cannot_be_saved_are_refused(spark, bounds, tmp_path):
     refused = bounds.applyTo(str(tmp_path / "shuffles"), "ident", map_side(spark))
     assert refused.startswith("refused: its range bounds could not be saved or read in the keep folder")
     assert os.path.isfile(tmp_path / "shuffles")
+
+
+def test_map_outputs_kept_without_their_bounds_are_refused_and_no_new_bounds_are_saved(spark, bounds, tmp_path):
+    """Saving this sample would let later attempts mix its map outputs with the kept ones."""
+    kept = tmp_path / "shuffles" / "ident" / "map-0-t1-aaaa"
+    kept.mkdir(parents=True)
+    (kept / "data").write_bytes(b"rows partitioned by bounds now lost")
+    refused = bounds.applyTo(str(tmp_path / "shuffles"), "ident", map_side(spark))
+    assert refused == (
+        "refused: the range bounds its kept map outputs were partitioned by are missing from the keep folder: "
+        "the map stage runs again, unkept"
+    )
+    assert not (tmp_path / "shuffles" / "ident" / "bounds").exists()
