@@ -22,7 +22,8 @@
 # SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
-# at its own settings through system properties before the script's SparkContext; a narrow write to
+# at its own settings through system properties before the script's SparkContext, with Spark's harmless
+# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/spark_log.py); a narrow write to
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3). Extra arguments go to pytest.
@@ -62,6 +63,7 @@ exec "$python" -m pytest \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \
   tests/driver/test_signals.py \
   "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
+  tests/driver/test_spark_log.py \
   "tests/e2e/test_e2e_restart.py::test_the_same_spark_submit_args_line_resumes_then_runs_nothing" \
   "tests/e2e/test_task_resume_stores.py::test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitions" \
   "$@"

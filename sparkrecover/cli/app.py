@@ -11,13 +11,16 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 import typer
 from typer.core import TyperCommand
 
 from sparkrecover.errors import EXIT_INTERRUPTED, EXIT_USAGE, SparkRecoverError
 from sparkrecover.version import __version__
+
+if TYPE_CHECKING:  # imported by the commands that use it: `sparkrecover --help` starts fast
+    from sparkrecover.launch.options import RunOptions
 
 EXIT_INTERNAL = 70  # a bug in sparkrecover: the traceback goes to a log file
 
@@ -100,6 +103,14 @@ def _check_before_dashes(ctx: typer.Context) -> None:
         name: _option_names(other) for name, other in getattr(group, "commands", {}).items() if other is not ctx.command
     }
     check_options(ctx.meta.get(BEFORE_DASHES, []), own=_option_names(ctx.command), elsewhere=elsewhere)
+
+
+def _run_options(ctx: typer.Context) -> RunOptions:
+    """submit's, spark-submit-args' or resume's own options, from what click parsed, built once
+    and passed down whole (launch/options.py): a new option is a parameter and a field there."""
+    from sparkrecover.launch.options import RunOptions
+
+    return RunOptions.from_params(ctx.params)
 
 
 # What submit records of how to journal a run, which spark-submit-args hands on the same way.
@@ -209,21 +220,7 @@ def submit(
     from sparkrecover.cli import submit as command
 
     _check_before_dashes(ctx)
-    raise typer.Exit(
-        command.run(
-            root=root,
-            run_id=run_id,
-            spark_submit=spark_submit,
-            flush_interval=flush_interval,
-            buffer_size=buffer_size,
-            max_attempts=max_attempts,
-            checksums=checksums,
-            checkpoint_root=checkpoint_root,
-            keep_shuffles=keep_shuffles,
-            json_output=json_output,
-            args=list(ctx.args),
-        )
-    )
+    raise typer.Exit(command.run(_run_options(ctx), run_id=run_id, args=list(ctx.args)))
 
 
 @app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
@@ -267,15 +264,12 @@ def resume(
 
     raise typer.Exit(
         command.run(
+            _run_options(ctx),
             run=run,
-            root=root,
             dry_run=dry_run,
             rerun=tuple(rerun),
             from_scratch=from_scratch,
             verify=verify,
-            max_attempts=max_attempts,
-            spark_submit=spark_submit,
-            json_output=json_output,
             extra=list(ctx.args),
         )
     )
@@ -394,7 +388,8 @@ def spark_submit_args(
         "auto",
         "--keep-shuffles",
         metavar="MODE",
-        help="auto|link|copy|off, as submit --keep-shuffles; auto keeps nothing unless --master is given after --.",
+        help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
+        "master spark-submit takes (spark.master of spark-defaults.conf, else local[*]).",
     ),
     json_output: bool = typer.Option(
         False,
@@ -418,20 +413,7 @@ def spark_submit_args(
     from sparkrecover.cli import spark_submit_args as command
 
     _check_before_dashes(ctx)
-    raise typer.Exit(
-        command.run(
-            root=root,
-            run_id=run_id,
-            spark_submit=spark_submit,
-            flush_interval=flush_interval,
-            buffer_size=buffer_size,
-            checksums=checksums,
-            checkpoint_root=checkpoint_root,
-            keep_shuffles=keep_shuffles,
-            json_output=json_output,
-            args=list(ctx.args),
-        )
-    )
+    raise typer.Exit(command.run(_run_options(ctx), run_id=run_id, args=list(ctx.args)))
 
 
 def _log_crash(argv: list[str]) -> str:

@@ -356,7 +356,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
             Text(
                 f"shuffle {row['shuffle'][:12]}  {kept}"
                 + (f" ({reused})" if reused else "")
-                + (", removed since" if removed and row["kept"] else "")
+                + (", since removed" if removed and row["kept"] else "")
                 + (f"  in {row['stage']}" if row.get("stage") else "")
             )
         )

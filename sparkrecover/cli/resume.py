@@ -8,35 +8,28 @@ from sparkrecover.cli import render
 from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
 from sparkrecover.launch import recovery
+from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning.resume import ResumePlan
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 
 
 def run(
+    given: RunOptions,
     *,
     run: str,
-    root: str | None,
     dry_run: bool,
     rerun: tuple[str, ...],
     from_scratch: bool,
     verify: str,
-    max_attempts: int,
-    spark_submit: str | None,
-    json_output: bool,
     extra: list[str],
 ) -> int:
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
+    root, json_output = given.root, given.json_output
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    options = recovery.ResumeOptions(
-        extra_options=tuple(extra),
-        spark_submit=spark_submit,
-        verify_level=verify,
-        rerun=rerun,
-        from_scratch=from_scratch,
-        max_attempts=max_attempts,
-        stdout_to_stderr=json_output,
+    options = recovery.ResumeOptions.of(
+        given, extra_options=tuple(extra), verify_level=verify, rerun=rerun, from_scratch=from_scratch
     )
     if dry_run:
         with render.file_progress(enabled=not json_output) as progress:

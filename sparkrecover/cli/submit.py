@@ -7,7 +7,7 @@ import difflib
 from sparkrecover.cli import render
 from sparkrecover.errors import UsageError
 from sparkrecover.launch import launcher, recovery
-from sparkrecover.launch.shuffles import MODES
+from sparkrecover.launch.options import RunOptions
 from sparkrecover.rundir import storage
 
 
@@ -35,37 +35,16 @@ def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str,
     )
 
 
-def run(
-    *,
-    root: str | None,
-    run_id: str | None,
-    spark_submit: str | None,
-    flush_interval: float,
-    buffer_size: int,
-    max_attempts: int,
-    checksums: bool,
-    json_output: bool,
-    args: list[str],
-    checkpoint_root: str | None = None,
-    keep_shuffles: str = "auto",
-) -> int:
-    if keep_shuffles not in MODES:
-        raise UsageError(f"--keep-shuffles {keep_shuffles}: expected one of {', '.join(MODES)}")
+def run(options: RunOptions, *, run_id: str | None, args: list[str]) -> int:
+    root, json_output = options.root, options.json_output
     outcome = recovery.submit(
         storage.resolve_root(root),
         run_id,
         args,
-        spark_submit=spark_submit,
-        flush_interval=flush_interval,
-        buffer_size=buffer_size,
-        checksums=checksums,
-        max_attempts=max_attempts,
-        checkpoint_root=checkpoint_root,
-        keep_shuffles=keep_shuffles,
+        options,
         notify=render.info,
         warn=render.warning,
         show_plan=lambda plan: None if json_output else render.plan(plan.dry_run(), to=render.console()),
-        stdout_to_stderr=json_output,
     )
     render.command_summary(outcome, json_output)
     code = outcome.exit_code

@@ -36,7 +36,7 @@ from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverEr
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader, runinfo, segments
 from sparkrecover.journal.writer import JournalWriter
-from sparkrecover.planning.resume import finished, plan_resume, read_run
+from sparkrecover.planning.resume import finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, plans, runs, storage
 from sparkrecover.rundir import lease as leases
 
@@ -104,6 +104,7 @@ def _restart(run_dir: str, run_id: str, cli_token: str | None, lease: leases.Lea
         said(f"run {run_id}: this driver starts it, as attempt {attempt}")
         return Start(attempt, None, token, lease, restart=True, first_of_run=True)
     plan = plan_resume(state, run_dir, attempt, warn=said)
+    sweep_unjournaled(state, run_dir, said)
     document = plan.document()
     storage.write_atomic(runs.plan_url(run_dir, attempt), plans.encode(document))
     reuse = keep.write_reuse_list(run_dir, attempt, plan.shuffles) if plan.shuffles else None

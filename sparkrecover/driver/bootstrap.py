@@ -60,7 +60,7 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
-    from sparkrecover.driver import fence, hadoopfs, signals
+    from sparkrecover.driver import fence, hadoopfs, signals, spark_log
     from sparkrecover.journal import events as ev
 
     original_init = SparkContext.__init__
@@ -68,6 +68,8 @@ def _hook_spark_context(rt: Any) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         original_init(self, *args, **kwargs)
         hadoopfs.install(self)  # the script's data is seen through Spark's own filesystem client
+        # Cosmetic: with a logging backend other than log4j2's core the message stays, nothing else.
+        spark_log.drop_no_stages_registered(self._jvm)
         try:
             rt.telemetry.attach(self)
         except Exception as error:

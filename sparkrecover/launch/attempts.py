@@ -178,7 +178,7 @@ def bootstrap_launch(
     jar = built.path
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
-        spec.submit_args,
+        launcher.with_default_master(spec.submit_args, spec.spark_submit),
         run_dir,
         spec.keep_shuffles,
         jar=jar,

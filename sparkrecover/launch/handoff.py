@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.launch import attempts, launcher, recovery
-from sparkrecover.rundir import runs, storage
+from sparkrecover.launch import attempts, launcher, spark_defaults
+from sparkrecover.launch.options import RunOptions
+from sparkrecover.rundir import runs
 
 
 @dataclass
@@ -43,34 +44,29 @@ class Handoff:
         }
 
 
-def handoff(
-    root: str,
-    run_id: str,
-    args: list[str],
-    *,
-    spark_submit: str | None,
-    flush_interval: float,
-    buffer_size: int,
-    checksums: bool,
-    checkpoint_root: str | None,
-    keep_shuffles: str,
-    notify: Callable[[str], None],
-) -> Handoff:
+def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notify: Callable[[str], None]) -> Handoff:
     """The launcher's arguments for ``args`` (``[spark-submit options] app.py [app args]``, the
     options those that shape the launch: the master, the deploy mode, the user's jars and conf)."""
     runs.check_run_id(run_id)
-    parsed = launcher.split_submit_args(args)
-    launcher.check_application(parsed)
-    checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
-    recovery.check_shared_roots(parsed, root, checkpoint_root)
+    parsed = given.application(args, root)
+    spark_submit = launcher.find_spark_submit(given.spark_submit)
+    keep_shuffles = given.keep_shuffles
     if parsed.master is None:
-        # Which Python the driver runs on, and whether map outputs can be kept for free, depend
-        # on the master: one given to spark-submit alone is not known here.
+        # A launcher may give spark-submit a master of its own before this line, which is not
+        # known here: the Python the driver runs on is left to it, and keeping decides on the
+        # master spark-submit takes without one (docs/decisions.md, "spark-submit-args without a
+        # master").
+        master, named_in = spark_defaults.master(launcher.defaults_files(parsed, spark_submit))
+        parsed = replace(parsed, default_master=master)
         if keep_shuffles == "auto":
-            keep_shuffles = "off"
+            where = (
+                f"the master spark-submit takes from {named_in}"
+                if named_in
+                else "spark-submit's master when no spark-defaults.conf sets spark.master"
+            )
             notify(
-                "no --master given after --: shuffle map outputs are not kept (--keep-shuffles auto keeps "
-                "them with a local master only)"
+                f"no --master given after --: --keep-shuffles auto decided for {master}, {where}; a launcher "
+                "that gives spark-submit another master must give it after -- instead"
             )
     else:
         settings = []
@@ -78,18 +74,12 @@ def handoff(
             if not os.environ.get(launcher.PYTHON_SETTINGS[key]):
                 settings += ["--conf", f"{key}={python}"]
         parsed = launcher.SubmitArgs([*parsed.options, *settings], parsed.app, parsed.app_args)
-    spec = attempts.LaunchSpec(
-        spark_submit=launcher.find_spark_submit(spark_submit),
-        submit_args=parsed,
-        flush_interval=flush_interval,
-        buffer_size=buffer_size,
-        checksums=checksums,
-        checkpoint_root=checkpoint_root,
-        keep_shuffles=keep_shuffles,
-    )
+    spec = given.launch_spec(parsed, spark_submit)
     launch = attempts.bootstrap_launch(runs.run_dir_of(root, run_id), run_id, spec, notify=notify)
     if launch.keeping.reason is not None and keep_shuffles not in ("auto", "off"):
         notify(f"shuffle map outputs will not be kept (--keep-shuffles {keep_shuffles}): {launch.keeping.reason}")
+    elif launch.keeping.reason is not None and launch.keeping.tell:
+        notify(launch.keeping.reason)
     argv = launch.command[1:]
     split = launcher.split_submit_args(argv)
     return Handoff(

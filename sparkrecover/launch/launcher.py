@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import difflib
 import os
-import re
 import shutil
 import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.jvm import EXECUTOR_CLASS_PATH_CONF, LISTENER_CLASS, LISTENERS_CONF, PLUGINS_CONF
-from sparkrecover.launch import spark_log
+from sparkrecover.jvm import EXECUTOR_CLASS_PATH_CONF, LISTENER_CLASS, LISTENERS_CONF
+from sparkrecover.launch import spark_defaults, spark_log
 
 # spark-submit options that take a value (SparkSubmitOptionParser, Spark 3.5 and 4.x).
 OPTIONS_WITH_VALUE = frozenset(
@@ -67,6 +66,9 @@ class SubmitArgs:
     options: list[str] = field(default_factory=list)
     app: str = ""
     app_args: list[str] = field(default_factory=list)
+    # The master spark-submit takes when the options give none (``with_default_master``): never
+    # part of the command line, only what sparkrecover decides on.
+    default_master: str | None = None
 
     def option(self, name: str) -> str | None:
         """The last value given for an option (``--master x`` or ``--master=x``)."""
@@ -94,7 +96,7 @@ class SubmitArgs:
 
     @property
     def master(self) -> str | None:
-        return self.option("--master") or self.conf("spark.master")
+        return self.option("--master") or self.conf("spark.master") or self.default_master
 
 
 def split_submit_args(args: list[str]) -> SubmitArgs:
@@ -233,7 +235,7 @@ def bootstrap_command(
     what the user set there."""
     app = parsed.app
     options = list(parsed.options)
-    defaults = _defaults_file_values(parsed, spark_submit) if listener_jar or appended else {}
+    defaults = spark_defaults.list_values(defaults_files(parsed, spark_submit)) if listener_jar or appended else {}
     if listener_jar:
         options = with_listener(options, listener_jar, defaults)
     for key, value in (appended or {}).items():
@@ -325,48 +327,19 @@ def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
     return found
 
 
-_DEFAULTS_READ = ("spark.jars", LISTENERS_CONF, PLUGINS_CONF, EXECUTOR_CLASS_PATH_CONF)
+def defaults_files(parsed: SubmitArgs, spark_submit: str) -> list[str]:
+    """The properties files this spark-submit command line reads its defaults from."""
+    return spark_defaults.files(
+        parsed.option("--properties-file"), "--load-spark-defaults" in parsed.options, spark_submit
+    )
 
 
-def _defaults_file_values(parsed: SubmitArgs, spark_submit: str) -> dict[str, str]:
-    """The list settings sparkrecover appends to (``spark.jars``, ``spark.extraListeners``,
-    ``spark.plugins``, ``spark.executor.extraClassPath``) as spark-submit would read them from
-    ``--properties-file`` or ``spark-defaults.conf``."""
-    files = []
-    given = parsed.option("--properties-file")
-    if given:
-        files.append(given)
-    if not given or "--load-spark-defaults" in parsed.options:
-        home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.dirname(os.path.realpath(spark_submit)))
-        conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
-        files.append(os.path.join(conf_dir, "spark-defaults.conf"))
-    values: dict[str, str] = {}
-    for path in files:
-        for key, value in _read_properties(path).items():
-            if key in _DEFAULTS_READ:
-                values.setdefault(key, value)  # --properties-file wins over spark-defaults.conf
-    return values
-
-
-_PROPERTY = re.compile(r"^((?:[^\\=:\s]|\\.)+)\s*[=:\s]\s*(.*)$")
-
-
-def _read_properties(path: str) -> dict[str, str]:
-    """The simple ``key value`` / ``key=value`` lines of a Java properties file."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError:
-        return {}
-    values = {}
-    for line in lines:
-        line = line.strip()
-        if not line or line.startswith(("#", "!")):
-            continue
-        match = _PROPERTY.match(line)
-        if match:
-            values[match[1]] = match[2].strip()
-    return values
+def with_default_master(parsed: SubmitArgs, spark_submit: str) -> SubmitArgs:
+    """``parsed`` knowing the master spark-submit will take, when its options give none (so that
+    what depends on the master, such as keeping shuffle map outputs, decides on that one)."""
+    if parsed.master is not None:
+        return parsed
+    return replace(parsed, default_master=spark_defaults.master(defaults_files(parsed, spark_submit))[0])
 
 
 # The Python a driver or its local workers run on: Spark's setting, and the variable it also reads.

@@ -20,9 +20,10 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, LeaseLostError, SparkRecoverError, UsageError
 from sparkrecover.journal import runinfo
 from sparkrecover.journal.segments import next_attempt
-from sparkrecover.launch import attempts, launcher, shuffles
+from sparkrecover.launch import attempts
+from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning import reading
-from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run
+from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
 
@@ -58,23 +59,27 @@ class ResumeOptions:
     stdout_to_stderr: bool = False
     command: str = runinfo.BY_RESUME  # the command that launches the attempts (attempt.started)
 
+    @classmethod
+    def of(cls, given: RunOptions, **own: Any) -> ResumeOptions:
+        """The options of one resume (or of submit's later attempts): the command's shared ones,
+        and ``own``, what only a resume has."""
+        return cls(
+            spark_submit=given.spark_submit,
+            max_attempts=given.max_attempts,
+            stdout_to_stderr=given.json_output,
+            **own,
+        )
+
 
 def submit(
     root: str,
     run_id: str | None,
     submit_args: list[str],
+    given: RunOptions,
     *,
-    spark_submit: str | None,
-    flush_interval: float,
-    buffer_size: int,
-    checksums: bool = False,
-    max_attempts: int = 1,
-    checkpoint_root: str | None = None,
-    keep_shuffles: str = shuffles.DEFAULT_MODE,
     notify: Notify,
     warn: Notify | None = None,
     show_plan: ShowPlan = lambda plan: None,
-    stdout_to_stderr: bool = False,
 ) -> Outcome:
     """Start a run, or carry on with an existing one of that id.
 
@@ -82,34 +87,19 @@ def submit(
     an unfinished one is resumed with this command line's spark-submit options merged over the
     recorded ones.
     """
-    parsed = launcher.split_submit_args(submit_args)
-    launcher.check_application(parsed)
-    checkpoint_root = storage.normalize(checkpoint_root) if checkpoint_root else None
-    check_shared_roots(parsed, root, checkpoint_root)
+    parsed = given.application(submit_args, root)
     run_id = run_id if run_id is not None else runs.new_run_id(parsed.app)
     run_dir = runs.run_dir_of(root, run_id)  # checks the id
     # Resumes and retries relaunch this very command line: its secrets are in memory, never in the journal.
-    options = ResumeOptions(
-        extra_options=tuple(parsed.options),
-        spark_submit=spark_submit,
-        max_attempts=max_attempts,
-        app_args_now=parsed.app_args,
-        stdout_to_stderr=stdout_to_stderr,
-        command=runinfo.BY_SUBMIT,
+    options = ResumeOptions.of(
+        given, extra_options=tuple(parsed.options), app_args_now=parsed.app_args, command=runinfo.BY_SUBMIT
     )
     if runs.has_journal(run_dir):
         return resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
-    spec = attempts.LaunchSpec(
-        spark_submit=launcher.find_spark_submit(spark_submit),
-        submit_args=parsed,
-        flush_interval=flush_interval,
-        buffer_size=buffer_size,
-        checksums=checksums,
-        checkpoint_root=checkpoint_root,
-        keep_shuffles=keep_shuffles,
-    )
+    spec = given.launch_spec(parsed)
     storage.make_folder(run_dir)  # a root that cannot be made fails here, before anything is launched
-    notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoint_root}" if checkpoint_root else ""))
+    checkpoints = given.checkpoint_root
+    notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoints}" if checkpoints else ""))
     with _lease(run_dir, run_id, notify) as lease:
         code = attempts.run_attempt(
             run_dir,
@@ -121,28 +111,9 @@ def submit(
             notify=notify,
             warn=warn,
             lease_token=lease.token,
-            stdout_to_stderr=stdout_to_stderr,
+            stdout_to_stderr=given.json_output,
         )
         return _retry(lease, None, 1, code, options, notify, show_plan, warn)
-
-
-def check_shared_roots(parsed: launcher.SubmitArgs, root: str | None, checkpoint_root: str | None) -> None:
-    """Cluster deploy mode runs the driver elsewhere: the run (and its checkpoints) must be on
-    storage it can reach."""
-    if parsed.deploy_mode != "cluster":
-        return
-    for option, where in (("--root", root), ("--checkpoint-root", checkpoint_root)):
-        if where is not None and launcher_is_local_root(where):
-            raise UsageError(
-                f"--deploy-mode cluster needs {option} on shared storage (s3://, hdfs://, "
-                f"...): the driver runs on the cluster and cannot write to {where}"
-            )
-
-
-def launcher_is_local_root(root: str) -> bool:
-    """A root the driver of a cluster could not reach: this machine's disk, or this process's
-    memory (``memory://`` lives and dies with one Python process)."""
-    return storage.is_local(root) or storage.scheme_of(root) == "memory"
 
 
 def dry_run(
@@ -217,12 +188,7 @@ def _launch(
     spec = attempts.LaunchSpec.from_run_started(
         plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
     )
-    # Map outputs no record names (an executor lost mid-copy, a driver killed before it journaled
-    # them) are never read: removed, so the keep folder holds what the journal names.
-    named = [str(entry["path"]) for shuffle in plan.state.shuffles.values() for entry in shuffle.kept.values()]
-    swept = keep.sweep(plan.run_dir, named)
-    if swept:
-        notify(f"removed {len(swept)} kept shuffle map output folder(s) that no journal record names")
+    sweep_unjournaled(plan.state, plan.run_dir, notify)
     return attempts.run_attempt(
         plan.run_dir,
         plan.run_id,

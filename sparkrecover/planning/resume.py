@@ -97,6 +97,17 @@ def plan_resume(
     return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
 
 
+def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:
+    """Remove the kept map output folders no journal record names (an executor lost mid-copy, a
+    driver killed before it journaled them): never read, they would stay until the run succeeds.
+    Before an attempt's launch, by ``resume`` and by a driver a launcher restarted alike, so the
+    keep folder holds what the journal names."""
+    named = [str(entry["path"]) for shuffle in state.shuffles.values() for entry in shuffle.kept.values()]
+    swept = keep.sweep(run_dir, named)
+    if swept:
+        notify(f"removed {len(swept)} kept shuffle map output folder(s) that no journal record names")
+
+
 def _without_damage(run_dir: str, notify: Notify, set_aside: bool) -> list[dict[str, Any]]:
     """The run's records from its sound segments, the damaged ones set aside (docs/decisions.md).
 

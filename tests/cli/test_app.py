@@ -249,3 +249,21 @@ def test_usage_errors_exit_2_with_a_message_not_a_crash(cli, args, tmp_path, mon
     assert (code, out) == (2, "")
     assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err and "internal error" not in err
     assert not glob.glob(str(tmp_path / "sparkrecover-crash-*"))
+
+
+def test_the_shared_options_object_takes_each_commands_own_options_by_name():
+    """submit, spark-submit-args and resume hand their options down as one RunOptions built from
+    click's parsed parameters by name (launch/options.py): a field no command has as a parameter,
+    or a parameter renamed away from its field, would be silently left at its default."""
+    import dataclasses
+
+    from sparkrecover.launch.options import RunOptions
+
+    command = typer.main.get_command(app)
+    params = {
+        name: {p.name for p in command.commands[name].params} for name in ("submit", "spark-submit-args", "resume")
+    }
+    shared = {field.name for field in dataclasses.fields(RunOptions)}
+    assert shared <= params["submit"]
+    assert shared - params["spark-submit-args"] == {"max_attempts"}  # a launcher retries, not sparkrecover
+    assert shared & params["resume"] == {"root", "spark_submit", "max_attempts", "json_output"}

@@ -165,7 +165,7 @@ def test_inspect_of_a_succeeded_run_says_its_kept_map_outputs_were_removed(run, 
 
     result = run_cli("inspect", "r1", "--root", str(tmp_path / "root"))
     assert result.returncode == 0, result.stderr
-    assert f"shuffle {'f' * 12}  2/2 map outputs were kept, removed since  in b" in result.stdout
+    assert f"shuffle {'f' * 12}  2/2 map outputs were kept, since removed  in b" in result.stdout
     assert "kept shuffle files" not in result.stdout
     refused = [line for line in result.stdout.splitlines() if "map outputs not kept" in line]
     assert refused == ["  map outputs not kept (attempt 1, Spark shuffles 3, 5, 7 in b): it reads a JDBC table"]

@@ -7,6 +7,7 @@ import io
 from rich.console import Console
 
 from sparkrecover.cli import render, resume
+from sparkrecover.launch.options import RunOptions
 from tests import journals
 
 
@@ -30,15 +31,12 @@ def test_resume_shows_verification_progress_on_a_terminal(monkeypatch, tmp_path,
     screen = terminal(monkeypatch)
     assert (
         resume.run(
+            RunOptions(root=str(tmp_path / "root"), json_output=False),
             run="nightly",
-            root=str(tmp_path / "root"),
             dry_run=True,
             rerun=(),
             from_scratch=False,
             verify="size",
-            max_attempts=1,
-            spark_submit=None,
-            json_output=False,
             extra=[],
         )
         == 0
@@ -53,15 +51,12 @@ def test_no_progress_with_json_even_on_a_terminal(monkeypatch, tmp_path, capsys)
     big_run(tmp_path / "root")
     screen = terminal(monkeypatch)
     resume.run(
+        RunOptions(root=str(tmp_path / "root"), json_output=True),
         run="nightly",
-        root=str(tmp_path / "root"),
         dry_run=True,
         rerun=(),
         from_scratch=False,
         verify="size",
-        max_attempts=1,
-        spark_submit=None,
-        json_output=True,
         extra=[],
     )
     assert screen.getvalue() == ""

@@ -48,10 +48,10 @@ def test_json_maps_onto_a_launchers_fields(cli, app):
     assert document["application"] == launcher.BOOTSTRAP
     assert document["argv"][document["argv"].index(document["application"]) + 1 :] == document["arguments"]
     assert document["arguments"][-2:] == ["--", os.path.abspath(app)]
-    # No master given: which Python the driver runs on and whether map outputs are kept for free
-    # depend on it, so neither is set, and stderr says why.
+    # No master given: the Python the driver runs on is left to the launcher, which may give one
+    # (and no jar here: nothing kept), and stderr says which master keeping decided for.
     assert document["conf"] == {}
-    assert "shuffle map outputs are not kept" in err
+    assert "no --master given after --: --keep-shuffles auto decided for local[*]" in err
 
 
 def test_a_local_root_with_cluster_deploy_mode_is_refused_as_submit_refuses_it(cli, app):
@@ -104,3 +104,62 @@ def test_the_listeners_jar_is_handed_on_when_a_jdk_builds_it(cli, tmp_path, app,
     assert document["jars"] == [str(jar)]
     assert document["conf"]["spark.extraListeners"] == "sparkrecover.jvm.SparkRecoverListener"
     assert document["arguments"][document["arguments"].index("--listener") + 1] == "jvm"
+
+
+@pytest.fixture
+def jar(tmp_path, app, monkeypatch):
+    """A listener jar built for Spark ``jar.version`` (set it before the call), and a fake
+    spark-submit whose Spark home (its bin folder's parent) has a conf folder for the test to fill."""
+    built = tmp_path / "listener.jar"
+    built.write_bytes(b"PK")
+    monkeypatch.delenv("SPARKRECOVER_NO_JVM_LISTENER")
+    for name in ("SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    from sparkrecover.launch import listener_jar
+
+    state = {"version": "4.0.1-scala2.13"}
+    monkeypatch.setattr(
+        listener_jar,
+        "ensure_jar",
+        lambda spark_submit: listener_jar.ListenerJar(str(built), None, False, spark_version=state["version"]),
+    )
+    home = tmp_path / "spark"
+    (home / "conf").mkdir(parents=True)
+    state.update(path=str(built), spark_submit=fake_executable(home / "bin" / "spark-submit"), home=home)
+    return state
+
+
+def handed(cli, jar, *options: str) -> tuple[dict, str]:
+    code, out, err = cli(
+        "spark-submit-args", "--run-id", "n1", "--spark-submit", jar["spark_submit"], *options, "--json", "--", "etl.py"
+    )
+    assert code == 0, err
+    return orjson.loads(out), err
+
+
+def test_with_no_master_after_dashes_auto_decides_for_spark_submits_default_local_master(cli, jar):
+    """No --master after -- and no spark.master in spark-defaults.conf: spark-submit runs the driver
+    on local[*], where map outputs are kept as links; auto keeps them and says for which master."""
+    document, err = handed(cli, jar)
+    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager"
+    assert "--keep-shuffles auto decided for local[*]" in err and "local master only" not in err
+    assert "no spark-defaults.conf sets spark.master" in err
+    assert "spark.pyspark.python" not in document["conf"]  # a launcher's own --master may still come first
+
+
+def test_with_no_master_after_dashes_auto_decides_for_the_master_of_spark_defaults(cli, jar):
+    defaults = jar["home"] / "conf" / "spark-defaults.conf"
+    defaults.write_text("# the cluster's\nspark.master   spark://head:7077\n")
+    document, err = handed(cli, jar)
+    assert "spark.shuffle.manager" not in document["conf"]
+    assert f"--keep-shuffles auto decided for spark://head:7077, the master spark-submit takes from {defaults}" in err
+    assert "keeps nothing with a local run directory on a cluster (spark://head:7077)" in err
+
+
+def test_a_cluster_master_from_spark_defaults_still_puts_the_jar_on_spark_35_executors_class_path(cli, jar):
+    """Spark 3.5's executors create their shuffle manager before they fetch --jars: a master taken
+    from spark-defaults.conf is a cluster's like one given with --master."""
+    jar["version"] = "3.5.3-scala2.12"
+    (jar["home"] / "conf" / "spark-defaults.conf").write_text("spark.master=yarn\n")
+    document, err = handed(cli, jar, "--keep-shuffles", "copy")
+    assert document["conf"]["spark.executor.extraClassPath"] == jar["path"], err

@@ -92,6 +92,39 @@ def test_the_recorded_command_run_again_after_its_command_died_resumes_as_the_ne
         start.lease.release()
 
 
+def test_a_restart_sweeps_the_kept_map_outputs_no_journal_record_names_as_resume_does(tmp_path, said):
+    """A killed driver leaves map output folders it never journaled (an executor's copy, or one
+    made after its last flush): never read, they would stay until the run succeeds. The restart
+    removes them before its plan's reuse list is written, as ``resume`` does before it launches;
+    the folder the journal names stays."""
+    run = journals.SyntheticRun(tmp_path / "root").attempt()
+    run.done("orders").started("daily", ("orders",))
+    entry = {
+        "map": 0,
+        "path": "abc/map-0-t1-aaaaaaaa",
+        "data_bytes": 1,
+        "index_bytes": 16,
+        "records": 1,
+        "row_bytes": 8,
+    }
+    run.driver.emit(ev.SHUFFLE_REGISTERED, shuffle="abc", spark_shuffle=0, stage="daily", maps=2, reduces=2, reused=0)
+    run.driver.emit(ev.SHUFFLE_COMMITTED, shuffle="abc", spark_shuffle=0, stage="daily", maps=[entry])
+    run.crash()
+    kept = os.path.join(run.dir, "shuffles", "abc")
+    for name in ("map-0-t1-aaaaaaaa", "map-1-t2-bbbbbbbb"):
+        os.makedirs(os.path.join(kept, name))
+        with open(os.path.join(kept, name, "data"), "wb") as handle:
+            handle.write(b"x")
+    stale_lease(run.dir, host=os.uname().nodename, age=0.0)  # its pid is gone
+    start = attempts.begin(options(run.dir), said.append)
+    try:
+        assert (start.attempt, start.restart) == (2, True)
+        assert os.listdir(kept) == ["map-0-t1-aaaaaaaa"]
+        assert "removed 1 kept shuffle map output folder(s) that no journal record names" in said
+    finally:
+        start.lease.release()
+
+
 def test_the_first_driver_of_a_new_run_takes_the_lease_and_attempt_1(tmp_path, said):
     run_dir = tmp_path / "root" / "nightly"
     start = attempts.begin(options(run_dir), said.append)

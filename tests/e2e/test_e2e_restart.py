@@ -115,11 +115,18 @@ def written_whole(spark, out: str, staging: bool = False) -> None:
 
 
 def handoff(
-    root: str, app: str, out: str, markers: str, *given: str, parts: int = PARTS, run_id: str = "night"
+    root: str,
+    app: str,
+    out: str,
+    markers: str,
+    *given: str,
+    parts: int = PARTS,
+    run_id: str = "night",
+    variant: str = "overwrite",
 ) -> list[str]:
     """The whole command a launcher runs: its own options, then what spark-submit-args printed."""
     result = run_cli(
-        "spark-submit-args", "--root", root, "--run-id", run_id, *given, "--", app, out, markers, str(parts)
+        "spark-submit-args", "--root", root, "--run-id", run_id, *given, "--", app, out, markers, str(parts), variant
     )
     assert result.returncode == 0, result.stderr
     return [find_spark_submit(), *SPARK_OPTIONS, *shlex.split(result.stdout)]
@@ -180,13 +187,14 @@ def test_the_recorded_driver_command_run_again_resumes_and_never_appends_twice(s
 
 
 def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_path):
-    """``spark-submit <options> $(sparkrecover spark-submit-args ...)`` killed at 70 % of one write:
-    the identical line again computes only the missing partitions; a third time, nothing."""
+    """``spark-submit <options> $(sparkrecover spark-submit-args ...)`` killed at 70 % of one write
+    after a round-robin repartition: the identical line again reuses every kept map output and
+    commits only the missing write partitions; a third time, nothing."""
     folder, root, out, markers = str(tmp_path), str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "m")
     run_dir = os.path.join(root, "night")
-    # --keep-shuffles link: kept map outputs need no master given (auto would keep nothing here),
-    # and the restart then points the JVM at its own reuse list and script digest.
-    line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "link")
+    # --keep-shuffles link: kept map outputs need no master given, and the restart then points the
+    # JVM at its own reuse list and script digest.
+    line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "link", variant="shuffled")
     assert "spark.shuffle.manager=sparkrecover.jvm.KeepingShuffleManager" in line
 
     first = start(line, folder, "first")
@@ -196,7 +204,13 @@ def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_pa
     assert finish(second) == 0, said(folder, "second")[-3000:]
     kept = kept_by(run_dir, 2)
     assert kept >= 11
-    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    registered = [e for e in events_of(run_dir) if e["type"] == "shuffle.registered" and e["attempt"] == 2]
+    assert registered and all(e["reused"] == e["maps"] for e in registered)
+    assert computed_since(markers, killed_at) == set()  # the markers are the map side's: all reused
+    # Spark's driver log (its own default configuration here, at INFO) lacks the ERROR it logs for
+    # a map stage whose outputs were all reused, and only that: DAGScheduler's other lines remain.
+    assert "INFO DAGScheduler: Job " in said(folder, "second")
+    assert "No stages registered" not in said(folder, "second"), said(folder, "second")[-3000:]
     written_whole(spark, out)
 
     computed = len(os.listdir(markers))

@@ -71,9 +71,23 @@ def submit_until(job: dict, variant: str, done: Callable[[], bool], sink: str = 
     return run_until(command + app_args(job, variant, sink), done)
 
 
-def resume(job: dict) -> None:
-    done = run_cli("resume", "night", "--root", job["root"], timeout=600)
+def resume(job: dict, env: dict | None = None) -> str:
+    """Resume the run; what it printed on stderr (the driver's log among it)."""
+    done = run_cli("resume", "night", "--root", job["root"], timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
+    return done.stderr
+
+
+# A user's own log4j2 configuration in $SPARK_CONF_DIR, which sparkrecover uses untouched: Spark's
+# INFO lines on stderr, each marked so the test can tell it is this configuration that logged.
+USER_LOG4J2 = """rootLogger.level = info
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = USERLOG %p %c{1}: %m%n
+"""
 
 
 def events(job: dict, kind: str, attempt: int | None = None) -> list[dict]:
@@ -128,9 +142,17 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
     assert kept == total and total % MAPS == 0
     assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept")
     since = time.time_ns()
-    resume(job)
+    conf = os.path.join(os.path.dirname(job["root"]), "conf")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "log4j2.properties"), "w") as handle:
+        handle.write(USER_LOG4J2)
+    said = resume(job, env={**os.environ, "SPARK_CONF_DIR": conf})
     assert markers(job, "m-", since) == []
     assert output(job, spark) == expected("agg")
+    # The user's configuration logged the driver's INFO lines, DAGScheduler's among them, but not
+    # the ERROR Spark logs for a map stage whose outputs were all reused (nothing failed).
+    assert "USERLOG INFO DAGScheduler: Job " in said, said[-3000:]
+    assert "No stages registered" not in said, said[-3000:]
 
 
 def test_a_second_kill_during_the_resumed_map_stage_loses_nothing(job):
