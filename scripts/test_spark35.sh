@@ -14,7 +14,9 @@
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
 # reflective calls whose signatures differ, the adaptive-execution metrics of a fully reused map
-# stage, the block resolver that reads kept blocks); on a two-worker standalone cluster with the run
+# stage, the block resolver that reads kept blocks); a range shuffle's bounds kept and given back
+# to a resumed application's RangePartitioner (KeptBounds: the rangeBounds field on Scala 2.12, the
+# UnsafeRows' bytes), a write after a sort then keeping its committed partitions; on a two-worker standalone cluster with the run
 # root on S3, map outputs copied there by the executors (3.5's executors load the shuffle manager
 # from spark.executor.extraClassPath, before --jars) and reused across two kills; a driver stopped by
 # SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
@@ -54,6 +56,8 @@ exec "$python" -m pytest \
   tests/e2e/test_e2e_listener.py \
   "tests/e2e/test_shuffle_keep.py::test_a_kill_in_the_map_stage_runs_only_the_missing_map_tasks" \
   "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly[first map stage]" \
+  tests/jvm/test_kept_bounds.py \
+  "tests/e2e/test_range_shuffle.py::test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions[local]" \
   "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
   tests/driver/test_fence.py \
   "tests/e2e/test_e2e_resume.py::test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover" \

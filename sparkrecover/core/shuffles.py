@@ -7,7 +7,8 @@
 - What a resume offers (``offer``): a kept map output whose record and evidence agree (its files
   under the keep folder with the sizes the record gives), of a shuffle the next attempt may plan
   again (one of a stage that runs, or one run outside any stage), made by the script the next
-  attempt runs (the script is part of a shuffle's identity). The JVM checks again (index offsets,
+  attempt runs (the script is part of a shuffle's identity), and for a range partitioning whose
+  kept bounds are still there. The JVM checks again (index offsets,
   the identity) when the new application registers the shuffle; whatever fails is computed again.
 - The views, from evidence only: progress per stage (``progress``), ``inspect``'s rows, and which
   map outputs an attempt reused or computed (``cells``, ``report``'s grid). A map output counts as
@@ -47,6 +48,9 @@ class ShuffleState:
     attempts: list[int] = field(default_factory=list)  # the attempts that registered it
     refused: str | None = None  # why the last registration reused nothing, when it had kept ones
     script: str | None = None  # the digest of the script that registered it (part of the identity)
+    # A range partitioning's: the digest of the bounds its map outputs were partitioned by, kept
+    # beside them (``<identity>/bounds``); None for every other partitioning.
+    bounds: str | None = None
     # attempt -> [when it registered the shuffle, when it kept its last map output] (epoch seconds)
     spans: dict[int, list[float]] = field(default_factory=dict)
     # What keeping cost the executors, over every map output kept (microseconds): on the map
@@ -101,6 +105,7 @@ def on_registered(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> 
     state.reused[record["attempt"]] = state.reused_by(record["attempt"]) + int(record.get("reused") or 0)
     state.refused = record.get("reuse_refused") or None
     state.script = record.get("script") or state.script
+    state.bounds = state.bounds or record.get("bounds") or None
 
 
 def on_committed(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> None:
@@ -157,8 +162,20 @@ def offer(
         if script is not None and made_by is not None and made_by != script:
             refused[kept.stage] = "the script changed since they were kept (it is part of each shuffle's identity)"
             continue
+        if (
+            shuffles[kept.shuffle].bounds is not None
+            and size_of is not None
+            and size_of(bounds_file(kept.shuffle)) is None
+        ):
+            refused[kept.stage] = "the range bounds they were partitioned by are missing from the keep folder"
+            continue
         offered.append(kept)
     return Offer(offered, refused)
+
+
+def bounds_file(identity: str) -> str:
+    """Where a range partitioning's bounds are kept, relative to the keep folder (KeptBounds.java)."""
+    return f"{identity}/bounds"
 
 
 def _kept_map(entry: dict[str, Any]) -> KeptMap:

@@ -231,6 +231,8 @@ def _shuffle_registered(r: dict[str, Any]) -> str:
     )
     if r.get("reuse_refused"):
         text += f" (not reused: {r['reuse_refused']})"
+    if r.get("bounds") and r.get("bounds") != r.get("sampled_bounds"):
+        text += ", partitioned by the kept range bounds, not its own sample"
     return text
 
 

@@ -9,7 +9,8 @@
  *    creates the map stage): the shuffle's identity (ShuffleIdentity); a handle that carries the
  *    keep folder's name to the executors; and, when the plan lists kept map outputs of that
  *    identity whose files are still there with their recorded sizes, their registration
- *    (KeptRegistration), so the map stage runs only the missing map tasks.
+ *    (KeptRegistration), so the map stage runs only the missing map tasks. A range partitioning
+ *    gets the bounds kept for its identity (KeptBounds), or keeps its own for the next attempt.
  *  - executors, getWriter: Spark's own writer wrapped by KeepingShuffleWriter, which keeps the
  *    committed files (KeptCopies) in the keep folder, local or on any Hadoop filesystem
  *    (KeptStore); the executor then tells the driver (KeepingPlugin), whose side here turns that
@@ -124,6 +125,13 @@ public class KeepingShuffleManager extends SortShuffleManager {
             if (kept == null) {
                 throw new ShuffleIdentity.Refused("an unknown shuffle handle " + handle.getClass().getName());
             }
+            // A range partitioning's bounds: saved by the identity's first registration, given to
+            // every later one, before the map stage's tasks are serialized.
+            KeptBounds.Applied bounds = null;
+            Object partitioner = ShuffleIdentity.capturedPartitioner(dependency.rdd());
+            if (partitioner instanceof org.apache.spark.RangePartitioner) {
+                bounds = KeptBounds.apply(store(), identity, (org.apache.spark.RangePartitioner<?, ?>) partitioner);
+            }
             identities.put(shuffleId, identity);
             if (stage != null) {
                 stageNames.put(shuffleId, stage);
@@ -155,6 +163,10 @@ public class KeepingShuffleManager extends SortShuffleManager {
             SparkRecoverListener.string(line.append(",\"script\":"), conf.get(SCRIPT, ""));
             if (why[0] != null) {
                 SparkRecoverListener.string(line.append(",\"reuse_refused\":"), why[0]);
+            }
+            if (bounds != null) {
+                SparkRecoverListener.string(line.append(",\"bounds\":"), bounds.used);
+                SparkRecoverListener.string(line.append(",\"sampled_bounds\":"), bounds.sampled);
             }
             SparkRecoverListener.emitLine(line.append('}'));
             return kept;

@@ -66,6 +66,18 @@ abstract class KeptStore {
     /** A small file of the keep folder (the plan's list of kept outputs to reuse). */
     abstract byte[] read(String name) throws IOException;
 
+    /** A small file of the keep folder, or null when there is none. */
+    byte[] readIfPresent(String name) throws IOException {
+        try {
+            return read(name);
+        } catch (FileNotFoundException | java.nio.file.NoSuchFileException missing) {
+            return null;
+        }
+    }
+
+    /** Writes a small file of the keep folder whole or not at all (a range shuffle's bounds). */
+    abstract void writeSmall(String name, byte[] bytes) throws IOException;
+
     /** Sizes of the files under {@code <root>/<identity>/}, by path relative to the root. */
     abstract Map<String, Long> sizes(String identity) throws IOException;
 
@@ -153,6 +165,21 @@ abstract class KeptStore {
         @Override
         long[] offsets(String folder) throws IOException {
             return parseOffsets(read(folder + "/index"));
+        }
+
+        @Override
+        void writeSmall(String name, byte[] bytes) throws IOException {
+            Path target = base.resolve(name);
+            Files.createDirectories(target.getParent());
+            Path scratch = target.resolveSibling("." + target.getFileName() + "-" + System.nanoTime());
+            try (FileChannel out = FileChannel.open(scratch, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+                ByteBuffer buffer = ByteBuffer.wrap(bytes);
+                while (buffer.hasRemaining()) {
+                    out.write(buffer);
+                }
+                out.force(true);
+            }
+            Files.move(scratch, target, StandardCopyOption.ATOMIC_MOVE);
         }
 
         @Override
@@ -307,6 +334,14 @@ abstract class KeptStore {
         @Override
         void link(Path from, String folder, String name) throws IOException {
             throw new IOException("hard links need a local keep folder, not " + root);
+        }
+
+        /** One upload: an object store shows the whole file or none; elsewhere the reader's checksum tells. */
+        @Override
+        void writeSmall(String name, byte[] bytes) throws IOException {
+            try (OutputStream out = create(new org.apache.hadoop.fs.Path(base, name))) {
+                out.write(bytes);
+            }
         }
 
         /** A new file whose name nobody else uses: no need to look for one first where the store can skip it. */

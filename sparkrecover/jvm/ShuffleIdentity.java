@@ -12,11 +12,14 @@
  * aggregation and map-side combine. Two shuffles of one execution with the same digest (a
  * self-join whose sides differ only in generated code) are told apart by their order.
  *
+ * A range partitioning's bounds are sampled per application: they are left out (with the partition
+ * count they give; the count asked for is in), and kept beside the map outputs instead (KeptBounds).
+ *
  * Anything it cannot see is a refusal, never a guess: a shuffle outside a SQL execution, a plan
- * Spark calls non-deterministic, an INDETERMINATE map stage, a range partitioning (its bounds are
- * sampled per application; every shuffle of such a query when its own partitioner cannot be
- * found), a leaf that is neither a file scan nor a range, an upstream shuffle without identity, a
- * reflective step that fails on this Spark version.
+ * Spark calls non-deterministic, an INDETERMINATE map stage, every shuffle of a query that
+ * partitions by range when its own partitioner cannot be found, a leaf that is neither a file scan
+ * nor a range, an upstream shuffle without identity, a reflective step that fails on this Spark
+ * version.
  *
  * Scala collections are only walked through scala.collection.Iterable and called by reflection,
  * because their classes differ between Scala 2.12 and 2.13.
@@ -89,10 +92,10 @@ final class ShuffleIdentity {
         RDD<?> rdd = dependency.rdd();
         Object partitioner = capturedPartitioner(rdd);
         String physical = String.valueOf(call(queryExecution, "executedPlan")).toLowerCase(java.util.Locale.ROOT);
-        if (partitioner instanceof org.apache.spark.RangePartitioner
-            || (partitioner == null && physical.contains("rangepartitioning"))) {
-            throw new Refused("Spark shuffle " + dependency.shuffleId() + " partitions by range (orderBy, "
-                              + "repartitionByRange, a window's sort): its bounds are sampled anew by each application");
+        if (partitioner == null && physical.contains("rangepartitioning")) {
+            throw new Refused("Spark shuffle " + dependency.shuffleId() + " belongs to a query that partitions by "
+                              + "range (orderBy, repartitionByRange), and its partitioner could not be found: "
+                              + "range bounds are sampled anew by each application");
         }
         String level = String.valueOf(call(rdd, "outputDeterministicLevel"));
         if ("INDETERMINATE".equals(level)) {
@@ -110,8 +113,15 @@ final class ShuffleIdentity {
             text.append(key).append('=').append(conf.get(key, "")).append('\n');
         }
         text.append("plan\n").append(planText(optimized));
-        text.append("partitioner ").append(dependency.partitioner().getClass().getName())
-            .append(' ').append(dependency.partitioner().numPartitions()).append('\n');
+        text.append("partitioner ").append(dependency.partitioner().getClass().getName()).append(' ');
+        if (partitioner instanceof org.apache.spark.RangePartitioner) {
+            // Its partition count comes from the sampled bounds, kept apart (KeptBounds): the
+            // count it was asked for is what identifies it.
+            text.append("range ").append(KeptBounds.requestedPartitions((org.apache.spark.RangePartitioner<?, ?>) partitioner));
+        } else {
+            text.append(dependency.partitioner().numPartitions());
+        }
+        text.append('\n');
         if (partitioner != null) {
             text.append("rows partitioned by ").append(partitioner.getClass().getName()).append('\n');
         }

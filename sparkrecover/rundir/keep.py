@@ -2,10 +2,11 @@
 (docs/shuffles.md).
 
 ``<run>/shuffles/`` holds the map outputs the keeping shuffle manager kept (hard links or copies,
-one folder ``<identity>/map-<index>-t<task>-<nonce>/`` each, whole once its ``meta`` is written)
-and the reuse lists handed to the JVM. It lives where the run directory lives: a local folder, a
-folder every executor mounts, or shared storage (``s3://``, ``hdfs://``, ``gs://``, ...), where the
-executors write it through Hadoop and this module reads and removes it through fsspec. Both
+one folder ``<identity>/map-<index>-t<task>-<nonce>/`` each, whole once its ``meta`` is written),
+a range partitioning's bounds (``<identity>/bounds``) and the reuse lists handed to the JVM. It
+lives where the run directory lives: a local folder, a folder every executor mounts, or shared
+storage (``s3://``, ``hdfs://``, ``gs://``, ...), where the executors write it through Hadoop and
+this module reads and removes it through fsspec. Both
 processes need it: the command line creates it before an attempt, measures it for ``inspect``,
 checks kept files for the planner and sweeps what no journal record names; whichever process sees
 the run succeed (or a resume start from scratch) removes it, and that may be a driver restarted by
@@ -187,7 +188,7 @@ def sweep(run_dir: str, named: Iterable[str]) -> list[str]:
 
 def _folder_of(relative: str) -> str:
     """The map output folder (``<identity>/<folder>``) a kept file belongs to; "" for files at the
-    top (the reuse lists)."""
+    top (the reuse lists) and beside the map outputs (a range partitioning's ``<identity>/bounds``)."""
     parts = relative.split("/")
     return "/".join(parts[:2]) if len(parts) >= 3 else ""
 

@@ -3,7 +3,9 @@
     shuffle_write.py OUT MARKERS SHAPE[,SHAPE...] [MAPS] [WRITES]
 
 SHAPE: ``join`` (sort-merge join), ``agg`` (groupBy), ``sort`` (orderBy), ``repcol``
-(``repartition(WRITES, col)``), ``etl`` (a join, then an aggregation), ``indeterminate`` (``etl``
+(``repartition(WRITES, col)``), ``sortagg`` (a groupBy of every id, then an orderBy of the sums,
+sampled so sparsely that its range bounds depend on the sample's seed), ``etl`` (a join, then an
+aggregation), ``indeterminate`` (``etl``
 then a round-robin ``repartition`` that Spark calls INDETERMINATE: its input is UNORDERED and
 ``spark.sql.execution.sortBeforeRepartition`` is off).
 
@@ -68,6 +70,11 @@ def frame_of(shape: str, folder: str):
         return left.groupBy((F.col("id") % (writes * 5)).alias("g")).agg(F.sum("v").alias("s"))
     if shape == "sort":
         return left.orderBy(F.col("v").desc())
+    if shape == "sortagg":
+        # Ten sample points per range partition: each map partition (75 groups) is sampled, not
+        # taken whole, so the bounds depend on the seed (an RDD id), as they do on real data.
+        spark.conf.set("spark.sql.execution.rangeExchange.sampleSizePerPartition", "10")
+        return left.groupBy(F.col("id").alias("g")).agg(F.sum("v").alias("s")).orderBy(F.col("s").desc())
     if shape == "repcol":
         return left.repartition(writes, "id")
     if shape in ("etl", "indeterminate"):

@@ -206,6 +206,24 @@ def test_an_edited_script_is_offered_no_map_output_and_the_plan_says_why():
     assert [len(k.maps) for k in planner.plan_shuffles(state, decisions, files, script="s-old")] == [4]
 
 
+def test_a_range_shuffle_is_offered_only_with_its_kept_bounds_and_the_plan_says_why():
+    """Map outputs partitioned by range are reusable only with the bounds they were partitioned by:
+    without the bounds file the new application would sample others, so the plan promises none."""
+    maps = [kept(i) for i in range(4)]
+    state = RunState.from_events("r", [stage_started(), registered(bounds="b1", sampled_bounds="b1"), committed(*maps)])
+    files = on_disk(*maps)
+    decisions = planner.make_plan(state, NothingOnStorage())
+    assert planner.plan_shuffles(state, decisions, sizes_of(files)) == []
+    (decision,) = decisions
+    assert decision.reason == (
+        "started in attempt 1 but not committed, no shuffle map output reusable: the range bounds they were "
+        "partitioned by are missing from the keep folder"
+    )
+    files["abc/bounds"] = 90
+    decisions = planner.make_plan(state, NothingOnStorage())
+    assert [len(k.maps) for k in planner.plan_shuffles(state, decisions, sizes_of(files))] == [4]
+
+
 def test_progress_counts_what_the_journal_kept_or_what_the_plan_offers():
     state = RunState.from_events("r", [registered(), committed(kept(0), kept(1)), registered("def", maps=2)])
     assert shuffles.progress(state.shuffles, "w") == (2, 6)
@@ -261,3 +279,12 @@ def test_a_followed_map_stage_shows_its_quarters_not_each_map_output():
 def test_replay_names_kept_map_outputs_by_index_not_as_a_count():
     assert timeline.fact(committed(kept(0))) == "shuffle abc: map output #0 kept (100 B)"
     assert timeline.fact(committed(kept(0), kept(3))) == "shuffle abc: map outputs #0, #3 kept (200 B)"
+
+
+def test_replay_says_when_a_range_shuffle_partitions_by_kept_bounds_instead_of_its_sample():
+    first = registered(maps=8, bounds="b1", sampled_bounds="b1")
+    again = registered(attempt=2, maps=8, reused=8, bounds="b1", sampled_bounds="b2")
+    assert timeline.fact(first) == "shuffle abc: 8 map tasks, 0 kept outputs reused"
+    assert timeline.fact(again) == (
+        "shuffle abc: 8 map tasks, 8 kept outputs reused, partitioned by the kept range bounds, not its own sample"
+    )

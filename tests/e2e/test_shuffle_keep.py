@@ -194,19 +194,20 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
     assert len([e for e in events(job, "shuffle.unsupported", 2) if "INDETERMINATE" in e["reason"]]) == 1
 
 
-def test_a_sort_after_an_aggregation_keeps_the_aggregation_and_refuses_only_the_range_shuffle(job):
-    """A range partitioning's bounds are sampled anew by each application: its shuffle is not
-    kept. The hash shuffle before it in the same query is, and is reused."""
+def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_range_one(job):
+    """The sort's shuffle partitions by range: its bounds are kept with its map outputs, and the
+    resumed application partitions by them, so both shuffles are reused whole."""
     submit_until(job, "sorted", lambda: len(markers(job, "w-")) >= 2)
-    refused = events(job, "shuffle.unsupported", 1)
-    assert len(refused) == 1 and "partitions by range" in refused[0]["reason"]
-    assert f"Spark shuffle {refused[0]['spark_shuffle']} " in refused[0]["reason"]  # it names the shuffle
-    assert kept_maps(job) == MAPS
+    assert events(job, "shuffle.unsupported", 1) == []
+    first = events(job, "shuffle.registered", 1)
+    assert [e.get("bounds") is not None for e in first] == [False, True]
+    assert kept_maps(job) == MAPS + first[1]["maps"]
     since = time.time_ns()
     resume(job)
     assert markers(job, "m-", since) == []  # the groupBy's map side was reused
-    (registered,) = events(job, "shuffle.registered", 2)
-    assert registered["reused"] == registered["maps"] == MAPS
+    again = events(job, "shuffle.registered", 2)
+    assert [e["shuffle"] for e in again] == [e["shuffle"] for e in first]
+    assert all(e["reused"] == e["maps"] for e in again) and again[1]["bounds"] == first[1]["bounds"]
     assert output(job) == expected("agg")
 
 

@@ -79,9 +79,10 @@ def test_the_sweep_removes_what_no_record_names_on_every_store(tmp_path, s3):
         (tmp_path / "run" / "shuffles" / "abc" / name / "data").write_bytes(b"x")
     (tmp_path / "run" / "shuffles" / ".fallback" / "app-1").mkdir(parents=True)  # an older layout
     (tmp_path / "run" / "shuffles" / "reuse-0002.tsv").write_text("")
+    (tmp_path / "run" / "shuffles" / "abc" / "bounds").write_bytes(b"b")  # a range partitioning's
     swept = keep.sweep(local, ["abc/map-0-t1-aaaaaaaa"])
     assert sorted(swept) == [".fallback", "abc/.tmp-2-9", "abc/map-1-t2-bbbbbbbb"]
-    assert sorted(os.listdir(tmp_path / "run" / "shuffles" / "abc")) == ["map-0-t1-aaaaaaaa"]
+    assert sorted(os.listdir(tmp_path / "run" / "shuffles" / "abc")) == ["bounds", "map-0-t1-aaaaaaaa"]
     assert (tmp_path / "run" / "shuffles" / "reuse-0002.tsv").exists()
     assert keep.sweep(local, ["abc/map-0-t1-aaaaaaaa"]) == []
 
@@ -92,9 +93,14 @@ def test_the_sweep_removes_what_no_record_names_on_every_store(tmp_path, s3):
         write(fs, f"{base}/abc/{name}/data", 10)
         write(fs, f"{base}/abc/{name}/index", 16)
     write(fs, f"{base}/reuse-0002.tsv", 3)
+    write(fs, f"{base}/abc/bounds", 5)
     assert keep.sweep(remote, ["abc/map-0-t1-aaaaaaaa"]) == ["abc/map-1-t2-bbbbbbbb"]
     fs.invalidate_cache()
-    assert sorted(path.rsplit("/", 2)[-2] for path in fs.find(base + "/abc")) == ["map-0-t1-aaaaaaaa"] * 2
+    assert sorted(path[len(base) + 1 :] for path in fs.find(base + "/abc")) == [
+        "abc/bounds",
+        "abc/map-0-t1-aaaaaaaa/data",
+        "abc/map-0-t1-aaaaaaaa/index",
+    ]
     assert keep.size_reader(remote)("reuse-0002.tsv") == 3  # type: ignore[misc]
 
 
