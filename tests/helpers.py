@@ -250,6 +250,18 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def freeze_group(pid: int, run_dir: str) -> None:
+    """SIGSTOP the process group of ``pid`` (a paused VM) outside its lease's lock: a driver frozen
+    inside its heartbeat's check-and-write, a few milliseconds that the lock covers, holds the lock
+    until it is continued, and a takeover then waits and exits 4, as it does for a driver frozen in
+    its job commit (docs/operations.md, "Fencing"). A test of a driver frozen in its write means
+    outside both."""
+    from sparkrecover.rundir import lease_lock
+
+    with lease_lock.held(run_dir, os.path.basename(run_dir)):
+        os.killpg(pid, signal.SIGSTOP)
+
+
 def kill_tree(pid: int) -> None:
     """SIGKILL the process group of ``pid`` (a process started with ``start_new_session``) and
     every process below it: PySpark's Python daemon moves itself to a process group of its own, so

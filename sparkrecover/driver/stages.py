@@ -167,9 +167,13 @@ class Scope:
 
     def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
         self.rt.leave_stage()
-        self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
-        self.sc.setLocalProperty("spark.job.description", self._previous[1])
-        self.sc.setLocalProperty(WRITING_PROPERTY, self._previous[2])
+        # A driver being stopped by a signal is ending: no call into the JVM, whose Py4J connection
+        # the signal may have cut in the middle of a command, may replace the Stopped the script
+        # must see (driver/signals.py) with a network error.
+        if self.rt.interrupted is None:
+            self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
+            self.sc.setLocalProperty("spark.job.description", self._previous[1])
+            self.sc.setLocalProperty(WRITING_PROPERTY, self._previous[2])
         if error is not None:
             # A write whose job commit was refused (the lease was taken over while it ran) fails
             # here: the driver ends fenced, with nothing more journaled.

@@ -49,9 +49,9 @@ def held(run_dir: str, run_id: str, wait_s: float | None = None) -> Iterator[Non
                     break  # a filesystem without locks (some network mounts): the checks alone, as elsewhere
                 if time.monotonic() >= deadline:
                     raise LeaseHeldError(
-                        f"run {run_id}: a driver of it is committing a write ({path} is locked), so its "
-                        "lease cannot change hands now; try again when the commit is done. A driver "
-                        "frozen in its commit (a paused VM, SIGSTOP) holds it until it ends: end it first"
+                        f"run {run_id}: a driver of it is committing a write or renewing its lease ({path} "
+                        "is locked), so its lease cannot change hands now; try again when it is done. A "
+                        "driver frozen there (a paused VM, SIGSTOP) holds it until it ends: end it first"
                     ) from None
                 time.sleep(_POLL_S)
         yield

@@ -200,3 +200,37 @@ def test_a_call_the_signal_cut_short_failing_otherwise_still_exits_as_the_signal
     done, ended = run_bootstrap(tmp_path, cut_short)
     assert done.returncode == 130, done.stderr
     assert (ended["exit_code"], ended["signal"], ended["error"]) == (130, signal.SIGINT, "interrupted by SIGINT")
+
+
+def test_a_stage_stopped_by_a_signal_ends_with_stopped_even_when_the_jvm_connection_was_cut(tmp_path):
+    """A signal can interrupt a Py4J call half-way (the script's ``save``), leaving the connection
+    broken: the stage's scope then makes no call into the JVM on its way out, so the script sees
+    Stopped (its ``except KeyboardInterrupt`` and the exit code 128+N), not a network error."""
+    from sparkrecover.driver.stages import Scope
+
+    class CutConnection:
+        """A SparkContext whose Py4J connection the interrupted command broke."""
+
+        def __init__(self) -> None:
+            self.cut = False
+
+        def getLocalProperty(self, key):
+            return None
+
+        def setLocalProperty(self, key, value):
+            if self.cut:
+                raise ConnectionError("Answer from Java side is empty")
+
+        def setJobDescription(self, value):
+            self.setLocalProperty("spark.job.description", value)
+
+    class Session:
+        sparkContext = CutConnection()
+
+    rt = install_runtime(tmp_path)
+    with pytest.raises(signals.Stopped):
+        with Scope(rt, Session(), "nums"):
+            Session.sparkContext.cut = True
+            rt.interrupted = signal.SIGTERM
+            raise signals.Stopped()
+    assert [e["type"] for e in journal(rt) if e["type"].startswith("stage.")] == []

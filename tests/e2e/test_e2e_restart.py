@@ -30,7 +30,7 @@ from sparkrecover.journal.segments import list_segments
 from sparkrecover.launch.launcher import find_spark_submit
 from sparkrecover.rundir import storage
 from tests import journals
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
+from tests.helpers import SPARK_OPTIONS, events_of, freeze_group, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
@@ -320,7 +320,7 @@ def test_a_frozen_predecessor_continued_after_its_successor_ran_commits_nothing(
     line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "off")
     first = start(line, folder, "first", env)
     until(first, lambda: commits(run_dir, 1) >= 5, "5 partitions committed")
-    os.killpg(first.pid, signal.SIGSTOP)
+    freeze_group(first.pid, run_dir)
     try:
         second = start(line, folder, "second", env)
         assert finish(second) == 0, said(folder, "second")[-3000:]

@@ -18,6 +18,7 @@ from tests.helpers import (
     SPARK_OPTIONS,
     decisions,
     events_of,
+    freeze_group,
     run_cli,
     side_by_side,
     sparkrecover_command,
@@ -260,7 +261,7 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
     )
     try:
         wait_for(run_dir, "stage.committed", "load", process=old)
-        _group_signal(old, signal.SIGSTOP)
+        freeze_group(old.pid, run_dir)
         import time
 
         time.sleep(4)  # past the TTL: the frozen CLI's heartbeat is stale
@@ -340,7 +341,7 @@ def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_
         while not os.path.exists(marker):  # the UDF of the append's map stage is running
             assert old.poll() is None and time.monotonic() < deadline, old.stderr.read()[-3000:]
             time.sleep(0.05)
-        _group_signal(old, signal.SIGSTOP)
+        freeze_group(old.pid, run_dir)
         time.sleep(4)  # past the TTL
         resumed = run_cli("resume", "frozen", "--root", root)
         assert resumed.returncode == 0, resumed.stderr[-3000:]

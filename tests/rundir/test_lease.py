@@ -100,7 +100,7 @@ def test_a_stale_lease_does_not_change_hands_while_a_job_commit_holds_its_lock(t
     )
     try:
         assert committing.stdout is not None and committing.stdout.readline() == "held\n"
-        with pytest.raises(LeaseHeldError, match="is committing a write") as refused:
+        with pytest.raises(LeaseHeldError, match="is committing a write or renewing its lease") as refused:
             leases.Lease(run_dir, "r1").acquire()
         assert refused.value.exit_code == 4
         assert leases.read_lease(run_dir) == old  # untouched
