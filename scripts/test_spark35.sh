@@ -27,8 +27,8 @@
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3). Extra arguments go to pytest.
-# 6 (quiet) to 20 minutes on 2 cores (the S3 cases: about 5 of them), depending on what else runs
-# there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
+# 11 min 44 s on one process on a quiet 2-core machine (2026-11-26; the S3 cases about 5 of them),
+# more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
 # under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants; INDETERMINATE shapes are also in
 # tests/driver/test_partitions.py) and the version-neutral rest (journal, planner, CLI, cleanup).
@@ -42,7 +42,10 @@ case "$version" in
   *) echo "test_spark35: .venv-spark35 has pyspark $version, not 3.5" >&2; exit 1 ;;
 esac
 # The tests run the CLI and spark-submit with sys.executable, so all of them run on this pyspark.
-exec "$python" -m pytest \
+# Two pytest-xdist workers, each file's tests on one (SPARKRECOVER_TEST_WORKERS=N picks another
+# number, 0 one process): most of the leg waits on spark-submit processes, not on the CPU.
+workers="${SPARKRECOVER_TEST_WORKERS:-2}"
+exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_partitions.py \
   tests/driver/test_tables.py \
   tests/driver/test_sqlwrites.py \
