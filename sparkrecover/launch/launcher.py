@@ -340,8 +340,8 @@ def defaults_files(parsed: SubmitArgs, spark_submit: str) -> list[str]:
 def with_default_master(parsed: SubmitArgs, spark_submit: str) -> SubmitArgs:
     """``parsed`` knowing the master spark-submit will take, when its options give none (so that
     what depends on the master, such as keeping shuffle map outputs, decides on that one)."""
-    if parsed.master is not None:
-        return parsed
+    if parsed.master is not None or parsed.master_unknown:
+        return parsed  # decided already (handoff): no second read of the defaults files
     return replace(parsed, default_master=spark_defaults.master(defaults_files(parsed, spark_submit))[0])
 
 
