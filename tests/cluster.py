@@ -45,6 +45,13 @@ class Cluster:
             "PYSPARK_PYTHON": sys.executable,
         }
         self.env.pop("SPARK_HOME", None)
+        # The master, the workers and the executors they start (which inherit a worker's
+        # environment) run with the JVM options of the tests' spark-submits (tests/conftest.py: C1
+        # only, the serial collector, Spark's classes from the class archive), so that an executor
+        # costs about half the CPU, as a driver does; their output, the JVM's line that names the
+        # options among it, goes to the cluster's logs, which no test compares.
+        options = os.environ.get("SPARK_SUBMIT_OPTS", "")
+        self.daemon_env = {**self.env, **({"JAVA_TOOL_OPTIONS": options} if options else {})}
         self.processes: list[subprocess.Popen] = []
 
     def worker_local_dir(self, index: int) -> Path:
@@ -76,7 +83,7 @@ class Cluster:
             str(self.port),
             "--webui-port",
             str(self.ui_port),
-            env=self.env,
+            env=self.daemon_env,
         )
         for index in range(self.workers):
             self.worker_local_dir(index).mkdir()
@@ -94,7 +101,7 @@ class Cluster:
                 str(free_port()),
                 "--work-dir",
                 str(self.folder / f"work-{index}"),
-                env={**self.env, "SPARK_LOCAL_DIRS": str(self.worker_local_dir(index))},
+                env={**self.daemon_env, "SPARK_LOCAL_DIRS": str(self.worker_local_dir(index))},
             )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:

@@ -32,6 +32,27 @@ _set_jvm_options = bool(_jvm_options) and "SPARK_SUBMIT_OPTS" not in os.environ
 if _set_jvm_options:
     os.environ["SPARK_SUBMIT_OPTS"] = _jvm_options
 
+# Seconds each end-to-end file's tests took in the whole suite on three workers (2026-11-26,
+# `--durations`, summed per file), to start the longest first; a file not listed counts
+# E2E_TEST_SECONDS for each of its end-to-end tests. Only the order depends on them.
+E2E_FILE_SECONDS = {
+    "tests/e2e/test_shuffle_keep.py": 622,
+    "tests/e2e/test_cluster_shuffle.py": 560,
+    "tests/e2e/test_task_resume.py": 500,
+    "tests/e2e/test_post_shuffle_write.py": 375,
+    "tests/e2e/test_e2e_zerocode.py": 365,
+    "tests/e2e/test_task_resume_stores.py": 355,
+    "tests/e2e/test_e2e_restart.py": 335,
+    "tests/e2e/test_e2e_resume.py": 335,
+    "tests/e2e/test_e2e_hive.py": 245,
+    "tests/e2e/test_e2e_standalone.py": 240,
+    "tests/e2e/test_range_shuffle.py": 235,
+    "tests/e2e/test_e2e_examples.py": 233,
+    "tests/e2e/test_e2e_tables.py": 233,
+    "tests/e2e/test_signals.py": 193,
+}
+E2E_TEST_SECONDS = 35
+
 # Set to a file, every spark-submit a test starts (its own, the CLI's, a fixture's) appends the
 # test's node id there, and the run ends with the counts: a measure of the suite's cost that a
 # loaded machine does not change (docs/contributing.md).
@@ -49,6 +70,10 @@ def pytest_configure(config):
     then runs the venv's (fixtures of a wider scope start before ``isolated`` sets PATH, so set it
     here)."""
     global _launch_shim
+    if hasattr(config.option, "loadscopereorder"):
+        # pytest-xdist's scheduler (in the main process) would hand out the files with the most
+        # tests first, the quick ones, and leave the long few-test end-to-end files to the end.
+        config.option.loadscopereorder = False
     if _set_jvm_options and os.environ.get("SPARKRECOVER_TEST_CDS", "1") != "0" and not hasattr(config, "workerinput"):
         from tests.jvm_archive import archive_options
 
@@ -73,10 +98,17 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """End-to-end tests first, the files with the most of them first: on pytest-xdist workers the
-    long files start early and the quick tests fill the last minutes. Within a file the order stays."""
+    """The longest files first (E2E_FILE_SECONDS; another end-to-end file counts
+    E2E_TEST_SECONDS a test of it), the files without end-to-end tests last: on pytest-xdist
+    workers the long files start early and the quick tests fill the last minutes. Within a file the
+    order stays."""
     per_file = collections.Counter(item.path for item in items if item.get_closest_marker("e2e"))
-    items.sort(key=lambda item: -per_file[item.path])
+
+    def cost(item) -> float:
+        relative = os.path.relpath(item.path, config.rootpath).replace(os.sep, "/")
+        return E2E_FILE_SECONDS.get(relative, E2E_TEST_SECONDS * per_file[item.path])
+
+    items.sort(key=lambda item: -cost(item))
 
 
 def pytest_terminal_summary(terminalreporter, config):
