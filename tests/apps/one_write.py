@@ -15,7 +15,8 @@ so a test can count which partitions an attempt computed.
 
 The environment shapes the partitions: ``ONE_WRITE_SLEEP`` (seconds a partition sleeps, 0.6),
 ``ONE_WRITE_ROWS`` (rows per partition, 100), ``ONE_WRITE_SLEEP_ROW`` (the row of its partition at
-which it sleeps, 0: the first), ``ONE_WRITE_PAYLOAD`` (``BYTES:FROM``: from partition FROM on, the
+which it sleeps, 0: the first), ``ONE_WRITE_SLEEP_FROM`` (the first partition that sleeps, 0),
+``ONE_WRITE_PAYLOAD`` (``BYTES:FROM``: from partition FROM on, the
 first 100 rows carry BYTES of incompressible bytes derived from their id, so that a task has written
 megabytes before it sleeps at row 100: on S3 a multipart upload is then open while it sleeps).
 """
@@ -35,13 +36,14 @@ out, markers, parts = sys.argv[1], sys.argv[2], int(sys.argv[3])
 variant = sys.argv[4] if len(sys.argv) > 4 else "overwrite"
 ROWS = int(os.environ.get("ONE_WRITE_ROWS", "100"))
 SLEEP_ROW = int(os.environ.get("ONE_WRITE_SLEEP_ROW", "0"))
+SLEEP_FROM = int(os.environ.get("ONE_WRITE_SLEEP_FROM", "0"))
 PAYLOAD, PAYLOAD_FROM = (int(n) for n in os.environ.get("ONE_WRITE_PAYLOAD", "0:0").split(":"))
 
 
 def work(value):
     if value % ROWS == 0:  # the first row of its partition
         open(os.path.join(markers, f"{value // ROWS}-{time.time_ns()}"), "w").close()
-    if value % ROWS == SLEEP_ROW:
+    if value % ROWS == SLEEP_ROW and value // ROWS >= SLEEP_FROM:
         time.sleep(float(os.environ.get("ONE_WRITE_SLEEP", "0.6")))
     return value * 3
 

@@ -22,13 +22,17 @@ APP = os.path.join(REPO, "tests", "apps", "one_write.py")
 PARTS, KILL_AT = 16, 11  # killed once 11 of 16 partitions (70 %) committed
 ROWS, PAYLOAD, PAYLOAD_FROM = 200, 56 << 10, 9
 # Partitions 9-15 write 100 rows of 56 KiB before they sleep at row 100: with 5 MiB parts, the file
-# of a task in flight is an open multipart upload when the driver dies.
+# of a task in flight is an open multipart upload when the driver dies. Partitions 0-8, which open
+# no upload, do not sleep: the kill point comes once 9 and 10 have committed.
 APP_ENV = {
     "ONE_WRITE_ROWS": str(ROWS),
     "ONE_WRITE_SLEEP_ROW": "100",
     "ONE_WRITE_SLEEP": "3",
+    "ONE_WRITE_SLEEP_FROM": str(PAYLOAD_FROM),
     "ONE_WRITE_PAYLOAD": f"{PAYLOAD}:{PAYLOAD_FROM}",
 }
+# The sleep holds a task's upload open for the kill; a resume, never killed, runs without it.
+NO_SLEEP = {"ONE_WRITE_SLEEP": "0"}
 LARGE_FILES = [
     "--conf",
     "spark.hadoop.fs.s3a.multipart.size=5M",
@@ -138,7 +142,7 @@ def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitio
     assert KILL_AT <= kept < PARTS and stage["partitions"]["total"] == PARTS
 
     started = time.monotonic()
-    resumed = run_cli("resume", "night", "--root", root, env=env)
+    resumed = run_cli("resume", "night", "--root", root, env={**env, **NO_SLEEP})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     print(f"resume: {time.monotonic() - started:.1f} s, {kept} of {PARTS} partitions kept")
     assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed
@@ -230,7 +234,7 @@ def test_a_write_whose_committed_partitions_cannot_be_adopted_says_why_and_leave
     assert "no partition is kept: a committer factory is configured for s3a" in stage["reason"]
     assert "write straight into the target" in stage["reason"]
 
-    resumed = run_cli("resume", "night", "--root", root, env=env)
+    resumed = run_cli("resume", "night", "--root", root, env={**env, **NO_SLEEP})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS
     assert bucket.uploads() == []
