@@ -145,7 +145,12 @@ final class KeptBlockResolver extends IndexShuffleBlockResolver {
      * (per map index): on a remote store, request every index not yet known here, in parallel.
      */
     void prefetch(int shuffleId, String[] folders) {
-        KeptStore store = manager.store();
+        KeptStore store;
+        try {
+            store = manager.store();
+        } catch (RuntimeException unreachable) {
+            return;  // getBlockData meets the same when asked for a block
+        }
         if (store == null || store.local()) {
             return;  // a local index is read faster than a thread is handed the work
         }
