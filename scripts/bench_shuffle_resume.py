@@ -89,8 +89,9 @@ def keep_times(run_dir: str) -> tuple[int, float, float, float, int]:
 
 
 def write_tasks(events: str) -> list[tuple[float, float, float, int]]:
-    """(wall s, CPU s, fetch wait s, rank) of each successful task of the write stage (the result
-    stage with the most tasks that read shuffle bytes) of the last application that logged events
+    """(wall s, CPU s, fetch wait s, rank) of each successful task of the write stage (of the result
+    stages named after the parquet write, the one with the most tasks that read shuffle bytes: a
+    warm-up job's collect reads a shuffle too) of the last application that logged events
     there (the resume, after the killed attempt), from Spark's event log: a file, or on Spark 4 a
     folder of rolled files (``eventlog_v2_<app>/events_<n>_<app>``). The rank is the task's place
     among those tasks on its executor, by launch time (0: the executor's first)."""
@@ -104,10 +105,14 @@ def write_tasks(events: str) -> list[tuple[float, float, float, int]]:
         else [last]
     )
     stages: dict[int, list[tuple[float, float, float, str, int]]] = {}
+    writes: set[int] = set()
     for path in files:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 event = json.loads(line)
+                if event.get("Event") == "SparkListenerStageSubmitted":
+                    if str(event["Stage Info"].get("Stage Name", "")).startswith("parquet at "):
+                        writes.add(event["Stage Info"]["Stage ID"])
                 if event.get("Event") != "SparkListenerTaskEnd" or event.get("Task Type") != "ResultTask":
                     continue
                 if (event.get("Task End Reason") or {}).get("Reason") != "Success":
@@ -126,6 +131,7 @@ def write_tasks(events: str) -> list[tuple[float, float, float, int]]:
                         int(info.get("Launch Time") or 0),
                     )
                 )
+    stages = {stage: tasks for stage, tasks in stages.items() if stage in writes} or stages
     if not stages:
         return []
     ranked: list[tuple[float, float, float, int]] = []
