@@ -309,6 +309,7 @@ def main() -> int:
             goal: float | None,
             run_env: dict[str, str] = env,
             map_partitions: int = maps,
+            whole: float = full,
         ) -> None:
             from tests.helpers import kill_tree
 
@@ -337,12 +338,12 @@ def main() -> int:
                 run_env,
             )
             computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
-            ratio = resume / full
+            ratio = resume / whole
             print(
                 f"killed {label}: resume computed {computed_maps} map partitions (at most {allowed[0]}: "
                 f"{_bench.verdict(computed_maps, allowed[0])}) and {computed_writes} write partitions (at most "
                 f"{allowed[1]}: {_bench.verdict(computed_writes, allowed[1])}), {resume:.2f} s = {ratio:.3f} x the "
-                f"full run" + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""),
+                f"full run ({whole:.2f} s)" + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""),
                 flush=True,
             )
 
@@ -378,7 +379,7 @@ def main() -> int:
 
         task_cost("write70", "full", "new JVMs", judged=False)
         warm_env, warm_maps = {**env, "SHUFFLE_WARM_UP": "1"}, 8
-        _bench.timed(submit("warm-full", map_partitions=warm_maps), log, warm_env)
+        warm_full = _bench.timed(submit("warm-full", map_partitions=warm_maps), log, warm_env)
         where.idle()
         kill_and_resume(
             "warm70",
@@ -388,6 +389,7 @@ def main() -> int:
             None,
             warm_env,
             warm_maps,
+            warm_full,
         )
         task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
         half = maps // 2
