@@ -12,7 +12,9 @@ with its own local directories, the run root a local folder both see (``--keep-s
 with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
 
 1. The app (tests/apps/shuffle_write.py, shape ``etl``: each map task and each post-shuffle task
-   sleeps once and leaves a marker) under ``sparkrecover submit``, uninterrupted: the full run.
+   sleeps once and leaves a marker) under ``sparkrecover submit``, uninterrupted: the full run
+   (after an untimed plain run of a tiny version: the first application on a fresh cluster starts
+   slower than the next, whichever it is).
 2. The same under plain ``spark-submit``: a plain re-submission after a crash, and the clean-run
    overhead of ``submit`` (wall; on ``local`` also CPU of the whole process tree).
 3. For each kill point: ``sparkrecover submit``, its driver SIGKILLed there; then ``sparkrecover
@@ -263,6 +265,16 @@ def main() -> int:
         ) + app(name, map_partitions)
 
     try:
+        # Untimed: the first application on a fresh cluster (and the first JVM after a while) starts
+        # slower than the next ones, whichever runs it; the full run must not carry that alone.
+        warm_app = app("warm-up", 2)
+        warm_app[-1] = "2"
+        _bench.timed(
+            [_bench.spark_submit(), *where.options, *warm_app],
+            log,
+            {**_bench.plain_env(), **env, "SHUFFLE_MAP_SLEEP": "0", "SHUFFLE_WRITE_SLEEP": "0"},
+        )
+        where.idle()
         full, full_cpu = _bench.timed_cpu(submit("full"), log, env)
         counted = (
             marked(os.path.join(work, "full", "markers"), "map"),
