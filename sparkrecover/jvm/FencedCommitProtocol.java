@@ -140,8 +140,13 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
      * e.g. s3:// without the s3a connector): then nothing is checked.
      */
     public static synchronized String arm(String lease, String expected, Configuration conf) {
+        Path path = new Path(lease);
         try {
-            new Path(lease).getFileSystem(conf);
+            // Only whether the JVM has a FileSystem for the lease's scheme: starting one (an S3
+            // client: seconds) would hold up the driver's script, so it starts on a thread of its
+            // own, ready long before the first job commit reads the lease through it.
+            String scheme = path.toUri().getScheme();
+            FileSystem.getFileSystemClass(scheme == null ? FileSystem.getDefaultUri(conf).getScheme() : scheme, conf);
         } catch (IOException | RuntimeException error) {
             disarm();
             return "the lease " + lease + " cannot be read from the JVM (" + error.getClass().getSimpleName() + ": "
@@ -150,6 +155,16 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         leaseConf = new Configuration(conf);
         token = expected;
         leaseFile = lease;
+        Configuration opening = leaseConf;
+        Thread ahead = new Thread(() -> {
+            try {
+                path.getFileSystem(opening);
+            } catch (IOException | RuntimeException unreachable) {
+                // a job commit that cannot read the lease says so then: cannot tell is not lost
+            }
+        }, "sparkrecover-lease-open");
+        ahead.setDaemon(true);
+        ahead.start();
         return null;
     }
 

@@ -31,6 +31,7 @@ public class KeepingPlugin implements SparkPlugin {
         return new DriverPlugin() {
             @Override
             public Map<String, String> init(SparkContext context, PluginContext plugin) {
+                KeptStore.openAhead(context.conf().get(KeepingShuffleManager.DIR, ""), context.conf());
                 return Collections.emptyMap();
             }
 
@@ -50,6 +51,7 @@ public class KeepingPlugin implements SparkPlugin {
             @Override
             public void init(PluginContext context, Map<String, String> extraConf) {
                 executorContext = context;
+                KeptStore.openAhead(context.conf().get(KeepingShuffleManager.DIR, ""), context.conf());
             }
 
             @Override

@@ -319,8 +319,11 @@ public class KeepingShuffleManager extends SortShuffleManager {
                                                 ShuffleReadMetricsReporter metrics) {
         if (handle instanceof KeptShuffleHandles.Kept) {
             String[] folders = ((KeptShuffleHandles.Kept) handle).reused();
-            if (folders != null) {
-                reused.put(handle.shuffleId(), folders);
+            if (folders != null && reused.put(handle.shuffleId(), folders) == null) {
+                IndexShuffleBlockResolver blocks = shuffleBlockResolver();
+                if (blocks instanceof KeptBlockResolver) {
+                    ((KeptBlockResolver) blocks).prefetch(handle.shuffleId(), folders);
+                }
             }
         }
         return super.getReader(handle, startMapIndex, endMapIndex, startPartition, endPartition, context, metrics);

@@ -37,7 +37,8 @@ final class KeptBlock extends ManagedBuffer {
     static final int HEAD = 1 << 20;
     /** Read-ahead held per executor, in KiB: as much as one reducer of Spark keeps in flight. */
     private static final Semaphore BUDGET_KIB = new Semaphore(48 * 1024);
-    private static final ExecutorService FETCHERS = Executors.newFixedThreadPool(8, task -> {
+    /** Reads of kept files ahead of their reader (block heads here, indexes in KeptBlockResolver). */
+    static final ExecutorService FETCHERS = Executors.newFixedThreadPool(8, task -> {
         Thread thread = new Thread(task, "sparkrecover-kept-fetch");
         thread.setDaemon(true);
         return thread;

@@ -9,6 +9,12 @@
  * application, and FallbackStorage's reader (a new Hadoop Configuration and a whole block on the
  * heap per block) is never reached.
  *
+ * On a remote store an index is a request of its own, and Spark asks for its local blocks one
+ * after the other: the first reducer of a shuffle on an executor would wait for one round trip
+ * per map output in turn. So as soon as a reducer learns which outputs are reused (prefetch), the
+ * indexes not yet known here are all requested at once, on the fetch threads, and each block
+ * waits only for its own.
+ *
  * The constructor takes the base resolver's map of map tasks per shuffle, whose declared type
  * differs between Spark 3.5 (java.util.Map) and 4.x (ConcurrentMap): the jar is compiled against
  * the Spark it runs in (launch/listener_jar.py), so the one source fits both.
@@ -18,6 +24,9 @@ package sparkrecover.jvm;
 import java.io.IOException;
 import java.util.LinkedHashMap;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.RejectedExecutionException;
 
 import org.apache.spark.SparkConf;
 import org.apache.spark.network.buffer.ManagedBuffer;
@@ -30,15 +39,17 @@ final class KeptBlockResolver extends IndexShuffleBlockResolver {
     private static final int CACHED_INDEXES = 4096;
 
     private final KeepingShuffleManager manager;
-    // "<shuffle id>/<map index>" -> the kept index's offsets, most recently used last.
-    private final Map<String, long[]> offsets = new LinkedHashMap<String, long[]>(64, 0.75f, true) {
-        private static final long serialVersionUID = 1L;
+    // "<shuffle id>/<map index>" -> the kept index's offsets, read or being read, most recently
+    // used last. A read that failed is dropped, so a later reducer tries again.
+    private final Map<String, CompletableFuture<long[]>> offsets =
+        new LinkedHashMap<String, CompletableFuture<long[]>>(64, 0.75f, true) {
+            private static final long serialVersionUID = 1L;
 
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, long[]> eldest) {
-            return size() > CACHED_INDEXES;
-        }
-    };
+            @Override
+            protected boolean removeEldestEntry(Map.Entry<String, CompletableFuture<long[]>> eldest) {
+                return size() > CACHED_INDEXES;
+            }
+        };
 
     KeptBlockResolver(SparkConf conf, IndexShuffleBlockResolver base, KeepingShuffleManager manager) {
         super(conf, null, base.taskIdMapsForShuffle());
@@ -95,17 +106,74 @@ final class KeptBlockResolver extends IndexShuffleBlockResolver {
 
     private long[] offsetsOf(KeptStore store, int shuffleId, int mapIndex, String folder) throws IOException {
         String key = shuffleId + "/" + mapIndex;
+        CompletableFuture<long[]> known;
+        CompletableFuture<long[]> mine = null;
         synchronized (offsets) {
-            long[] known = offsets.get(key);
-            if (known != null) {
-                return known;
+            known = offsets.get(key);
+            if (known == null) {
+                known = mine = new CompletableFuture<long[]>();
+                offsets.put(key, mine);
             }
         }
-        long[] read = store.offsets(folder);
-        synchronized (offsets) {
-            offsets.put(key, read);
+        if (mine != null) {
+            read(store, key, folder, mine);  // on this thread: nobody asked for it ahead
         }
-        return read;
+        try {
+            return known.get();
+        } catch (ExecutionException failed) {
+            Throwable cause = failed.getCause();
+            throw cause instanceof IOException ? (IOException) cause : new IOException(cause);
+        } catch (InterruptedException interrupted) {
+            Thread.currentThread().interrupt();
+            throw new java.io.InterruptedIOException("interrupted while reading a kept index");
+        }
+    }
+
+    private void read(KeptStore store, String key, String folder, CompletableFuture<long[]> into) {
+        try {
+            into.complete(store.offsets(folder));
+        } catch (IOException | RuntimeException error) {
+            synchronized (offsets) {
+                offsets.remove(key, into);
+            }
+            into.completeExceptionally(error);
+        }
+    }
+
+    /**
+     * A reducer of {@code shuffleId} is about to ask for blocks of the kept outputs in {@code folders}
+     * (per map index): on a remote store, request every index not yet known here, in parallel.
+     */
+    void prefetch(int shuffleId, String[] folders) {
+        KeptStore store;
+        try {
+            store = manager.store();
+        } catch (RuntimeException unreachable) {
+            return;  // getBlockData meets the same when asked for a block
+        }
+        if (store == null || store.local()) {
+            return;  // a local index is read faster than a thread is handed the work
+        }
+        for (int mapIndex = 0; mapIndex < folders.length; mapIndex++) {
+            String folder = folders[mapIndex];
+            if (folder == null) {
+                continue;
+            }
+            String key = shuffleId + "/" + mapIndex;
+            CompletableFuture<long[]> mine;
+            synchronized (offsets) {
+                if (offsets.containsKey(key)) {
+                    continue;
+                }
+                mine = new CompletableFuture<long[]>();
+                offsets.put(key, mine);
+            }
+            try {
+                KeptBlock.FETCHERS.execute(() -> read(store, key, folder, mine));
+            } catch (RejectedExecutionException busy) {
+                read(store, key, folder, mine);
+            }
+        }
     }
 
     /** The shuffle is gone (unregistered): its kept indexes are no longer needed here. */

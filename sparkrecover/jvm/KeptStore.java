@@ -47,13 +47,29 @@ abstract class KeptStore {
 
     /** The store of a keep folder, one per JVM: its Hadoop Configuration and FileSystem are built once. */
     static KeptStore of(String root, SparkConf conf) {
-        KeptStore store = OPEN.get(root);
-        if (store == null) {
-            store = isLocal(root) ? new Local(root) : new Hadoop(root, conf);
-            KeptStore raced = ((ConcurrentHashMap<String, KeptStore>) OPEN).putIfAbsent(root, store);
-            store = raced == null ? store : raced;
+        // One opening at a time per root: a task that needs the store while open() still builds it
+        // waits for that one instead of building a second.
+        return OPEN.computeIfAbsent(root, name -> isLocal(name) ? new Local(name) : new Hadoop(name, conf));
+    }
+
+    /**
+     * Opens a remote keep folder's store on a thread of its own, so that the first task (or the
+     * driver's first registration) does not pay for starting its FileSystem (an S3 client, say:
+     * seconds of class loading), which this JVM would otherwise do on its critical path.
+     */
+    static void openAhead(String root, SparkConf conf) {
+        if (root == null || root.isEmpty() || isLocal(root) || OPEN.containsKey(root)) {
+            return;
         }
-        return store;
+        Thread opening = new Thread(() -> {
+            try {
+                of(root, conf);
+            } catch (RuntimeException unreachable) {
+                // the first use says why, where it is journaled
+            }
+        }, "sparkrecover-keep-open");
+        opening.setDaemon(true);
+        opening.start();
     }
 
     static boolean isLocal(String root) {

@@ -16,6 +16,9 @@ that computes a post-shuffle partition ``write-<partition>-<task id>-<ns>`` (sle
 ``SHUFFLE_WRITE_SLEEP`` seconds, default 0.5), so a test can count what an attempt computed.
 Several shapes, comma-separated, run one after the other in one application, each writing
 OUT/<shape> and marking in MARKERS/<shape> (one JVM start for several comparisons).
+With ``SHUFFLE_WARM_UP`` set, a small job of the same kinds of work (a Python UDF, a shuffle, an
+aggregation reading it, a Python UDF after it) runs first and is collected, in every application:
+a benchmark compares tasks of JVMs that have both run such work before (scripts/bench_shuffle_resume.py).
 """
 
 import os
@@ -87,6 +90,12 @@ def frame_of(shape: str, folder: str):
         return frame
     raise SystemExit(f"unknown shape {shape}")
 
+
+if os.environ.get("SHUFFLE_WARM_UP"):
+    plain = F.udf(lambda value: value, LongType())
+    spark.range(0, writes * ROWS, numPartitions=4).withColumn("v", plain("id")).groupBy(
+        (F.col("id") % writes).alias("g")
+    ).agg(F.sum("v").alias("s")).withColumn("x", plain(F.lit(1))).collect()
 
 shapes = shape.split(",")
 for one in shapes:
