@@ -27,7 +27,8 @@
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3). Extra arguments go to pytest.
-# 11 min 44 s on one process on a quiet 2-core machine (2026-11-26; the S3 cases about 5 of them),
+# 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
+# docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
 # under 30 minutes: tests whose Spark side
 # these already exercise (the other task-resume variants, a resume killed again among them;
