@@ -3,7 +3,7 @@
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
     .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3] [--maps 24]
-        [--writes 40] [--seconds 1.0] [--keep-cost]
+        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill]
 
 ``--where``: ``local`` (default) runs on ``local[2]`` with a local run root (map outputs kept as
 hard links); ``standalone`` on a standalone master with two workers of one core on loopback, each
@@ -220,6 +220,7 @@ def main() -> int:
     parser.add_argument("--writes", type=int, default=40)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--keep-cost", action="store_true", help="also time clean runs with each --keep-shuffles")
+    parser.add_argument("--no-map-kill", action="store_true", help="skip the kill half-way through the map stage")
     options = parser.parse_args()
     _bench.warm_jar()
     maps, writes = options.maps, options.writes
@@ -405,13 +406,14 @@ def main() -> int:
         )
         task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
         half = maps // 2
-        kill_and_resume(
-            "map50",
-            f"at 50 % of the map stage ({half}/{maps} map partitions started)",
-            lambda _run_dir, markers: marked(markers, "map") >= half,
-            (maps - half + 2, writes),
-            None,
-        )
+        if not options.no_map_kill:
+            kill_and_resume(
+                "map50",
+                f"at 50 % of the map stage ({half}/{maps} map partitions started)",
+                lambda _run_dir, markers: marked(markers, "map") >= half,
+                (maps - half + 2, writes),
+                None,
+            )
         if options.keep_cost and options.where == "local":
             for mode in ("off", "link", "copy"):
                 name = f"keep-{mode}"

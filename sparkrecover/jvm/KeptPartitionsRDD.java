@@ -7,24 +7,43 @@
  * Every other partition is the parent's own iterator. The first attempt of a write runs through
  * this class too (with nothing kept), so that "partition i" is the same thing in both attempts.
  *
- * Preferred locations need no override: this RDD has none of its own, and Spark's scheduler then
- * takes those of the first partition of its narrow (one-to-one) dependency, i.e. the parent's.
- * Like every class in this jar it calls and overrides nothing whose signature mentions a Scala
- * collection (Seq differs between Scala 2.12 and 2.13), so one class file runs on Spark 3.5 and 4.
+ * Preferred locations: with nothing kept, none of its own, so Spark's scheduler takes the parent's
+ * (the first partition of its narrow, one-to-one dependency). In a resumed write, the computed
+ * partitions' tasks go first: each prefers the hosts of live executors (the parent's own hosts where
+ * some executor runs on them, so data locality stays), and each kept partition none at all, which
+ * Spark's scheduler offers an executor only when no computed task can be placed on it (NO_PREF
+ * comes after NODE_LOCAL, with no locality wait). "None at all" is a list holding only null: the
+ * DAGScheduler drops null locations but stops looking further up at a non-empty list, where an
+ * empty one would hand the kept partition the parent's hosts (for kept map outputs, FallbackStorage's
+ * host, which no executor has: the scheduler would then wait spark.locality.wait for it). A kept task
+ * costs a task's start and nothing else, but on a new application's executors the first task of
+ * each pays for the JVM's warm-up (class loading, the Python worker's start): a computed one then
+ * pays it once, where a kept one first and a computed one after would each pay their part.
+ *
+ * Unlike the rest of this jar, getPreferredLocations has a Scala collection in its signature
+ * (Seq: scala.collection.Seq on Scala 2.12, scala.collection.immutable.Seq on 2.13): it returns an
+ * immutable List, which fits both, and the jar is compiled against the Spark it runs in.
  * scala.collection.Iterator and scala.Option have the same binary name in both.
  */
 package sparkrecover.jvm;
 
 import java.util.BitSet;
 
+import java.util.LinkedHashSet;
+import java.util.Set;
+
 import org.apache.spark.Partition;
 import org.apache.spark.Partitioner;
+import org.apache.spark.SparkExecutorInfo;
 import org.apache.spark.TaskContext;
 import org.apache.spark.rdd.RDD;
+import org.apache.spark.scheduler.TaskLocation;
 import scala.Enumeration;
 import scala.Option;
 import scala.collection.Iterator;
 import scala.collection.Iterator$;
+import scala.collection.immutable.List;
+import scala.collection.immutable.Nil$;
 import scala.reflect.ClassTag;
 import scala.reflect.ClassTag$;
 
@@ -101,6 +120,38 @@ public final class KeptPartitionsRDD<T> extends RDD<T> {
     @Override
     public Partition[] getPartitions() {
         return parent.partitions();
+    }
+
+    @Override
+    public List<String> getPreferredLocations(Partition split) {
+        if (keptCount == 0 || parent == null) {
+            return nothing();  // the parent's, as Spark's scheduler finds them by itself
+        }
+        if (kept.get(split.index())) {
+            return nothing().$colon$colon((String) null);  // no preference, and no parent's either
+        }
+        Set<String> live = new LinkedHashSet<String>();
+        for (SparkExecutorInfo executor : context().statusTracker().getExecutorInfos()) {
+            live.add(executor.host());
+        }
+        Set<String> own = new LinkedHashSet<String>();
+        scala.collection.Iterable<TaskLocation> parents = context().getPreferredLocs(parent, split.index());
+        for (Iterator<TaskLocation> each = parents.iterator(); each.hasNext(); ) {
+            String host = each.next().host();
+            if (live.contains(host)) {
+                own.add(host);
+            }
+        }
+        List<String> hosts = nothing();
+        for (String host : own.isEmpty() ? live : own) {
+            hosts = hosts.$colon$colon(host);
+        }
+        return hosts;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static List<String> nothing() {
+        return (List<String>) (List<?>) Nil$.MODULE$;
     }
 
     @Override

@@ -69,6 +69,27 @@ def test_nothing_kept_still_goes_through_the_wrapper(spark, jvm):
         partitions.without_partitions(frame, [8])
 
 
+def test_a_resumed_write_places_its_computed_partitions_before_its_kept_ones(spark, jvm):
+    """Each computed partition prefers the live executors' hosts and each kept one none (not even its
+    parent's), so Spark's scheduler offers an executor a kept task only when no computed one can go
+    there: on a new application's executors the first task (which pays the JVM's warm-up) is one
+    that computes. With nothing kept the wrapper has no preference of its own (the parent's stay)."""
+    frame, _ = counting_frame(spark)
+    context = spark.sparkContext._jsc.sc()
+    live = {info.host() for info in context.statusTracker().getExecutorInfos()}
+
+    def preferred(wrapped, partition):
+        found = context.getPreferredLocs(wrapped._jdf.queryExecution().toRdd(), partition).mkString("\n")
+        return set(found.split("\n")) - {""}
+
+    resumed = partitions.without_partitions(frame, {0, 3, 5})
+    assert live
+    assert [preferred(resumed, p) for p in range(8)] == [set() if p in (0, 3, 5) else live for p in range(8)]
+    first = partitions.without_partitions(frame, [])
+    assert all(preferred(first, p) == preferred(frame, p) for p in range(8))
+    assert by_partition(resumed) == {p: rows for p, rows in by_partition(frame).items() if p not in (0, 3, 5)}
+
+
 def files_of(folder):
     return sorted(
         os.path.relpath(path, folder)
