@@ -54,6 +54,9 @@ public final class KeptPartitionsRDD<T> extends RDD<T> {
     private final BitSet kept;
     private final int keptCount;
     private final transient Option<Partitioner> partitioning;
+    // Driver side: liveHosts(), and when it was asked (System.nanoTime).
+    private transient volatile Set<String> liveHosts;
+    private transient volatile long liveHostsAt;
 
     /** @param kept the kept partition ids, comma-separated ("" or null: none). */
     public KeptPartitionsRDD(RDD<T> parent, String kept) {
@@ -130,10 +133,7 @@ public final class KeptPartitionsRDD<T> extends RDD<T> {
         if (kept.get(split.index())) {
             return nothing().$colon$colon((String) null);  // no preference, and no parent's either
         }
-        Set<String> live = new LinkedHashSet<String>();
-        for (SparkExecutorInfo executor : context().statusTracker().getExecutorInfos()) {
-            live.add(executor.host());
-        }
+        Set<String> live = liveHosts();
         Set<String> own = new LinkedHashSet<String>();
         scala.collection.Iterable<TaskLocation> parents = context().getPreferredLocs(parent, split.index());
         for (Iterator<TaskLocation> each = parents.iterator(); each.hasNext(); ) {
@@ -146,6 +146,26 @@ public final class KeptPartitionsRDD<T> extends RDD<T> {
         for (String host : own.isEmpty() ? live : own) {
             hosts = hosts.$colon$colon(host);
         }
+        return hosts;
+    }
+
+    /**
+     * The hosts of live executors, asked of Spark once per second at most: the DAGScheduler asks
+     * for every partition's locations in a row when it submits the stage, and a list of executors
+     * built per partition would cost partitions x executors there.
+     */
+    private Set<String> liveHosts() {
+        long now = System.nanoTime();
+        Set<String> known = liveHosts;
+        if (known != null && now - liveHostsAt < 1_000_000_000L) {
+            return known;
+        }
+        Set<String> hosts = new LinkedHashSet<String>();
+        for (SparkExecutorInfo executor : context().statusTracker().getExecutorInfos()) {
+            hosts.add(executor.host());
+        }
+        liveHosts = hosts;
+        liveHostsAt = now;
         return hosts;
     }
 
