@@ -154,11 +154,21 @@ def _trim(failure: BaseException) -> None:
         todo += [error.__cause__, error.__context__]
 
 
+def _say(text: str) -> None:
+    """One line to stderr on the driver's way out. spark-submit's JVM carries that stderr
+    (PythonRunner pipes it); a JVM already ended by a second signal leaves a broken pipe, which
+    must not stop the driver from journaling how it ended."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
+
+
 def _close_telemetry(rt: Any) -> dict[str, Any]:
     try:
         return rt.telemetry.close()
     except Exception as error:
-        print(f"sparkrecover: warning: Spark listener events lost: {error}", file=sys.stderr)
+        _say(f"sparkrecover: warning: Spark listener events lost: {error}")
         return {}
 
 
@@ -229,7 +239,10 @@ def main(argv: list[str] | None = None) -> int:
         exit_code, error = signals.exit_code(rt), "interrupted"
     except BaseException as failure:
         _trim(failure)
-        sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
+        try:
+            sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
+        except OSError:  # stderr's pipe is gone with the JVM (_say)
+            pass
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
         if rt.interrupted is not None:
             # The signal's KeyboardInterrupt can surface as another error (a Py4J call it cut short
@@ -239,10 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         signals.quiet()
         if rt.interrupted is not None and exit_code != 0:
             error = f"interrupted by {signals.name(rt.interrupted)}"
-            print(
+            _say(
                 f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
-                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})",
-                file=sys.stderr,
+                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})"
             )
         if rt.fenced:
             error = "lease lost: the run was taken over by another submit or resume"
@@ -252,10 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         if start.lease is not None:
             start.lease.release()
         if writer.degraded or writer.warnings:
-            print(
+            _say(
                 "sparkrecover: warning: the journal had storage problems during this attempt; "
-                "see journal.degraded events",
-                file=sys.stderr,
+                "see journal.degraded events"
             )
     return exit_code
 

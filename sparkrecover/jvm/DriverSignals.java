@@ -21,7 +21,8 @@
  *   listener (this JVM must still be up for that) and exits 128+N; PythonRunner then ends the JVM
  *   with that code. The JVM's own handling (shutdown hooks, exit 128+N) runs after GRACE_MS if the
  *   driver has not ended by then, at once on a second signal, and at once when the signal cannot be
- *   handed on. Installed by the bootstrap once its SparkContext exists (driver/signals.py); a signal
+ *   handed on. The same signal again within SAME_STOP_MS is the first one delivered twice (a Ctrl-C
+ *   reaches the JVM from the terminal and from sparkrecover submit), not a second. Installed by the bootstrap once its SparkContext exists (driver/signals.py); a signal
  *   before that finds no write to keep.
  *
  * sun.misc.Signal is reached by reflection: javac --release 8 does not expose it, and it is the API
@@ -41,13 +42,23 @@ public final class DriverSignals {
     /** How long the Python driver has to wind down after a signal reached only the JVM. */
     public static final long GRACE_MS = 10_000;
 
+    /**
+     * A repeat of the signal last received within this long is the same stop delivered twice, not a
+     * second one: a terminal's Ctrl-C reaches the whole foreground process group (spark-submit's JVM
+     * and the Python driver) and sparkrecover submit, which forwards it to the JVM again a moment
+     * later. Counted as a second stop it ended the JVM under the driver before it journaled.
+     */
+    public static final long SAME_STOP_MS = 1_000;
+
     private static final String[] SIGNALS = {"TERM", "INT"};
 
     private static volatile String interruption;
     private static volatile long driverPid = -1;
     private static volatile boolean installed;
-    // Signals this JVM received itself: the first is handed to the driver, a second is not.
+    // Stops this JVM received itself: the first is handed to the driver, a second is not.
     private static int received;
+    private static String lastName;
+    private static long lastAtMs;
 
     private DriverSignals() {
     }
@@ -80,6 +91,7 @@ public final class DriverSignals {
         interruption = null;
         driverPid = -1;
         received = 0;
+        lastName = null;
     }
 
     /** Watch the Python driver {@code pid}: once it is gone, an abort keeps committed task output. */
@@ -141,9 +153,17 @@ public final class DriverSignals {
         }
     }
 
-    private static synchronized int receive(String name) {
+    /**
+     * SIG{@code name} reached this JVM at {@code atMs} (milliseconds, any fixed origin): which stop
+     * it is (1 for the first), or 0 when it repeats the signal last received within SAME_STOP_MS.
+     * Public for the tests, which cannot send the shared test JVM real signals.
+     */
+    public static synchronized int receive(String name, long atMs) {
         interrupted("SIG" + name);
-        return ++received;
+        boolean repeat = name.equals(lastName) && atMs - lastAtMs < SAME_STOP_MS;
+        lastName = name;
+        lastAtMs = atMs;
+        return repeat ? 0 : ++received;
     }
 
     /** Sends SIG{@code name} to {@code pid}; whether it was delivered. */
@@ -191,7 +211,11 @@ public final class DriverSignals {
         }
 
         private void onSignal() {
-            if (receive(name) > 1 || !send(name, driverPid)) {
+            int stops = receive(name, TimeUnit.NANOSECONDS.toMillis(System.nanoTime()));
+            if (stops == 0) {
+                return;  // the stop under way, delivered a second time
+            }
+            if (stops > 1 || !send(name, driverPid)) {
                 chain();
                 return;
             }

@@ -144,6 +144,18 @@ def test_sigterm_during_a_stage_stops_it_keeping_its_committed_partitions(spark,
     assert rt.interrupted == signal.SIGTERM
 
 
+def test_one_ctrl_c_reaching_the_jvm_twice_is_one_stop_and_a_later_one_a_second(protocol):
+    """A terminal's Ctrl-C reaches spark-submit's JVM directly and again through sparkrecover
+    submit, which forwards it: the JVM hands it to the driver once and waits for it. A second
+    signal a moment later ends the JVM at once (the driver's wind-down is taking too long)."""
+    same_stop = protocol.SAME_STOP_MS
+    assert protocol.receive("INT", 50_000) == 1
+    assert protocol.receive("INT", 50_000 + same_stop // 10) == 0  # the same Ctrl-C, forwarded
+    assert protocol.receive("TERM", 50_000 + same_stop // 5) == 2  # another signal is another stop
+    assert protocol.receive("TERM", 50_000 + 3 * same_stop) == 3
+    assert protocol.interruption() == "SIGINT"  # the first word stays
+
+
 SCRIPT = """
 import os, signal, sys, time
 try:
@@ -177,6 +189,37 @@ def test_the_bootstrap_journals_the_signal_and_exits_128_plus_n(tmp_path, name, 
     number = getattr(signal, name)
     assert (ended["exit_code"], ended["signal"], ended["error"]) == (code, number, f"interrupted by {name}")
     assert f"stopped by {name}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_driver_whose_jvm_is_gone_still_journals_how_it_ended(tmp_path):
+    """spark-submit's JVM carries the driver's stdout and stderr (PythonRunner pipes them): when a
+    second signal ends that JVM first, each line the driver prints on its way out fails with a
+    broken pipe. driver.ended is journaled all the same: a launcher reads it once spark-submit
+    exits."""
+    outlived = (
+        "import os, signal, time\n"
+        "try:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "finally:\n"
+        "    open('signalled', 'w').close()\n"
+        "    while not os.path.exists('pipe-gone'):\n"
+        "        time.sleep(0.01)\n"
+    )
+    app = tmp_path / "app.py"
+    app.write_text(outlived)
+    run_dir = str(tmp_path / "run")
+    command = [sys.executable, bootstrap.__file__, "--run-dir", run_dir, "--run-id", "r", "--attempt", "1"]
+    reading, writing = os.pipe()
+    driver = subprocess.Popen([*command, "--", str(app)], cwd=tmp_path, stdout=writing, stderr=writing)
+    os.close(writing)
+    try:
+        wait_until(lambda: (tmp_path / "signalled").exists())
+    finally:
+        os.close(reading)  # the JVM that read the driver's output is gone
+        (tmp_path / "pipe-gone").touch()
+    assert driver.wait(timeout=120) in (130, 120)  # 120: Python could not flush its stdout at exit
+    (ended,) = [e for e in read_journal(run_dir) if e["type"] == "driver.ended"]
+    assert (ended["exit_code"], ended["signal"], ended["error"]) == (130, signal.SIGINT, "interrupted by SIGINT")
 
 
 def test_a_script_that_ends_on_its_own_after_a_signal_keeps_its_exit_code(tmp_path):
