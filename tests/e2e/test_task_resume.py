@@ -97,8 +97,18 @@ def rows(spark, folder: str) -> list[tuple[int, int]]:
     return sorted((r.id, r.tripled) for r in spark.read.parquet(folder).collect())
 
 
-def test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_rest(spark, tmp_path):
+def committed_by(run_dir: str, attempt: int) -> set[int]:
+    """The partitions of the unfinished write that ``attempt`` computed and committed."""
+    state = RunState.from_events("night", read_journal(run_dir))
+    return {p for stage in state.stages.values() for p, (by, _) in stage.committed_tasks.items() if by == attempt}
+
+
+def test_a_killed_write_keeps_its_committed_partitions_and_each_resume_computes_only_the_rest(spark, tmp_path):
+    """One run killed twice, for two claims that would each need their own killed run: a killed
+    write keeps its committed partitions and its resume computes only the rest, and a resume killed
+    during its write resumes again exactly."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    run_dir = os.path.join(root, "night")
     killed_at = submit_until(root, out, markers, commits=7)
     assert glob.glob(os.path.join(out, "_temporary", "0", "task_*"))  # the committer's evidence
 
@@ -109,10 +119,24 @@ def test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_res
     kept = stage["partitions"]["kept"]
     assert 7 <= kept < PARTS and stage["partitions"]["total"] == PARTS
     assert stage["reason"].startswith(f"{kept}/{PARTS} partitions kept (committed in attempt 1)")
+    first = committed_by(run_dir, 1)
+    assert len(first) == kept, (first, kept)
 
+    # The resume computes only the partitions not kept: here it is killed during its write.
+    second_kill = run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
+    assert computed_since(markers, killed_at).isdisjoint(first), "the resume computed a kept partition again"
+    second = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
+    assert second["decision"] == "continue", second
+    # Kept from both dead attempts: the first's set aside, the second's committed in its own job.
+    assert second["partitions"]["kept"] >= kept + 3
+    assert "committed in attempt 1, 2" in second["reason"]
+    both = first | committed_by(run_dir, 2)
+    assert second["partitions"]["kept"] == len(both), (second, both)
+
+    # A resume killed during its write resumes again exactly: only the rest is computed.
     resumed = run_cli("resume", "night", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed
+    assert computed_since(markers, second_kill) == set(range(PARTS)) - both  # kept ones were not computed
 
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
     names = sorted(os.listdir(out))
@@ -120,28 +144,8 @@ def test_a_killed_write_keeps_its_committed_partitions_and_computes_only_the_res
     assert len(data) == PARTS and sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)]
     assert "_SUCCESS" in names and "_temporary" not in names
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
-    started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
-    assert [(e["attempt"], len(e["kept"])) for e in started] == [(1, 0), (2, kept)]
-
-
-def test_a_resume_killed_during_its_write_resumes_again_exactly(spark, tmp_path):
-    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    run_dir = os.path.join(root, "night")
-    submit_until(root, out, markers, commits=4)
-    first = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
-    assert first["decision"] == "continue"
-    run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
-    second = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
-    assert second["decision"] == "continue", second
-    # Kept from both dead attempts: the first's set aside, the second's committed in its own job.
-    assert second["partitions"]["kept"] >= first["partitions"]["kept"] + 3
-    assert "committed in attempt 1, 2" in second["reason"]
-    done = run_cli("resume", "night", "--root", root)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
-    data = [n for n in os.listdir(out) if n.startswith("part-")]
-    assert len(data) == PARTS and sorted({n[:10] for n in data}) == [f"part-{p:05d}" for p in range(PARTS)]
-    assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
+    started = [e for e in events_of(run_dir) if e["type"] == "write.started"]
+    assert [(e["attempt"], len(e["kept"])) for e in started] == [(1, 0), (2, kept), (3, len(both))]
 
 
 def planned(root: str) -> dict:
