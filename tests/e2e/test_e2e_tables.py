@@ -12,7 +12,16 @@ import subprocess
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.helpers import (
+    SPARK_OPTIONS,
+    events_of,
+    implicit_stage,
+    kill_tree,
+    run_cli,
+    sparkrecover_command,
+    submit_and_kill,
+    wait_for,
+)
 from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
@@ -51,33 +60,56 @@ def uninterrupted(plain_runs):
     return outputs
 
 
-@pytest.mark.parametrize(
-    "after",
-    [
-        pytest.param(("INSERT INTO t2", "append", "table t2"), id="row4-after-sql-insert-into-a-saved-table"),
-        pytest.param(('saveAsTable("t3")', "errorifexists", "table t3"), id="row6-after-a-saved-table-later-dropped"),
-    ],
-)
-def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted, after):
+def resume_and_kill(root: str, run_dir: str, after_stage: str) -> None:
+    """Resume the run in its own process group and SIGKILL the group once ``after_stage`` of the
+    resumed attempt is committed."""
+    process = subprocess.Popen(
+        sparkrecover_command("resume", "tables", "--root", root),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(run_dir, "stage.committed", after_stage, process=process, attempt=2)
+    finally:
+        kill_tree(process.pid)
+        process.wait(timeout=60)
+
+
+def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted):
+    """Two kill points of the table steps, each resumed, on one run (each would need its own killed
+    run and plain references): killed after an SQL INSERT INTO a saved table (row 4), then its
+    resume killed after a saved table the script later drops (row 6)."""
     work = tmp_path / "work"
     work.mkdir()
     out, root = str(work / "out"), str(tmp_path / "root")
-    run_dir = submit_and_kill(root, "tables", [out], after_stage=implicit_stage(APP, *after), cwd=str(work), app=APP)
+    row4 = implicit_stage(APP, "INSERT INTO t2", "append", "table t2")
+    row6 = implicit_stage(APP, 'saveAsTable("t3")', "errorifexists", "table t3")
+    run_dir = submit_and_kill(root, "tables", [out], after_stage=row4, cwd=str(work), app=APP)
     assert not os.path.exists(os.path.join(out, "t3"))
     report, copy = uninterrupted()
     assert [line.split(",")[1] for line in report] == ["13", "13", "14"]  # t2 after overwrite + insert
 
+    # Row 4: resumed after the INSERT INTO t2, spark.table("t2") works and holds each row once
+    # (the report is written by this attempt, killed once t3 is saved).
+    resume_and_kill(root, run_dir, row6)
+    assert not os.path.exists(os.path.join(out, "t3"))
+    assert lines(os.path.join(out, "report")) == report
+    second = [
+        e["stage"].split(" ", 1)[1] for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.skipped"
+    ]
+    assert second == ["errorifexists table t2", "overwrite table t2", "append table t2"]
+
+    # Row 6: resumed after the saved table t3 (later dropped).
     result = run_cli("resume", "tables", "--root", root)
     assert result.returncode == 0, result.stderr[-3000:]
     assert lines(os.path.join(out, "report")) == report  # spark.table("t2") worked, each row once
     assert lines(os.path.join(out, "t3")) == copy
     # The skipped saveAsTable registered MANAGED tables: the script's DROPs removed their files.
     assert os.listdir(work / "spark-warehouse") == []
-    second = [e for e in events_of(run_dir) if e["attempt"] == 2 and e["type"] == "stage.skipped"]
-    skipped = [e["stage"].split(" ", 1)[1] for e in second]
-    assert skipped[:3] == ["errorifexists table t2", "overwrite table t2", "append table t2"]
-    if after[1] == "errorifexists":
-        assert skipped[3:] == [f"overwrite {out}/report", "errorifexists table t3"]
+    third = [e for e in events_of(run_dir) if e["attempt"] == 3 and e["type"] == "stage.skipped"]
+    skipped = [e["stage"].split(" ", 1)[1] for e in third]
+    assert skipped == [*second, f"overwrite {out}/report", "errorifexists table t3"]
 
     inspect = run_cli("inspect", "tables", "--root", root, "--json")
     assert inspect.returncode == 0, inspect.stderr[-3000:]
