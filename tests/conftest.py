@@ -36,7 +36,8 @@ if _set_jvm_options:
 # `--durations`, summed per file), to start the longest first; a file not listed counts
 # E2E_TEST_SECONDS for each of its end-to-end tests. Only the order depends on them. Files whose
 # tests were merged since (fewer spark-submit launches, docs/contributing.md) are scaled by their
-# launches: test_shuffle_keep.py 19 to 16, test_task_resume.py 21 to 19, test_e2e_tables.py 7 to 5.
+# launches: test_shuffle_keep.py 19 to 16, test_task_resume.py 21 to 19, test_e2e_tables.py 7 to 5,
+# test_e2e_resume.py 19 to 17.
 E2E_FILE_SECONDS = {
     "tests/e2e/test_cluster_shuffle.py": 560,
     "tests/e2e/test_shuffle_keep.py": 525,
@@ -45,7 +46,7 @@ E2E_FILE_SECONDS = {
     "tests/e2e/test_e2e_zerocode.py": 365,
     "tests/e2e/test_task_resume_stores.py": 355,
     "tests/e2e/test_e2e_restart.py": 335,
-    "tests/e2e/test_e2e_resume.py": 335,
+    "tests/e2e/test_e2e_resume.py": 300,
     "tests/e2e/test_e2e_hive.py": 245,
     "tests/e2e/test_e2e_standalone.py": 240,
     "tests/e2e/test_range_shuffle.py": 235,

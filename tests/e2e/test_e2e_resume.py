@@ -83,38 +83,34 @@ def test_changed_code_reruns_that_stage_and_downstream_only(tmp_path):
     assert open(os.path.join(out, "report.txt")).read() == (scratch / "report.txt").read_text()
 
 
-def test_changed_input_file_is_seen_before_launch(tmp_path, tiny_input):
+def test_changed_input_file_is_seen_before_launch_and_a_second_resume_of_a_live_run_is_refused(tmp_path, tiny_input):
+    """One killed run for two claims that would each need their own: the resume sees the changed
+    input before it launches anything, and a second resume while it runs is refused."""
     root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
     died = submit_tiny(root, "inputs", tiny_input, report, "--die-once", str(tmp_path / "died"))
     assert died.returncode == 137, died.stderr[-3000:]
+    run_dir = os.path.join(root, "inputs")
+    # A changed input file is seen before launch.
     with open(tiny_input, "a") as handle:
         handle.write("c,5\n")
     decision, reason = decisions(root, "inputs")["load"]
     assert (decision, reason) == ("rerun", f"input changed: {tiny_input}")
-    resumed = run_cli("resume", "inputs", "--root", root)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert open(report).read() == "a,4\nb,2\nc,5\n"
-
-
-def test_a_second_resume_of_a_live_run_is_refused(tmp_path, tiny_input):
-    root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
-    assert submit_tiny(root, "busy", tiny_input, report, "--die-once", str(tmp_path / "died")).returncode == 137
-    run_dir = os.path.join(root, "busy")
     first = subprocess.Popen(
-        sparkrecover_command("resume", "busy", "--root", root),
+        sparkrecover_command("resume", "inputs", "--root", root),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
+        # A second resume of a live run is refused.
         wait_for(run_dir, "driver.started", process=first, attempt=2)
-        second = run_cli("resume", "busy", "--root", root)
+        second = run_cli("resume", "inputs", "--root", root)
         assert second.returncode == 4
         assert f"is being run by pid {first.pid}" in second.stderr and "Traceback" not in second.stderr
     finally:
         assert first.wait(timeout=300) == 0, first.stderr.read()[-3000:]
     assert sorted({e["attempt"] for e in events_of(run_dir)}) == [1, 2]
-    assert open(report).read() == "a,4\nb,2\n"
+    assert open(report).read() == "a,4\nb,2\nc,5\n"
 
 
 def test_retries_stop_when_an_attempt_makes_no_progress(tmp_path, tiny_input):
