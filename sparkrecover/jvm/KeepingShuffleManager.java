@@ -100,6 +100,11 @@ public class KeepingShuffleManager extends SortShuffleManager {
         return links;
     }
 
+    /** Whether the keep folder is a local path (known without opening its store). */
+    boolean keepsLocally() {
+        return keepRoot != null && KeptStore.isLocal(keepRoot);
+    }
+
     // -- driver ----------------------------------------------------------------------------------
 
     @Override

@@ -59,10 +59,6 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
     }
 
     private void keep() throws IOException {
-        KeptStore store = manager.store();
-        if (store == null) {
-            return;
-        }
         IndexShuffleBlockResolver resolver = manager.shuffleBlockResolver();
         KeptCopies.MapOutput output = new KeptCopies.MapOutput();
         output.shuffleId = shuffleId;
@@ -73,6 +69,8 @@ final class KeepingShuffleWriter<K, V> extends ShuffleWriter<K, V> {
         output.index = resolver.getIndexFile(shuffleId, mapId, scala.Option.<String[]>apply(null));
         output.records = context.taskMetrics().shuffleWriteMetrics().recordsWritten();
         output.rowBytes = KeptRegistration.metricValue(rowBytesMetric);
-        KeptCopies.keep(store, manager.links(), output);
+        // The store itself is not asked for here: a remote one may still be opening (an S3 client
+        // starts in seconds), and the map task must not wait for it (KeptCopies).
+        KeptCopies.keep(manager::store, manager.keepsLocally(), manager.links(), output);
     }
 }

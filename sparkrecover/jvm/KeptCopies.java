@@ -5,9 +5,10 @@
  * for, a map output is two hard links and a meta file, made on the map task's thread before its
  * status reaches the driver (well under a millisecond). Anywhere else it is a copy: the task's end
  * opens the two files (so Spark removing them later cannot cut a copy short) and hands them to a
- * small pool of copier threads; the task goes on at once unless COPIES copies are already waiting,
- * which bounds how far keeping can fall behind a slow store (the task then waits, and says how
- * long in wait_us). A copy writes data, then index, then meta; each is durable when written (a
+ * small pool of copier threads, which also open the keep folder's store if it is not open yet (an
+ * executor's first map task used to wait seconds on its thread for an S3 client to start); the
+ * task goes on at once unless COPIES copies are already waiting, which bounds how far keeping can
+ * fall behind a slow store (the task then waits, and says how long in wait_us). A copy writes data, then index, then meta; each is durable when written (a
  * local copy is forced to disk, a Hadoop stream's close is its upload). Only then is the driver
  * told (KeepingPlugin), which journals the map output: the record never runs ahead of the files.
  *
@@ -27,6 +28,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
+import java.util.function.Supplier;
 
 final class KeptCopies {
     /** Copier threads per executor: copies are I/O bound; two keep a store's latency hidden. */
@@ -58,13 +60,21 @@ final class KeptCopies {
         }
     }
 
-    /** Keeps one map output: at once when it is links, else by the copier threads. */
-    static void keep(KeptStore store, boolean links, MapOutput output) throws IOException {
+    /**
+     * Keeps one map output: at once when it is links into a local keep folder, else by the copier
+     * threads. {@code stores} gives the keep folder's store (null: keep nothing), opening it on
+     * first use; {@code local} says whether it is a local folder without opening it.
+     */
+    static void keep(Supplier<KeptStore> stores, boolean local, boolean links, MapOutput output) throws IOException {
         long started = System.nanoTime();
         String folder = output.folder();
         // A map task whose partition was empty may write no data file.
         boolean hasData = output.data.exists();
-        if (links && store.local()) {
+        if (links && local) {
+            KeptStore store = stores.get();  // a local store opens at once
+            if (store == null) {
+                return;
+            }
             try {
                 if (hasData) {
                     store.link(output.data.toPath(), folder, "data");
@@ -100,7 +110,7 @@ final class KeptCopies {
         long waitUs = (System.nanoTime() - waited) / 1000;
         long keepUs = (System.nanoTime() - started) / 1000;
         try {
-            copier().execute(() -> copy(store, output, folder, data, index, keepUs, waitUs));
+            copier().execute(() -> copy(stores, output, folder, data, index, keepUs, waitUs));
         } catch (RuntimeException rejected) {  // the pool was shut down: the executor is stopping
             SLOTS.release();
             closeQuietly(data);
@@ -108,12 +118,17 @@ final class KeptCopies {
         }
     }
 
-    private static void copy(KeptStore store, MapOutput output, String folder, FileChannel data, FileChannel index,
-                             long keepUs, long waitUs) {
+    private static void copy(Supplier<KeptStore> stores, MapOutput output, String folder, FileChannel data,
+                             FileChannel index, long keepUs, long waitUs) {
         long started = System.nanoTime();
+        KeptStore store = null;
         try {
             if (stopping) {
                 return;  // queued when the executor began to stop: nothing written yet
+            }
+            store = stores.get();  // the first copies wait here for a remote store to open
+            if (store == null) {
+                return;
             }
             long dataBytes = data == null ? 0 : data.size();
             long indexBytes = index.size();
@@ -127,9 +142,12 @@ final class KeptCopies {
             }
             commit(store, output, folder, dataBytes, indexBytes, keepUs, (System.nanoTime() - started) / 1000, waitUs);
         } catch (IOException | RuntimeException | LinkageError error) {
-            store.delete(folder);
+            if (store != null) {
+                store.delete(folder);
+            }
             if (!stopping) {
-                failed("a shuffle map output could not be copied to " + store.root + ": " + error);
+                failed("a shuffle map output could not be copied to " + (store != null ? store.root : "the keep folder")
+                       + ": " + error);
             }
         } finally {
             closeQuietly(data);
