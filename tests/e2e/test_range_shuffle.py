@@ -49,13 +49,19 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
     submit = sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--")
     command = [*submit, *options, APP, out, markers, "agg,sortagg", str(MAPS), str(WRITES)]
 
-    def sort_commits() -> bool:
+    def sort_commits_and_every_map_output_kept() -> bool:
+        """Killed in the write once its map outputs are durable: copies to a remote keep folder
+        run in the background and may still be under way when the write's first tasks commit."""
         with contextlib.suppress(Exception):
-            journal = read_journal(run_dir)
-            return sum(e["type"] == "task.committed" and e["stage"].endswith("/sortagg") for e in journal) >= 3
+            journal = [e for e in read_journal(run_dir) if e.get("stage", "").endswith("/sortagg")]
+            commits = sum(e["type"] == "task.committed" for e in journal)
+            kept_maps = sum(len(e["maps"]) for e in journal if e["type"] == "shuffle.committed")
+            return commits >= 3 and kept_maps >= MAPS + WRITES
         return False
 
-    killed_at = run_until(command, run_dir, 1, 0, until=sort_commits)
+    # On S3 the write's tasks take longer than the copies' lag behind them.
+    env = {**os.environ, "SHUFFLE_WRITE_SLEEP": "1.5"} if store == "s3" else None
+    killed_at = run_until(command, run_dir, 1, 0, env=env, until=sort_commits_and_every_map_output_kept)
     (stage,) = [s for s in dry_run(root, "night")["stages"] if s["decision"] == "continue"]
     kept = stage["partitions"]["kept"]
     assert 3 <= kept < WRITES and stage["partitions"]["total"] == WRITES, stage
