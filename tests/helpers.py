@@ -203,32 +203,52 @@ def submit_and_kill(
     from sparkrecover.rundir import storage
 
     run_dir = storage.join(root, run_id)
+    command = sparkrecover_command(
+        "submit",
+        "--root",
+        root,
+        "--run-id",
+        run_id,
+        *submit_options,
+        "--",
+        *SPARK_OPTIONS,
+        *spark_options,
+        app,
+        *app_args,
+    )
+    run_and_kill(command, run_dir, event, after_stage, cwd=cwd, env=env)
+    return run_dir
+
+
+def resume_and_kill(root: str, run_id: str, event: str, stage: str, *, attempt: int) -> None:
+    """Resume a run in its own process group and SIGKILL the whole group right after ``event`` of
+    ``stage`` in ``attempt`` (the resume's own) appears in the journal."""
+    from sparkrecover.rundir import storage
+
+    command = sparkrecover_command("resume", run_id, "--root", root)
+    run_and_kill(command, storage.join(root, run_id), event, stage, attempt=attempt)
+
+
+def run_and_kill(
+    command: list[str],
+    run_dir: str,
+    event: str,
+    stage: str,
+    *,
+    attempt: int | None = None,
+    cwd: str | None = None,
+    env: dict | None = None,
+) -> None:
+    """Run a sparkrecover command line in its own process group and SIGKILL the group, and every
+    process below it, once ``event`` of ``stage`` (in ``attempt``, when given) is journaled."""
     process = subprocess.Popen(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            run_id,
-            *submit_options,
-            "--",
-            *SPARK_OPTIONS,
-            *spark_options,
-            app,
-            *app_args,
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=cwd,
-        env=env,
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
     )
     try:
-        wait_for(run_dir, event, after_stage, process=process)
+        wait_for(run_dir, event, stage, process=process, attempt=attempt)
     finally:
         kill_tree(process.pid)
         process.wait(timeout=60)
-    return run_dir
 
 
 def descendants(pid: int) -> list[int]:

@@ -4,11 +4,9 @@ resumed: Hive's ``LOAD DATA`` (``sql/hive.py``) and MLlib's model save
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
 import shutil
-import signal
 import subprocess
 import sys
 
@@ -21,10 +19,9 @@ from tests.helpers import (
     SPARK_OPTIONS,
     events_of,
     implicit_stage,
+    resume_and_kill,
     run_cli,
-    sparkrecover_command,
     submit_and_kill,
-    wait_for,
 )
 
 pytestmark = pytest.mark.e2e
@@ -118,18 +115,7 @@ def test_isotonic_example_killed_after_its_model_save_and_again_in_its_resume_fi
 
     # Before: PATH_ALREADY_EXISTS …/metadata, exit 1, and every later resume the same. The first
     # resume is killed too, once it has skipped the save; the second finishes.
-    resumed = subprocess.Popen(
-        sparkrecover_command("resume", "iso", "--root", root),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for(run_dir, "stage.skipped", save, process=resumed, attempt=2)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(resumed.pid, signal.SIGKILL)
-        resumed.wait(timeout=60)
+    resume_and_kill(root, "iso", "stage.skipped", save, attempt=2)
     result = run_cli("resume", "iso", "--root", root, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == expected

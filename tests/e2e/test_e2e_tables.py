@@ -16,11 +16,9 @@ from tests.helpers import (
     SPARK_OPTIONS,
     events_of,
     implicit_stage,
-    kill_tree,
+    resume_and_kill,
     run_cli,
-    sparkrecover_command,
     submit_and_kill,
-    wait_for,
 )
 from tests.references import FOLDER, plain_env
 
@@ -60,22 +58,6 @@ def uninterrupted(plain_runs):
     return outputs
 
 
-def resume_and_kill(root: str, run_dir: str, after_stage: str) -> None:
-    """Resume the run in its own process group and SIGKILL the group once ``after_stage`` of the
-    resumed attempt is committed."""
-    process = subprocess.Popen(
-        sparkrecover_command("resume", "tables", "--root", root),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    try:
-        wait_for(run_dir, "stage.committed", after_stage, process=process, attempt=2)
-    finally:
-        kill_tree(process.pid)
-        process.wait(timeout=60)
-
-
 def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, uninterrupted):
     """Two kill points of the table steps, each resumed, on one run (each would need its own killed
     run and plain references): killed after an SQL INSERT INTO a saved table (row 4), then its
@@ -92,7 +74,7 @@ def test_killed_after_a_table_step_resumes_to_what_a_plain_run_leaves(tmp_path, 
 
     # Row 4: resumed after the INSERT INTO t2, spark.table("t2") works and holds each row once
     # (the report is written by this attempt, killed once t3 is saved).
-    resume_and_kill(root, run_dir, row6)
+    resume_and_kill(root, "tables", "stage.committed", row6, attempt=2)
     assert not os.path.exists(os.path.join(out, "t3"))
     assert lines(os.path.join(out, "report")) == report
     second = [
