@@ -101,6 +101,23 @@ def _segment_contents(run_dir: str):
             continue
 
 
+def journaled(run_dir: str, event_type: str, stage: str | None = None, attempt: int | None = None) -> dict | None:
+    """The first journal record of ``event_type`` (of ``stage``, of ``attempt``, when given), or None."""
+    for content in _segment_contents(run_dir):
+        for line in content.split(b"\n"):
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if (
+                record.get("type") == event_type
+                and (stage is None or record.get("stage") == stage)
+                and (attempt is None or record.get("attempt") == attempt)
+            ):
+                return record
+    return None
+
+
 def wait_for(
     run_dir: str,
     event_type: str,
@@ -111,18 +128,9 @@ def wait_for(
 ) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for content in _segment_contents(run_dir):
-            for line in content.split(b"\n"):
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:
-                    continue
-                if (
-                    record.get("type") == event_type
-                    and (stage is None or record.get("stage") == stage)
-                    and (attempt is None or record.get("attempt") == attempt)
-                ):
-                    return record
+        record = journaled(run_dir, event_type, stage, attempt)
+        if record is not None:
+            return record
         if process is not None and process.poll() is not None:
             raise AssertionError(f"the run ended (exit {process.returncode}) before {event_type} {stage}")
         time.sleep(0.1)
@@ -241,14 +249,37 @@ def run_and_kill(
 ) -> None:
     """Run a sparkrecover command line in its own process group and SIGKILL the group, and every
     process below it, once ``event`` of ``stage`` (in ``attempt``, when given) is journaled."""
+
+    def journal_has_it() -> bool:
+        return journaled(run_dir, event, stage, attempt) is not None
+
+    run_and_kill_when(command, journal_has_it, f"{event} of {stage}", cwd=cwd, env=env)
+
+
+def run_and_kill_when(
+    command: list[str],
+    until: Callable[[], bool],
+    what: str,
+    *,
+    cwd: str | None = None,
+    env: dict | None = None,
+    timeout: float = 240,
+) -> int:
+    """Run ``command`` in its own process group and SIGKILL the group, and every process below it,
+    once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns)."""
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
     )
     try:
-        wait_for(run_dir, event, stage, process=process, attempt=attempt)
+        deadline = time.monotonic() + timeout
+        while not until():
+            assert process.poll() is None, f"the run ended (exit {process.returncode}) before {what}"
+            assert time.monotonic() < deadline, f"no {what} within {timeout}s"
+            time.sleep(0.05)
     finally:
         kill_tree(process.pid)
         process.wait(timeout=60)
+    return time.time_ns()
 
 
 def descendants(pid: int) -> list[int]:

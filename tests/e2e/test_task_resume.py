@@ -3,12 +3,8 @@ resume computes only the others (real spark-submit, real SIGKILL, the committer'
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-import signal
-import subprocess
-import time
 from collections.abc import Callable
 
 import orjson
@@ -16,7 +12,7 @@ import pytest
 
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
-from tests.helpers import SPARK_OPTIONS, dry_run, events_of, run_cli, sparkrecover_command
+from tests.helpers import SPARK_OPTIONS, dry_run, events_of, run_and_kill_when, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
@@ -75,22 +71,17 @@ def run_until(
     until: Callable[[], bool] | None = None,
     timeout: float = 240,
 ) -> int:
-    """Run ``command`` in its own process group and SIGKILL the group once ``attempt`` journaled
+    """Run ``command`` in its own process group and SIGKILL it once ``attempt`` journaled
     ``commits`` task commits (or once ``until()`` says so); returns the time of the kill (ns)."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env
-    )
-    try:
-        deadline = time.monotonic() + timeout
-        while not (until() if until is not None else task_commits(run_dir, attempt) >= commits):
-            assert process.poll() is None, f"the run ended (exit {process.returncode}) before {commits} commits"
-            assert time.monotonic() < deadline, "no task commits journaled in time"
-            time.sleep(0.05)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-    return time.time_ns()
+    if until is None:
+        return run_and_kill_when(
+            command,
+            lambda: task_commits(run_dir, attempt) >= commits,
+            f"{commits} task commits",
+            env=env,
+            timeout=timeout,
+        )
+    return run_and_kill_when(command, until, "the awaited journal records", env=env, timeout=timeout)
 
 
 def rows(spark, folder: str) -> list[tuple[int, int]]:
