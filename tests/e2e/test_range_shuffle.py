@@ -53,7 +53,7 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
         """Killed in the write once its map outputs are durable: copies to a remote keep folder
         run in the background and may still be under way when the write's first tasks commit."""
         with contextlib.suppress(Exception):
-            journal = [e for e in read_journal(run_dir) if e.get("stage", "").endswith("/sortagg")]
+            journal = [e for e in read_journal(run_dir) if (e.get("stage") or "").endswith("/sortagg")]
             commits = sum(e["type"] == "task.committed" for e in journal)
             kept_maps = sum(len(e["maps"]) for e in journal if e["type"] == "shuffle.committed")
             return commits >= 3 and kept_maps >= MAPS + WRITES
