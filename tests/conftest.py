@@ -32,6 +32,14 @@ _set_jvm_options = bool(_jvm_options) and "SPARK_SUBMIT_OPTS" not in os.environ
 if _set_jvm_options:
     os.environ["SPARK_SUBMIT_OPTS"] = _jvm_options
 
+# Every Python process the tests start, pyspark's Python workers among them, imports pyspark from
+# the installed package's compiled files (tests/pysite/sitecustomize.py), as the driver bootstrap
+# does for the driver: the zip spark-submit puts first on their path costs each about 1 s of CPU to
+# compile (docs/contributing.md). $SPARKRECOVER_TEST_COMPILED_PYSPARK=0 leaves them on the zip.
+if os.environ.get("SPARKRECOVER_TEST_COMPILED_PYSPARK", "1") != "0":
+    _pysite = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pysite")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_pysite, os.environ.get("PYTHONPATH", "")) if p)
+
 # Seconds each end-to-end file's tests took in the whole suite on three workers (2026-11-26,
 # `--durations`, summed per file), to start the longest first; a file not listed counts
 # E2E_TEST_SECONDS for each of its end-to-end tests. Only the order depends on them. Files whose
