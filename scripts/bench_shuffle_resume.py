@@ -3,7 +3,7 @@
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
     .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3] [--maps 24]
-        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill]
+        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill] [--pairs 1]
 
 ``--where``: ``local`` (default) runs on ``local[2]`` with a local run root (map outputs kept as
 hard links); ``standalone`` on a standalone master with two workers of one core on loopback, each
@@ -29,6 +29,9 @@ with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
    small job first (``SHUFFLE_WARM_UP``, 8 map partitions): what reading kept blocks costs, apart
    from what any new JVM's first tasks cost (docs/performance.md); the goal is judged on that.
 5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
+6. With ``--pairs N`` (N >= 2): N - 1 more full runs under ``submit``, each followed by its own kill
+   at 70 % of the write and resume; the resume goal is then judged on the median resume over the
+   median full run (single runs on two cores move by 10-30 %, on both sides of the ratio).
 
 Goals (docs/design.md §9): killed at 70 % of the write, 0 map partitions and at most 30 % + 4
 write partitions computed, at most 0.45x the full run on ``local``, 0.55x on ``standalone``, 0.60x
@@ -209,6 +212,13 @@ class Where:
     def close(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
+            # Each application's executors copy its jars into their worker's work folder (the
+            # s3a jars alone are ~200 MB an executor): about 3 GB a run, which filled this
+            # machine's disk once. The workers' logs and the event logs stay.
+            for index in range(self.cluster.workers):
+                work = self.cluster.folder / f"work-{index}"
+                for jar in work.glob("app-*/*/*.jar"):
+                    jar.unlink()
         if self.s3 is not None:
             self.s3.stop()
 
@@ -221,6 +231,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--keep-cost", action="store_true", help="also time clean runs with each --keep-shuffles")
     parser.add_argument("--no-map-kill", action="store_true", help="skip the kill half-way through the map stage")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="full runs and kills at 70 %% of the write to time (>= 2: the resume goal judged on their medians)",
+    )
     options = parser.parse_args()
     _bench.warm_jar()
     maps, writes = options.maps, options.writes
@@ -323,7 +339,7 @@ def main() -> int:
             run_env: dict[str, str] = env,
             map_partitions: int = maps,
             whole: float = full,
-        ) -> None:
+        ) -> float:
             from tests.helpers import kill_tree
 
             run_dir, markers = storage.join(where.root, name), os.path.join(work, name, "markers")
@@ -359,15 +375,45 @@ def main() -> int:
                 f"full run ({whole:.2f} s)" + (f" (goal <= {goal}: {_bench.verdict(ratio, goal)})" if goal else ""),
                 flush=True,
             )
+            return resume
 
         target = round(writes * 0.7)
-        kill_and_resume(
-            "write70",
-            f"at 70 % of the write ({target}/{writes} commits journaled)",
-            lambda run_dir, _markers: write_commits(run_dir) >= target,
-            (0, writes - target + 4),
-            ratio_goal,
-        )
+        at_70 = f"at 70 % of the write ({target}/{writes} commits journaled)"
+        resumes = [
+            kill_and_resume(
+                "write70",
+                at_70,
+                lambda run_dir, _markers: write_commits(run_dir) >= target,
+                (0, writes - target + 4),
+                ratio_goal if options.pairs < 2 else None,
+            )
+        ]
+        fulls = [full]
+        for pair in range(2, options.pairs + 1):
+            # Single runs on two cores move by 10-30 %, the full run as much as the resume: more
+            # pairs, each full run and its resume back to back, and the goal on their medians.
+            where.idle()
+            fulls.append(_bench.timed(submit(f"full-{pair}"), log, env))
+            where.idle()
+            resumes.append(
+                kill_and_resume(
+                    f"write70-{pair}",
+                    f"{at_70}, pair {pair}",
+                    lambda run_dir, _markers: write_commits(run_dir) >= target,
+                    (0, writes - target + 4),
+                    None,
+                    whole=fulls[-1],
+                )
+            )
+        if options.pairs >= 2:
+            ratio = statistics.median(resumes) / statistics.median(fulls)
+            print(
+                f"over {options.pairs} pairs: median resume {statistics.median(resumes):.2f} s / median full run "
+                f"{statistics.median(fulls):.2f} s = {ratio:.3f} x (goal <= {ratio_goal}: "
+                f"{_bench.verdict(ratio, ratio_goal)}); full runs {', '.join(f'{t:.1f}' for t in fulls)} s, "
+                f"resumes {', '.join(f'{t:.1f}' for t in resumes)} s",
+                flush=True,
+            )
 
         def task_cost(kept_run: str, fresh_run: str, label: str, judged: bool) -> None:
             kept_tasks = write_tasks(os.path.join(work, kept_run, "events"))
