@@ -211,14 +211,7 @@ class Where:
 
     def close(self) -> None:
         if self.cluster is not None:
-            self.cluster.stop()
-            # Each application's executors copy its jars into their worker's work folder (the
-            # s3a jars alone are ~200 MB an executor): about 3 GB a run, which filled this
-            # machine's disk once. The workers' logs and the event logs stay.
-            for index in range(self.cluster.workers):
-                work = self.cluster.folder / f"work-{index}"
-                for jar in work.glob("app-*/*/*.jar"):
-                    jar.unlink()
+            self.cluster.stop()  # which also drops the executors' copies of the jars
         if self.s3 is not None:
             self.s3.stop()
 
@@ -379,38 +372,30 @@ def main() -> int:
 
         target = round(writes * 0.7)
         at_70 = f"at 70 % of the write ({target}/{writes} commits journaled)"
-        resumes = [
-            kill_and_resume(
-                "write70",
-                at_70,
-                lambda run_dir, _markers: write_commits(run_dir) >= target,
-                (0, writes - target + 4),
-                ratio_goal if options.pairs < 2 else None,
-            )
-        ]
-        fulls = [full]
-        for pair in range(2, options.pairs + 1):
-            # Single runs on two cores move by 10-30 %, the full run as much as the resume: more
-            # pairs, each full run and its resume back to back, and the goal on their medians.
-            where.idle()
-            fulls.append(_bench.timed(submit(f"full-{pair}"), log, env))
-            where.idle()
+        fulls, resumes = [full], []
+        for pair in range(1, options.pairs + 1):
+            if pair > 1:
+                # Single runs on two cores move by 10-30 %, the full run as much as the resume:
+                # more pairs, each full run and its resume back to back, the goal on the medians.
+                where.idle()
+                fulls.append(_bench.timed(submit(f"full-{pair}"), log, env))
+                where.idle()
             resumes.append(
                 kill_and_resume(
-                    f"write70-{pair}",
-                    f"{at_70}, pair {pair}",
+                    "write70" if pair == 1 else f"write70-{pair}",
+                    at_70 if pair == 1 else f"{at_70}, pair {pair}",
                     lambda run_dir, _markers: write_commits(run_dir) >= target,
                     (0, writes - target + 4),
-                    None,
+                    ratio_goal if options.pairs == 1 else None,
                     whole=fulls[-1],
                 )
             )
-        if options.pairs >= 2:
-            ratio = statistics.median(resumes) / statistics.median(fulls)
+        if options.pairs > 1:
+            resumed, whole = statistics.median(resumes), statistics.median(fulls)
             print(
-                f"over {options.pairs} pairs: median resume {statistics.median(resumes):.2f} s / median full run "
-                f"{statistics.median(fulls):.2f} s = {ratio:.3f} x (goal <= {ratio_goal}: "
-                f"{_bench.verdict(ratio, ratio_goal)}); full runs {', '.join(f'{t:.1f}' for t in fulls)} s, "
+                f"over {options.pairs} pairs: median resume {resumed:.2f} s / median full run {whole:.2f} s = "
+                f"{resumed / whole:.3f} x (goal <= {ratio_goal}: {_bench.verdict(resumed / whole, ratio_goal)}); "
+                f"full runs {', '.join(f'{t:.1f}' for t in fulls)} s, "
                 f"resumes {', '.join(f'{t:.1f}' for t in resumes)} s",
                 flush=True,
             )

@@ -162,3 +162,10 @@ class Cluster:
         for process in self.processes:  # nothing of the group left: executors included
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+        # Each application's executors copy its jars into their worker's work folder (the s3a jars
+        # alone are ~200 MB an executor): gigabytes over a few runs, which once filled this
+        # machine's disk. The workers' logs stay.
+        for index in range(self.workers):
+            for jar in (self.folder / f"work-{index}").glob("app-*/*/*.jar"):
+                with contextlib.suppress(OSError):
+                    jar.unlink()

@@ -27,9 +27,9 @@ import sys
 
 # Run as a script, this file's folder (the package itself) would be first on sys.path and its
 # modules could shadow top-level ones; the package is imported by its full name instead.
-if __name__ == "__main__" and sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
-    del sys.path[0]
 if __name__ == "__main__":
+    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+        del sys.path[0]
     # Before anything imports pyspark: from the installed package's compiled files, not by
     # compiling the zip spark-submit put first on the path (about 1 s of CPU at every start).
     from sparkrecover.driver import compiled_pyspark
