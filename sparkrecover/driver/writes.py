@@ -212,6 +212,11 @@ def undo_previous(
             continue
         category = before.get("category")
         if category != OVERWRITE and not before.get("existed"):
+            if spare_committed_tasks and before.get("table") is None:
+                # Created by this write, whose kept task folders wait in its _temporary (an append
+                # on an object store): all the rest goes (files a dead job commit merged), they stay.
+                removed += _remove_all_but_temporary(url)
+                continue
             # It was created by this write: remove all of it (a table from the catalog too), or
             # errorifexists would fail and ignore would silently keep a half-written target.
             removed += _remove_target(write.spark, url, before.get("table"))
@@ -257,6 +262,20 @@ def _remove_target(spark: Any, url: str, table: str | None) -> list[str]:
             fs, path = storage.data_filesystem(url)
             fs.rm(path, recursive=True)
         removed.append(url)
+    return removed
+
+
+def _remove_all_but_temporary(url: str) -> list[str]:
+    """Remove every entry of the target ``url`` but its committer's ``_temporary``."""
+    if not storage.data_exists(url):
+        return []
+    fs, path = storage.data_filesystem(url)
+    removed = []
+    for entry in fs.ls(path, detail=False):
+        name = entry.rstrip("/").rsplit("/", 1)[-1]
+        if name != "_temporary":
+            fs.rm(entry, recursive=True)
+            removed.append(storage.join(url, name))
     return removed
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 import uuid
+from types import SimpleNamespace
 
 import pytest
 
 from sparkrecover import jvm as jvm_names
-from sparkrecover.driver import hadoopfs
+from sparkrecover.driver import hadoopfs, writes
 from sparkrecover.rundir import manifests, storage
 
 
@@ -112,3 +113,29 @@ def test_the_driver_records_data_without_a_python_backend(spark, jvm, mount, ser
 
 def test_the_listing_class_is_named_once(jvm):
     assert jvm_names.find_class(jvm, jvm_names.LISTING_CLASS) is not None
+
+
+def test_undoing_a_new_append_spares_the_task_folders_kept_in_place(spark, mount, served):
+    """An append that created its target and died before its job commit, on a store where a resume
+    keeps the committed task folders in place (<target>/_temporary/0, as on S3): undoing the dead
+    attempt removes everything else of the target and never those folders. It removed the whole
+    target, and the resumed write then failed finding none of the partitions it kept (found on S3
+    with an unmodified public script, data-algorithms-with-spark's partition_by_two_columns.py)."""
+    url, folder = mount
+    uuid_ = "5d6f73b8-2efb-4d8d-84fa-e34c67747fb7"
+    task = folder / "out" / "_temporary" / "0" / "task_202611262244341234_0005_m_000001" / "k=A"
+    task.mkdir(parents=True)
+    kept = task / f"part-00001-{uuid_}.c000.snappy.parquet"
+    kept.write_bytes(b"PAR1" + b"x" * 10 + b"PAR1")
+    stray = folder / "out" / "k=B" / f"part-00002-{uuid_}.c000.snappy.parquet"
+    stray.parent.mkdir()
+    stray.write_bytes(b"PAR1" + b"y" * 10 + b"PAR1")
+    entry = SimpleNamespace(restore=[{"path": f"{url}/out", "category": "append", "existed": False}], committed=None)
+    removed = writes.undo_previous(None, entry, SimpleNamespace(spark=spark), spare_committed_tasks=True)  # type: ignore[arg-type]
+    assert kept.exists()
+    assert not stray.exists() and not stray.parent.exists()
+    assert removed == [f"{url}/out/k=B"]
+
+    # Without folders kept in place (a local or HDFS target sets them aside), all of it goes.
+    writes.undo_previous(None, entry, SimpleNamespace(spark=spark))  # type: ignore[arg-type]
+    assert not (folder / "out").exists()
