@@ -131,11 +131,11 @@ def test_undoing_a_new_append_spares_the_task_folders_kept_in_place(spark, mount
     stray.parent.mkdir()
     stray.write_bytes(b"PAR1" + b"y" * 10 + b"PAR1")
     entry = SimpleNamespace(restore=[{"path": f"{url}/out", "category": "append", "existed": False}], committed=None)
-    removed = writes.undo_previous(None, entry, SimpleNamespace(spark=spark), spare_committed_tasks=True)  # type: ignore[arg-type]
+    removed = writes.undo_previous(None, entry, SimpleNamespace(spark=spark), spare_committed_tasks=True)
     assert kept.exists()
     assert not stray.exists() and not stray.parent.exists()
     assert removed == [f"{url}/out/k=B"]
 
     # Without folders kept in place (a local or HDFS target sets them aside), all of it goes.
-    writes.undo_previous(None, entry, SimpleNamespace(spark=spark))  # type: ignore[arg-type]
+    writes.undo_previous(None, entry, SimpleNamespace(spark=spark))
     assert not (folder / "out").exists()
