@@ -26,7 +26,10 @@
 # "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/spark_log.py); a narrow write to
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
-# Py4J, on 3.5's Hadoop 3.3). Extra arguments go to pytest.
+# Py4J, on 3.5's Hadoop 3.3); a Parquet write through hadoop-aws's magic committer, bound as Spark's
+# docs bind it (PathOutputCommitProtocol, which FencedCommitProtocol stands in for: the committer from
+# the factory, its work path through HadoopMapReduceCommitProtocol's getFilename), stopped by SIGTERM,
+# keeps its pendingsets and the resumed write adopts them. Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
 # docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
@@ -71,4 +74,5 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_spark_log.py \
   "tests/e2e/test_e2e_restart.py::test_the_same_spark_submit_args_line_resumes_then_runs_nothing" \
   "tests/e2e/test_task_resume_stores.py::test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitions" \
+  "tests/e2e/test_task_resume_stores.py::test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets[parquet-path-output-protocol]" \
   "$@"

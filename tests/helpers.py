@@ -264,9 +264,12 @@ def run_and_kill_when(
     cwd: str | None = None,
     env: dict | None = None,
     timeout: float = 240,
+    stop: Callable[[subprocess.Popen], None] | None = None,
 ) -> int:
     """Run ``command`` in its own process group and SIGKILL the group, and every process below it,
-    once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns)."""
+    once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns).
+    ``stop``: how to stop it instead (a signal sent to it, say), waited for before the SIGKILL
+    that clears whatever is left."""
     process = subprocess.Popen(
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
     )
@@ -276,6 +279,9 @@ def run_and_kill_when(
             assert process.poll() is None, f"the run ended (exit {process.returncode}) before {what}"
             assert time.monotonic() < deadline, f"no {what} within {timeout}s"
             time.sleep(0.05)
+        if stop is not None:
+            stop(process)
+            process.wait(timeout=120)
     finally:
         kill_tree(process.pid)
         process.wait(timeout=60)

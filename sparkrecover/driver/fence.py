@@ -29,7 +29,7 @@ from sparkrecover import jvm
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import segments
-from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS
+from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FACTORY_COMMITTER_CONF, FENCED_PROTOCOL_CLASS, PATH_OUTPUT_PROTOCOL
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
 
@@ -108,15 +108,20 @@ def failed(rt: Any, stage: str, error: BaseException) -> None:
 
 def arm(rt: Any, sc: Any) -> str | None:
     """Make every file write's job commit check the lease (``FencedCommitProtocol``), from the
-    session's first write on. Returns None when armed, else why not; when the application set a
-    commit protocol of its own, or the JVM cannot read the lease's storage (``s3://`` without the
+    session's first write on (in place of spark-hadoop-cloud's ``PathOutputCommitProtocol`` too,
+    when the application names it). Returns None when armed, else why not; when the application set
+    another commit protocol of its own, or the JVM cannot read the lease's storage (``s3://`` without the
     s3a connector, say), job commits are not checked: cannot tell is not lost."""
     token = getattr(rt, "lease_token", None)
     if token is None:
         return "this driver runs under no lease"
     conf = sc.getConf()
-    if conf.contains(COMMIT_PROTOCOL_CONF):
-        return f"the application sets its own commit protocol ({COMMIT_PROTOCOL_CONF}={conf.get(COMMIT_PROTOCOL_CONF)})"
+    own = conf.get(COMMIT_PROTOCOL_CONF) if conf.contains(COMMIT_PROTOCOL_CONF) else None
+    # spark-hadoop-cloud's protocol for the S3A committers: ours stands in for it (the committer from
+    # the factory, tasks in its work path), so the lease is checked and pendingsets can be adopted.
+    stands_in = own == PATH_OUTPUT_PROTOCOL
+    if own is not None and not stands_in:
+        return f"the application sets its own commit protocol ({COMMIT_PROTOCOL_CONF}={own})"
     lease_path = storage.to_spark_path(storage.join(rt.run_dir, leases.LEASE_FILE))
     try:
         protocol = jvm.find_class(sc._jvm, FENCED_PROTOCOL_CLASS)
@@ -131,4 +136,6 @@ def arm(rt: Any, sc: Any) -> str | None:
     # pyspark's SparkContext wraps the JVM context's own SparkConf: sessions made from here on
     # start from it, and a protocol the application sets on its session later still wins.
     sc._conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)
+    if stands_in:
+        sc._conf.set(FACTORY_COMMITTER_CONF, "true")
     return None

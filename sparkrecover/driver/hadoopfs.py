@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import orjson
@@ -172,29 +172,39 @@ class HadoopFileSystem(AbstractFileSystem):
     def mkdir(self, path: str, create_parents: bool = True, **kwargs: Any) -> None:
         self.makedirs(path, exist_ok=True)
 
-    def abort_uploads(self, path: str) -> int:
-        """Abort every incomplete multipart upload below the folder ``path`` on S3 (s3a), and say
-        how many: a task killed while it wrote a large file leaves one, invisible, billed until
-        aborted, and nothing will ever complete it. Listed with S3A's own call (the prefix ends
-        in ``/``, so a sibling ``out2`` is spared), aborted through Hadoop's public
-        MultipartUploader. Other stores have none to abort: 0."""
+    def uploads(self, path: str) -> list[tuple[str, str]]:
+        """The incomplete multipart uploads below the folder ``path`` on S3 (s3a), as (key, upload
+        id), listed with S3A's own call (the prefix ends in ``/``, so a sibling ``out2`` is spared).
+        Other stores have none: []."""
         path = self._strip_protocol(path)
         if not path.startswith("s3a://"):
-            return 0
-        jvm = self._sc._jvm
+            return []
         with _java_errors(path):
             fs, hpath = self._target(path)
             key = str(hpath.toUri().getPath()).strip("/") + "/"
+            return [(str(u.getKey()), str(u.getUploadId())) for u in fs.listMultipartUploads(key)]
+
+    def abort_uploads(self, path: str, spare: Collection[tuple[str, str]] = ()) -> int:
+        """Abort every incomplete multipart upload below the folder ``path`` on S3 (s3a) but those
+        in ``spare`` (key, upload id), and say how many: a task killed while it wrote a large file
+        leaves one, invisible, billed until aborted, and nothing will ever complete it (``spare``:
+        the uploads of committed tasks' pendingsets, which a resumed write completes). Aborted
+        through Hadoop's public MultipartUploader. Other stores have none to abort: 0."""
+        spared = set(spare)
+        doomed = [upload for upload in self.uploads(path) if upload not in spared]
+        if not doomed:
+            return 0
+        path = self._strip_protocol(path)
+        jvm = self._sc._jvm
+        with _java_errors(path):
+            fs, hpath = self._target(path)
             bucket = f"s3a://{hpath.toUri().getAuthority()}/"
-            uploads = [(str(u.getKey()), str(u.getUploadId())) for u in fs.listMultipartUploads(key)]
-            if not uploads:
-                return 0
             uploader = fs.createMultipartUploader(jvm.org.apache.hadoop.fs.Path(bucket)).build()
             handle_of = getattr(jvm.org.apache.hadoop.fs.BBUploadHandle, "from")
-            for upload_key, upload_id in uploads:
+            for upload_key, upload_id in doomed:
                 handle = handle_of(jvm.java.nio.ByteBuffer.wrap(bytearray(upload_id.encode())))
                 uploader.abort(handle, jvm.org.apache.hadoop.fs.Path(bucket + upload_key)).get()
-        return len(uploads)
+        return len(doomed)
 
 
 class _HadoopReader(io.RawIOBase):

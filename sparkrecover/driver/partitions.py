@@ -28,8 +28,10 @@ from typing import Any
 from sparkrecover.jvm import (
     COMMIT_PROTOCOL_CONF,
     DEFAULT_COMMIT_PROTOCOL,
+    FACTORY_COMMITTER_CONF,
     FENCED_PROTOCOL_CLASS,
     KEPT_DIR_CONF,
+    KEPT_JOB_CONF,
     KEPT_PARTITIONS_CONF,
     KEPT_RDD_CLASS,
     PROBE_CLASS,
@@ -162,8 +164,11 @@ def without_partitions(frame: Any, kept: Collection[int]) -> Any:
 
 
 @contextlib.contextmanager
-def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> Iterator[None]:
-    """For one write: ``ResumingCommitProtocol`` brings the ``task_*`` folders of ``kept_dir`` (a
+def resuming_commit(
+    spark: Any, kept_dir: str | None, kept: Collection[int], kept_job: str | None = None
+) -> Iterator[None]:
+    """For one write: ``ResumingCommitProtocol`` brings the ``task_*`` folders (or the magic
+    committer's pendingsets, committed under the S3A job UUID ``kept_job``) of ``kept_dir`` (a
     Hadoop path URI on the output's filesystem, not inside an output that overwrite deletes) into
     the job before it commits; the ``kept`` partitions' empty tasks commit nothing. The previous
     settings are restored afterwards, also on error."""
@@ -171,6 +176,7 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
         COMMIT_PROTOCOL_CONF: RESUMING_PROTOCOL_CLASS,
         KEPT_DIR_CONF: kept_dir or "",
         KEPT_PARTITIONS_CONF: ",".join(str(int(i)) for i in sorted(set(kept))),
+        KEPT_JOB_CONF: kept_job or "",
     }
     conf = spark._jsparkSession.conf()  # the JVM's: None-safe get, and unset of an absent key
     previous: dict[str, str | None] = {key: (conf.get(key) if conf.contains(key) else None) for key in values}
@@ -186,6 +192,13 @@ def resuming_commit(spark: Any, kept_dir: str | None, kept: Collection[int]) -> 
                 conf.set(key, before)
 
 
+# How a write commits its tasks, as far as a resumed write can keep them: FileOutputCommitter's
+# task folders (algorithm 1), or the magic committer's pendingsets (taskfiles.pendingsets).
+FOLDERS, PENDINGSETS = "folders", "pendingsets"
+FILE_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
+S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
+
+
 def unsupported_reason(
     spark: Any,
     path: str | None,
@@ -199,16 +212,30 @@ def unsupported_reason(
     session cannot be reused, or None. ``options`` are the writer's options (they join the job's
     Hadoop configuration); ``mode`` its save mode; ``format`` its source. Tables (no path) are
     refused: a catalog table would not learn of the kept tasks' partitions."""
+    return write_committer(spark, path, mode=mode, options=options, frame=frame, format=format)[1]
+
+
+def write_committer(
+    spark: Any,
+    path: str | None,
+    *,
+    mode: str = "errorifexists",
+    options: Mapping[str, str] | None = None,
+    frame: Any = None,
+    format: str = "parquet",
+) -> tuple[str | None, str | None]:
+    """How such a write commits its tasks (``FOLDERS`` or ``PENDINGSETS``) and None, or None and
+    why its committed tasks cannot be reused (``unsupported_reason``)."""
     if frame is not None and not hasattr(frame, "_jdf"):
-        return "Spark Connect: the driver cannot change how the write runs"
+        return None, "Spark Connect: the driver cannot change how the write runs"
     if not hasattr(spark, "_jsparkSession"):
-        return "Spark Connect: the driver cannot change how the write runs"
+        return None, "Spark Connect: the driver cannot change how the write runs"
     if not path:
-        return "the write has no output path (a table or another sink)"
+        return None, "the write has no output path (a table or another sink)"
     if find_class(spark._jvm, KEPT_RDD_CLASS) is None:
         # No jar (no JDK to build it, SPARKRECOVER_NO_JVM_LISTENER, or javac failed against this
         # Spark): the write must still run, whole, as it would without sparkrecover.
-        return "the sparkrecover jar is not loaded (no JDK to build it, or SPARKRECOVER_NO_JVM_LISTENER is set)"
+        return None, "the sparkrecover jar is not loaded (no JDK to build it, or SPARKRECOVER_NO_JVM_LISTENER is set)"
     options = {str(k): str(v) for k, v in (options or {}).items()}
     session = spark._jsparkSession
     conf = session.sessionState().newHadoopConf()  # the SparkContext's, plus every SQL conf
@@ -223,39 +250,56 @@ def unsupported_reason(
 
     protocol = setting(COMMIT_PROTOCOL_CONF, DEFAULT_COMMIT_PROTOCOL)
     if protocol not in (DEFAULT_COMMIT_PROTOCOL, FENCED_PROTOCOL_CLASS, RESUMING_PROTOCOL_CLASS):
-        return f"a custom commit protocol is configured ({COMMIT_PROTOCOL_CONF}={protocol})"
-    committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
-    if committer != DEFAULT_PARQUET_COMMITTER:
-        return f"a custom Parquet output committer is configured ({committer})"
-    for key in ("spark.sql.sources.outputCommitterClass", "mapreduce.outputcommitter.factory.class"):
-        if conf.get(key):
-            return f"a custom output committer is configured ({key}={conf.get(key)})"
-    algorithm = conf.get(ALGORITHM_KEY) or "1"  # unset: Spark sets 1 in every SparkContext
-    if algorithm.strip() != "1":
-        return (
-            f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
-            "write straight into the output, there is nothing to keep"
-        )
+        return None, f"a custom commit protocol is configured ({COMMIT_PROTOCOL_CONF}={protocol})"
     overwrite = options.get("partitionOverwriteMode") or setting("spark.sql.sources.partitionOverwriteMode") or ""
     if mode.lower() == "overwrite" and overwrite.lower() == "dynamic":
-        return "dynamic partition overwrite: its job commit would not move the kept tasks' partitions"
+        return None, "dynamic partition overwrite: its job commit would not move the kept tasks' partitions"
     try:
         hpath = spark._jvm.org.apache.hadoop.fs.Path(path)
         scheme = hpath.toUri().getScheme()  # no scheme: the default filesystem's
         scheme = str(scheme or hpath.getFileSystem(conf).getUri().getScheme() or "file").lower()
+        bucket = str(hpath.toUri().getAuthority() or "")
     except Exception as error:
-        return f"the output's filesystem is unavailable ({type(error).__name__}: {_first_line(error)})"
-    factory = conf.get(f"mapreduce.outputcommitter.factory.scheme.{scheme}")
-    # Parquet names its committer itself (spark.sql.parquet.output.committer.class): no factory.
-    if factory and format.lower() != "parquet":
-        # A PathOutputCommitter (the S3A committers, the manifest committer): Spark's default commit
-        # protocol gives only a FileOutputCommitter a work path, so such a committer's tasks write
-        # straight into the target (HadoopMapReduceCommitProtocol.newTaskTempFile).
-        return (
-            f"a committer factory is configured for {scheme}: ({factory}): under Spark's default commit "
-            "protocol its tasks write straight into the target, so there are no committed task folders to keep"
+        return None, f"the output's filesystem is unavailable ({type(error).__name__}: {_first_line(error)})"
+    # Parquet names its committer itself (spark.sql.parquet.output.committer.class), unless the
+    # committer comes from the factory for every format, as FencedCommitProtocol does where it
+    # stands in for spark-hadoop-cloud's PathOutputCommitProtocol (driver/fence.py).
+    if format.lower() == "parquet" and (conf.get(FACTORY_COMMITTER_CONF) or "").lower() != "true":
+        committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
+        if committer != DEFAULT_PARQUET_COMMITTER:
+            return None, f"a custom Parquet output committer is configured ({committer})"
+        return _file_output_committer(conf)
+    custom = conf.get("spark.sql.sources.outputCommitterClass")
+    if custom:
+        return None, f"a custom output committer is configured (spark.sql.sources.outputCommitterClass={custom})"
+    factory = (
+        conf.get("mapreduce.outputcommitter.factory.class")
+        or conf.get(f"mapreduce.outputcommitter.factory.scheme.{scheme}")
+        or FILE_COMMITTER_FACTORY
+    ).strip()
+    if factory == FILE_COMMITTER_FACTORY:
+        return _file_output_committer(conf)
+    if factory != S3A_COMMITTER_FACTORY:
+        return None, f"the output committer comes from {factory}, whose committed tasks are not adopted"
+    name = (conf.get(f"fs.s3a.bucket.{bucket}.committer.name") or conf.get("fs.s3a.committer.name") or "file").strip()
+    if name == "file":
+        return _file_output_committer(conf)
+    if name == "magic":
+        return PENDINGSETS, None
+    return None, (
+        f"the S3A {name} committer keeps its committed tasks' pending uploads on the cluster filesystem, "
+        "where they are not adopted (the magic committer's are)"
+    )
+
+
+def _file_output_committer(conf: Any) -> tuple[str | None, str | None]:
+    algorithm = conf.get(ALGORITHM_KEY) or "1"  # unset: Spark sets 1 in every SparkContext
+    if algorithm.strip() != "1":
+        return None, (
+            f"the output committer uses algorithm {algorithm} ({ALGORITHM_KEY}): committed tasks "
+            "write straight into the output, there is nothing to keep"
         )
-    return None
+    return FOLDERS, None
 
 
 def _required_class(jvm: Any, name: str) -> Any:

@@ -39,6 +39,8 @@ class TaskPlan:
     kept: list[int] = field(default_factory=list)
     kept_dir: str | None = None  # the kept task folders' folder, as Spark names it
     in_place: bool = False  # kept where the dead job left them (taskfiles.keeps_in_place)
+    kind: str | None = None  # how the write commits its tasks (partitions.FOLDERS or PENDINGSETS)
+    kept_job: str | None = None  # the S3A job UUID of kept pendingsets
 
     @property
     def reusable(self) -> bool:
@@ -99,6 +101,12 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
     try:
+        found = taskfiles.pendingsets(url) if taskfiles.on_s3(url) else {}
+        if found:
+            _set_aside_pendingsets(
+                url, kept_dir, found, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set()
+            )
+            return
         _abort_uploads(url, kept_dir)
         if tasks and kept_dir:
             if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
@@ -109,13 +117,48 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
         print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
+def _set_aside_pendingsets(
+    url: str, kept_dir: str | None, found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
+) -> None:
+    """Step 1 under the magic committer: the kept partitions' pendingsets (a task each, whose
+    uploads are all still open) are moved into ``kept_dir`` (small files: one copy each); the
+    uploads of every other task are aborted, and the committer's job folders (pendingsets not kept,
+    tasks in flight) removed: nothing else of the dead job is ever completed."""
+    fs, root = storage.data_filesystem(url)
+    chosen: dict[int, taskfiles.TaskFolder] = {}
+    if kept_dir is not None and wanted and not taskfiles.job_commit_began(url, found):
+        # usable: one pendingset per partition, whose uploads are all still open (taskfiles)
+        usable = taskfiles.usable(found, empty_ok)
+        chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
+        if len({f.job for f in chosen.values()}) > 1:
+            chosen = {}  # one job's pendingsets only: the resumed write commits under its UUID
+    if kept_dir is not None:
+        kept_path = storage.data_filesystem(kept_dir)[1]
+        for candidates in found.values():
+            for task in candidates:
+                if taskfiles.place_of(task) == kept_path and chosen.get(task.partition) is not task:
+                    fs.rm(task.path)
+        if chosen:
+            fs.makedirs(kept_path, exist_ok=True)
+        for task in chosen.values():
+            if taskfiles.place_of(task) != kept_path:
+                fs.mv(task.path, f"{kept_path}/{task.path.rsplit('/', 1)[-1]}")
+    abort = getattr(fs, "abort_uploads", None)
+    if abort is not None:
+        abort(root, {upload for task in chosen.values() for upload in task.uploads})
+    for job in taskfiles.magic_job_dirs(url):
+        fs.rm(job, recursive=True)
+    _remove(storage.join(url, taskfiles.MAGIC_DIR))
+
+
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
     kept at all; None where task-level resume does not apply (no output folder)."""
     if target is None:
         return None
+    kind = None
     try:
-        reason = _unsupported(target)
+        kind, reason = _committer(target)
         shape = partitions.WriteShape(0, False, reason) if reason is not None else partitions.shape_of(target.frame)
     except Exception as error:  # probing must never break the write: it runs whole
         reason = f"its partitions could not be probed ({type(error).__name__}: {error})"
@@ -125,26 +168,32 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
         # the plan): an edited script keeps no partition of an earlier attempt (§4 rule 5).
         script = staleness.script_digest(sys.argv[0], storage.read_bytes)  # as the bootstrap set it
         shape.digest = hashlib.sha256(f"{shape.digest}\n{script}".encode()).hexdigest()[:32]
-    plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason))
+    plan = TaskPlan(shape, reason if reason is not None else (None if shape.reusable else shape.reason), kind=kind)
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
-    in_place = bool(tasks) and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
+    pendingsets = kind == partitions.PENDINGSETS
+    in_place = (
+        bool(tasks) and not pendingsets and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
+    )
     place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
     if tasks and plan.reusable and place:
         changed = _changed(tasks, shape)
         if changed is not None:
             plan.reason = changed
         else:
-            folders = taskfiles.task_folders(target.url)
+            folders = taskfiles.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
             kept_path = storage.data_filesystem(place)[1]
-            found = [
-                p for p, candidates in folders.items() if any(taskfiles.place_of(f) == kept_path for f in candidates)
-            ]
-            plan.kept = kept_partitions.agreed(tasks.kept, found)
+            here = {
+                p: [f for f in candidates if taskfiles.place_of(f) == kept_path] for p, candidates in folders.items()
+            }
+            plan.kept = kept_partitions.agreed(tasks.kept, [p for p, found in here.items() if found])
             plan.kept_dir = storage.to_spark_path(place) if plan.kept else None
             plan.in_place = in_place and bool(plan.kept)
+            if pendingsets and plan.kept:
+                plan.kept_job = here[plan.kept[0]][0].job
     if not plan.kept and kept_dir and set_aside_before:
+        _abort_uploads(target.url, None)  # a set-aside pendingset's: nothing of this write runs yet
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
     if not plan.kept and in_place:
         _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
@@ -169,12 +218,13 @@ def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:
     return "its partitions changed since the attempt that committed them (input slices, count or the script's code)"
 
 
-def _unsupported(target: Target) -> str | None:
+def _committer(target: Target) -> tuple[str | None, str | None]:
+    """How the write commits its tasks, or why its committed tasks cannot be kept."""
     spark = target.spark
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
     if fmt not in hooks.FILE_FORMATS:
-        return f"the {fmt} format does not commit through task folders"
-    return partitions.unsupported_reason(spark, target.spark_path, mode=target.mode, frame=target.frame, format=fmt)
+        return None, f"the {fmt} format does not commit through task folders"
+    return partitions.write_committer(spark, target.spark_path, mode=target.mode, frame=target.frame, format=fmt)
 
 
 def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
@@ -285,7 +335,7 @@ def run(target: Target, plan: TaskPlan, writer: Any, do_write: Callable[[], Any]
     # The kept partitions' tasks run empty: the listener journals no commit for them.
     sc.setLocalProperty(KEPT_PROPERTY, ",".join(map(str, plan.kept)))
     try:
-        with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept):
+        with partitions.resuming_commit(target.spark, plan.kept_dir, plan.kept, plan.kept_job):
             result = do_write()
     finally:
         sc.setLocalProperty(KEPT_PROPERTY, before)

@@ -29,7 +29,19 @@
  * as a SIGKILL leaves them for a resume to keep, and removes only what was in flight (task attempts
  * not committed, the staging folder of dynamic partition overwrite). A job that fails for any other
  * reason (a task, a refused job commit, a cancellation by the application) is aborted as Spark aborts
- * it, and so is one whose committer is not a FileOutputCommitter (its committed tasks are not kept).
+ * it, and so is one whose committer is neither a FileOutputCommitter nor the magic committer (its
+ * committed tasks are not kept).
+ *
+ * Committers from Hadoop's PathOutputCommitterFactory (the S3A committers, the manifest committer)
+ * are given their work path, as spark-hadoop-cloud's PathOutputCommitProtocol gives it: Spark's
+ * default protocol gives one only to a FileOutputCommitter, so their tasks would write straight
+ * into the target (newTaskTempFile). Where the application asked for PathOutputCommitProtocol
+ * (FACTORY_COMMITTER, set by driver/fence.py, which installs this class in its place), the
+ * committer comes from the factory for every format, as there. Every write sets the S3A
+ * committers' job UUID (fs.s3a.committer.uuid) to its own job id, or to the dead job's when a
+ * resumed write adopts its pendingsets (KEPT_JOB): the magic committer's job commit takes only
+ * pendingsets of its own UUID. A driver being stopped leaves the magic committer's pendingsets and
+ * their open uploads for a resume to adopt, as it leaves FileOutputCommitter's task folders.
  *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
  * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
@@ -60,8 +72,12 @@ import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.fs.StreamCapabilities;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.PathOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.PathOutputCommitterFactory;
 import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.internal.io.FileNameSpec;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
 
 public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
@@ -71,6 +87,17 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     public static final String REFUSED = "sparkrecover: job commit refused: this driver lost the run's lease";
 
     private static final long MAX_LEASE_BYTES = 1 << 20;
+
+    /** True: the committer comes from PathOutputCommitterFactory, as under PathOutputCommitProtocol. */
+    public static final String FACTORY_COMMITTER = "sparkrecover.commit.factory";
+    /** The S3A committers' job UUID of a dead write whose pendingsets a resumed write adopts. */
+    public static final String KEPT_JOB = "sparkrecover.kept.job";
+    /** Where the S3A committers read their job's UUID (before Spark's spark.sql.sources.writeJobUUID). */
+    public static final String S3A_JOB_UUID = "fs.s3a.committer.uuid";
+    /** hadoop-aws's magic committer, named: hadoop-aws is not on the classpath the jar is built against. */
+    public static final String MAGIC_COMMITTER = "org.apache.hadoop.fs.s3a.commit.magic.MagicS3GuardCommitter";
+    /** What a committer that takes dynamic partition overwrite declares (spark-hadoop-cloud's probe). */
+    static final String DYNAMIC_PARTITIONING = "mapreduce.job.committer.dynamic.partitioning";
 
     /** Beside lease.json: held while the lease changes hands or a job commit runs (local disk). */
     public static final String LOCK_FILE = "lease.lock";
@@ -89,6 +116,7 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
 
     private final String jobId;
     private final String path;
+    private final boolean dynamicPartitionOverwrite;
 
     /** The committer the parent set up last in this instance (driver: the job's; executor: the task's). */
     private transient OutputCommitter current;
@@ -97,12 +125,59 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         super(jobId, path, dynamicPartitionOverwrite);
         this.jobId = jobId;
         this.path = path;
+        this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
     }
 
     @Override
     public OutputCommitter setupCommitter(TaskAttemptContext context) {
-        current = super.setupCommitter(context);
+        Configuration conf = context.getConfiguration();
+        String kept = conf.get(KEPT_JOB, "").trim();
+        conf.set(S3A_JOB_UUID, kept.isEmpty() ? jobId : kept);
+        if (!conf.getBoolean(FACTORY_COMMITTER, false)) {
+            current = super.setupCommitter(context);
+            return current;
+        }
+        PathOutputCommitter made;
+        try {
+            made = PathOutputCommitterFactory.createCommitter(new Path(path), context);
+        } catch (IOException error) {
+            throw new IllegalStateException("sparkrecover: could not create the output committer of " + path + ": "
+                                            + error.getMessage(), error);
+        }
+        if (dynamicPartitionOverwrite && !(made instanceof FileOutputCommitter)
+            && !(made instanceof StreamCapabilities && ((StreamCapabilities) made).hasCapability(DYNAMIC_PARTITIONING))) {
+            throw new UnsupportedOperationException("PathOutputCommitter does not support dynamicPartitionOverwrite: "
+                                                    + made);
+        }
+        current = made;
         return current;
+    }
+
+    /**
+     * A committer that is a PathOutputCommitter but not a FileOutputCommitter gets its work path
+     * (under dynamic partition overwrite Spark's own staging folder serves every committer).
+     */
+    @Override
+    public String newTaskTempFile(TaskAttemptContext taskContext, scala.Option<String> dir, FileNameSpec spec) {
+        OutputCommitter committer = current;
+        if (dynamicPartitionOverwrite || !(committer instanceof PathOutputCommitter)
+            || committer instanceof FileOutputCommitter) {
+            return super.newTaskTempFile(taskContext, dir, spec);
+        }
+        Path work;
+        try {
+            work = ((PathOutputCommitter) committer).getWorkPath();
+        } catch (IOException error) {
+            throw new IllegalStateException("sparkrecover: no work path from " + committer + ": " + error.getMessage(),
+                                            error);
+        }
+        Path parent = dir.isDefined() ? new Path(work, dir.get()) : work;
+        return new Path(parent, getFilename(taskContext, spec)).toString();
+    }
+
+    /** Whether {@code committer} is hadoop-aws's magic committer. */
+    static boolean isMagic(OutputCommitter committer) {
+        return committer != null && committer.getClass().getName().equals(MAGIC_COMMITTER);
     }
 
     /** The committer set up last (null before setupJob or setupTask). */
@@ -114,6 +189,13 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     public void abortJob(JobContext context) {
         String why = DriverSignals.interruption();
         OutputCommitter committer = current;
+        if (why != null && isMagic(committer)) {
+            // Its committed tasks are pendingsets below the target and open uploads at their final
+            // keys: both stay; the resume aborts the uploads of tasks that did not commit.
+            System.err.println("sparkrecover: the driver is being stopped (" + why + "): the pendingsets of the "
+                               + "write to " + path + " and their uploads stay for a resume to keep");
+            return;
+        }
         if (why == null || !(committer instanceof FileOutputCommitter)) {
             super.abortJob(context);
             return;

@@ -29,6 +29,13 @@
  * output to commit. Hadoop's TaskID of a write task is the Spark partition id
  * (FileFormatWriter.executeTask builds it from the partition id).
  *
+ * Under hadoop-aws's magic committer the kept folder holds the dead job's task pendingsets
+ * (task_*.pendingset: each names the multipart uploads its task left open at their final keys).
+ * The write runs under the dead job's S3A UUID (KEPT_JOB, see FencedCommitProtocol), so setupJob
+ * moves them into this job's own folder (the committer's job attempt path), where its job commit
+ * completes their uploads with the new tasks' ones; a kept partition's empty task is aborted
+ * (its upload, if any, with it), which leaves the committer nothing to commit for it.
+ *
  * It extends FencedCommitProtocol, so its job commit checks the run's lease first like every
  * other write's (the parent declares commitJob for both Scala versions). This class overrides only
  * methods without Scala collections in their signatures, so it needs no such care.
@@ -58,6 +65,8 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
 
     public static final String KEPT_DIR = "sparkrecover.kept.dir";
     public static final String KEPT_PARTITIONS = "sparkrecover.kept.partitions";
+    /** How the S3A committers name a committed task's list of pending uploads. */
+    static final String PENDINGSET = ".pendingset";
 
     public ResumingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
@@ -81,6 +90,10 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                     throw new IOException(KEPT_PARTITIONS + " is set (" + conf.get(KEPT_PARTITIONS) + ") but "
                                           + KEPT_DIR + " is not");
                 }
+                return;
+            }
+            if (isMagic(committer())) {
+                adoptPendingsets(new Path(dir), magicJobPath(context), kept, conf);
                 return;
             }
             adopt(new Path(dir), jobAttemptPath(context), kept, conf);
@@ -166,7 +179,14 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext context) {
         Configuration conf = context.getConfiguration();
         int partition = context.getTaskAttemptID().getTaskID().getId();
-        if (partitions(conf).get(partition) && committer() instanceof FileOutputCommitter) {
+        if (partitions(conf).get(partition) && isMagic(committer())) {
+            try {
+                committer().abortTask(context);  // after it, needsTaskCommit is false: nothing is committed
+            } catch (IOException error) {
+                throw new IllegalStateException("sparkrecover: could not drop the empty output of kept partition "
+                                                + partition + ": " + error.getMessage(), error);
+            }
+        } else if (partitions(conf).get(partition) && committer() instanceof FileOutputCommitter) {
             Path attempt = ((FileOutputCommitter) committer()).getTaskAttemptPath(context);
             try {
                 FileSystem fs = attempt.getFileSystem(conf);
@@ -188,6 +208,59 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                                   + ", not a FileOutputCommitter");
         }
         return ((FileOutputCommitter) committer()).getJobAttemptPath(context);
+    }
+
+    /** The magic committer's folder of this job, where its job commit looks for pendingsets. */
+    private Path magicJobPath(JobContext context) throws IOException {
+        try {
+            return (Path) committer().getClass().getMethod("getJobAttemptPath", JobContext.class)
+                .invoke(committer(), context);
+        } catch (ReflectiveOperationException error) {
+            throw new IOException("the magic committer names no job folder: " + error, error);
+        }
+    }
+
+    /** Checks the kept pendingsets against the kept ids, then moves each into the job's folder. */
+    static void adoptPendingsets(Path dir, Path job, BitSet kept, Configuration conf) throws IOException {
+        FileSystem fs = dir.getFileSystem(conf);
+        if (!fs.exists(dir)) {
+            throw new IOException(dir + " does not exist");
+        }
+        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
+        for (FileStatus status : fs.listStatus(dir)) {
+            String name = status.getPath().getName();
+            if (status.isDirectory() || !name.startsWith("task_") || !name.endsWith(PENDINGSET)) {
+                throw new IOException("unexpected entry " + status.getPath() + " (only task_*" + PENDINGSET
+                                      + " files belong there)");
+            }
+            int id;
+            try {
+                id = TaskID.forName(name.substring(0, name.length() - PENDINGSET.length())).getId();
+            } catch (IllegalArgumentException error) {
+                throw new IOException("not a task's pendingset: " + status.getPath());
+            }
+            if (tasks.put(id, status) != null) {
+                throw new IOException("two pendingsets for partition " + id + " in " + dir);
+            }
+        }
+        BitSet found = new BitSet();
+        for (int id : tasks.keySet()) {
+            found.set(id);
+        }
+        if (!found.equals(kept)) {
+            throw new IOException("the pendingsets hold partitions " + found + " but the kept partitions are " + kept);
+        }
+        if (!job.getFileSystem(conf).getUri().equals(fs.getUri())) {
+            throw new IOException(dir + " is not on the output's filesystem (" + job + ")");
+        }
+        fs.mkdirs(job);
+        for (FileStatus status : tasks.values()) {
+            Path destination = new Path(job, status.getPath().getName());
+            if (!fs.rename(status.getPath(), destination)) {
+                throw new IOException("could not rename " + status.getPath() + " to " + destination);
+            }
+        }
+        fs.delete(dir, false);
     }
 
     /** Checks the kept folder against the kept ids, then moves each task folder into the job. */

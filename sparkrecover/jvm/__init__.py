@@ -39,9 +39,18 @@ EXECUTOR_CLASS_PATH_CONF = "spark.executor.extraClassPath"
 COMMIT_PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
 DEFAULT_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
+# spark-hadoop-cloud's protocol for Hadoop's PathOutputCommitters (the S3A committers): where the
+# application names it, FencedCommitProtocol stands in for it, with this set (driver/fence.py).
+PATH_OUTPUT_PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
+FACTORY_COMMITTER_CONF = "sparkrecover.commit.factory"
+# hadoop-aws's magic committer, whose committed tasks are pendingsets (driver/partitions.py).
+MAGIC_COMMITTER = "org.apache.hadoop.fs.s3a.commit.magic.MagicS3GuardCommitter"
+
 # What ResumingCommitProtocol reads from the write's Hadoop configuration.
 KEPT_DIR_CONF = "sparkrecover.kept.dir"
 KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
+# The dead job's S3A UUID, under which a resumed write adopts its pendingsets.
+KEPT_JOB_CONF = "sparkrecover.kept.job"
 
 # Spark local properties the listener reads from a job: set by the stage lifecycle while a stage
 # does its work (driver/stages.py), and the partitions a resumed write keeps (driver/taskresume.py).

@@ -30,8 +30,12 @@ class StorageEvidence:
         if not stage.outputs:
             return set(), "it has no output folder to keep tasks in"
         empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
-        folders = taskfiles.task_folders(stage.outputs[0])
-        if taskfiles.job_commit_began(stage.outputs[0], folders):
+        out = stage.outputs[0]
+        folders = taskfiles.task_folders(out)
+        if taskfiles.on_s3(out):  # the magic committer's pendingsets
+            for partition, found in taskfiles.pendingsets(out).items():
+                folders.setdefault(partition, []).extend(found)
+        if taskfiles.job_commit_began(out, folders):
             return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
         return set(taskfiles.usable(folders, empty_ok)), None
 

@@ -17,6 +17,12 @@ the partition (``part-<partition:05d>-<write uuid>…``), all of one write; or n
 journal says the task wrote no rows (Spark writes nothing for an empty partition other than 0).
 Anything else is not kept: that partition is computed again, which is always safe.
 
+Under hadoop-aws's magic committer a committed task is a pendingset instead:
+``<target>/__magic/job-<uuid>/task_<job>_m_<partition>.pendingset`` (``__magic_job-<uuid>/`` from
+Hadoop 3.4), a JSON list of the multipart uploads the task left open at their final keys, set
+aside as files into ``kept_dir``. ``pendingsets`` reads them as ``TaskFolder``s whose files are
+those keys: the same rules choose one per partition.
+
 Read through ``storage.data_filesystem``: fsspec on the command line (s3fs for ``s3://``, pyarrow
 for ``hdfs://``), Hadoop's FileSystem in the driver.
 """
@@ -28,6 +34,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from sparkrecover.rundir import storage
 
 JOB_ATTEMPT_DIR = "_temporary/0"
@@ -35,6 +43,9 @@ KEPT_PREFIX = ".sparkrecover-kept-"
 # Hadoop schemes of object stores, where a rename is a copy of each file and a delete.
 COPYING_SCHEMES = frozenset({"s3a", "s3n", "s3", "gs", "oss", "cosn", "obs", "wasb", "wasbs"})
 _TASK = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)$")
+_PENDINGSET = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)\.pendingset$")
+MAGIC_DIR = "__magic"
+_MAGIC_JOB = re.compile(r"^(?:__magic/job-|__magic_job-)[^/]+$")
 _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
 
@@ -45,6 +56,9 @@ class TaskFolder:
     files: list[tuple[str, int]] = field(default_factory=list)  # (relative name, size) of data files
     uuids: set[str] = field(default_factory=set)
     problem: str | None = None  # why it cannot be kept (names that do not match)
+    # A pendingset's: the S3A job UUID it was committed under, and its (key, upload id) pairs.
+    job: str | None = None
+    uploads: list[tuple[str, str]] = field(default_factory=list)
 
 
 def kept_dir(target_url: str) -> str | None:
@@ -175,3 +189,126 @@ def job_commit_began(target_url: str, folders: dict[int, list[TaskFolder]]) -> b
         if match and match[2] in uuids:
             return True
     return False
+
+
+def on_s3(target_url: str) -> bool:
+    """Whether the magic committer can have written below the target (S3, through s3a)."""
+    return storage.scheme_of(storage.to_spark_path(target_url)) == "s3a"
+
+
+def magic_job_dirs(target_url: str) -> list[str]:
+    """The magic committer's job folders below the target, as the data filesystem names them."""
+    fs, root = storage.data_filesystem(target_url)
+    root = root.rstrip("/")
+    found: list[str] = []
+    with storage.guard(target_url, "list pendingsets"):
+        for top in _dir_names(fs, root):
+            if top == MAGIC_DIR:
+                found += [f"{root}/{MAGIC_DIR}/{name}" for name in _dir_names(fs, f"{root}/{MAGIC_DIR}")]
+            elif top.startswith(MAGIC_DIR + "_job-"):
+                found.append(f"{root}/{top}")
+    return sorted(p for p in found if _MAGIC_JOB.match(p[len(root) + 1 :]))
+
+
+def _dir_names(fs: Any, place: str) -> list[str]:
+    try:
+        entries = fs.ls(place, detail=True)
+    except FileNotFoundError:
+        return []
+    return [e["name"].rstrip("/").rsplit("/", 1)[-1] for e in entries if e.get("type") == "directory"]
+
+
+def pendingsets(target_url: str) -> dict[int, list[TaskFolder]]:
+    """Every committed task's pendingset of the target, in the magic committer's job folders and
+    set aside in ``kept_dir``, by partition."""
+    fs, root = storage.data_filesystem(target_url)
+    target_key = _key_of(root)
+    places = magic_job_dirs(target_url)
+    aside = kept_dir(target_url)
+    if aside is not None:
+        places.append(storage.data_filesystem(aside)[1])
+    found: dict[int, list[TaskFolder]] = {}
+    with storage.guard(target_url, "read pendingsets"):
+        for place in places:
+            for task in _read_pendingsets(fs, place, target_key):
+                found.setdefault(task.partition, []).append(task)
+        if any(task.uploads for tasks in found.values() for task in tasks):
+            _check_uploads(found, _open_uploads(fs, root))
+    return found
+
+
+def _check_uploads(found: dict[int, list[TaskFolder]], open_uploads: set[tuple[str, str]] | None) -> None:
+    """A pendingset whose uploads are not all open any more (aborted by a bucket's lifecycle rule,
+    or by hand) cannot be committed: it is not kept. None: the store cannot list them."""
+    if open_uploads is None:
+        return
+    for tasks in found.values():
+        for task in tasks:
+            if task.problem is None and not set(task.uploads) <= open_uploads:
+                task.problem = "its multipart uploads are no longer all open (aborted or expired)"
+
+
+def _open_uploads(fs: Any, root: str) -> set[tuple[str, str]] | None:
+    """The (key, upload id) of every multipart upload open below ``root``: through the driver's
+    Hadoop client, or s3fs's S3 client on the command line; None for another filesystem."""
+    if hasattr(fs, "uploads"):
+        return set(fs.uploads(root))
+    call = getattr(fs, "call_s3", None)
+    if call is None:
+        return None
+    bucket, _, key = root.split("://", 1)[-1].partition("/")
+    found: set[tuple[str, str]] = set()
+    marker: dict[str, str] = {}
+    while True:
+        page = call("list_multipart_uploads", Bucket=bucket, Prefix=key.strip("/") + "/", **marker)
+        found |= {(str(u["Key"]), str(u["UploadId"])) for u in page.get("Uploads") or []}
+        if not page.get("IsTruncated"):
+            return found
+        marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
+
+
+def _read_pendingsets(fs: Any, place: str, target_key: str) -> list[TaskFolder]:
+    try:
+        entries = fs.ls(place, detail=True)
+    except FileNotFoundError:
+        return []
+    tasks = []
+    for entry in entries:
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        match = _PENDINGSET.match(name)
+        if match is None or entry.get("type") == "directory":
+            continue
+        task = TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}")
+        try:
+            _fill_from_pendingset(task, orjson.loads(fs.cat(task.path)), target_key)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            task.problem = f"not a readable pendingset ({type(error).__name__})"
+        tasks.append(task)
+    return tasks
+
+
+def _fill_from_pendingset(task: TaskFolder, data: dict[str, Any], target_key: str) -> None:
+    """The files a pendingset commits, relative to the target, with their uploads and sizes."""
+    task.job = str(data["jobId"])
+    prefix = target_key + "/" if target_key else ""
+    for commit in data["commits"]:
+        key, upload = str(commit["destinationKey"]), str(commit["uploadId"])
+        task.uploads.append((key, upload))
+        if not key.startswith(prefix):
+            task.problem = f"{key} is not below the target"
+            continue
+        relative = key[len(prefix) :]
+        match = _PART.match(relative.rsplit("/", 1)[-1])
+        if match is None or int(match[1]) != task.partition:
+            task.problem = f"{relative} does not belong to partition {task.partition}"
+            continue
+        task.uuids.add(match[2])
+        task.files.append((relative, int(commit.get("length") or 0)))
+    if len(task.uuids) > 1:
+        task.problem = f"files of {len(task.uuids)} writes in one pendingset"
+
+
+def _key_of(path: str) -> str:
+    """An object store path's key (``s3a://bucket/a/b`` and ``bucket/a/b`` alike: ``a/b``)."""
+    rest = path.split("://", 1)[-1]
+    return rest.partition("/")[2].strip("/")

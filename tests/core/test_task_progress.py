@@ -3,6 +3,7 @@ laid out as FileOutputCommitter leaves them (no Spark)."""
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 
@@ -236,3 +237,73 @@ def test_an_attempt_that_fell_back_keeps_its_own_tasks_for_the_next_resume(run):
     decision = decision_of(run)
     assert decision.decision == "continue", decision.reason
     assert decision.tasks.kept == [2] and decision.tasks.specs == "aqe2"
+
+
+def pendingset(out: str, partition: int, *, place: str | None = None, job: str = "job-uuid", files=None) -> str:
+    """A committed task's pendingset as hadoop-aws's magic committer writes it (JSON: the job's UUID
+    and, per file, the upload left open at its final key), below ``out`` or in ``place``."""
+    folder = place or os.path.join(out, "__magic", f"job-{job}")
+    os.makedirs(folder, exist_ok=True)
+    key = out.strip("/")  # a local path stands for the bucket key here
+    names = files if files is not None else [f"part-{partition:05d}-{WRITE}.c000.json"]
+    commits = [
+        {"destinationKey": f"{key}/{name}", "uploadId": f"upload-{partition}-{i}", "length": 10, "jobId": job}
+        for i, name in enumerate(names)
+    ]
+    path = os.path.join(folder, f"task_202611270000_0001_m_{partition:06d}.pendingset")
+    with open(path, "w") as handle:
+        handle.write(json.dumps({"version": 3, "jobId": job, "commits": commits}))
+    return path
+
+
+WRITE = str(uuid.uuid4())
+
+
+def test_pendingsets_are_read_below_the_target_and_set_aside(tmp_path):
+    out = str(tmp_path / "out")
+    pendingset(out, 0)
+    pendingset(out, 1, place=taskfiles.kept_dir(out))
+    pendingset(out, 2, files=[])  # a task that wrote no rows
+    pendingset(
+        out, 3, files=[f"continent=EU/part-00003-{WRITE}.c000.json", f"continent=US/part-00003-{WRITE}.c000.json"]
+    )
+    os.makedirs(os.path.join(out, "__magic_job-other"))  # Hadoop 3.4's layout of a job folder
+    pendingset(out, 4, place=os.path.join(out, "__magic_job-other"), job="other")
+    found = taskfiles.pendingsets(out)
+    assert sorted(found) == [0, 1, 2, 3, 4]
+    assert found[0][0].files == [(f"part-00000-{WRITE}.c000.json", 10)] and found[0][0].job == "job-uuid"
+    assert found[0][0].uploads == [(f"{out.strip('/')}/part-00000-{WRITE}.c000.json", "upload-0-0")]
+    assert len(found[3][0].files) == 2 and found[4][0].job == "other"
+    assert sorted(taskfiles.usable(found, empty_ok=set())) == [0, 1, 3, 4]
+    assert sorted(taskfiles.usable(found, empty_ok={2})) == [0, 1, 2, 3, 4]
+    assert not taskfiles.job_commit_began(out, found)
+    with open(os.path.join(out, f"part-00000-{WRITE}.c000.json"), "w") as handle:  # a commit had begun
+        handle.write("{}")
+    assert taskfiles.job_commit_began(out, found)
+
+
+def test_doubtful_pendingsets_are_not_kept(tmp_path):
+    out = str(tmp_path / "out")
+    pendingset(out, 0, files=[f"part-00001-{WRITE}.c000.json"])  # another partition's file
+    pendingset(out, 1, files=[f"part-00001-{WRITE}.c000.json", f"part-00001-{uuid.uuid4()}.c000.json"])
+    pendingset(out, 2)
+    with open(pendingset(out, 3), "w") as handle:
+        handle.write("{not json")
+    pendingset(out, 4)
+    pendingset(out, 4, place=taskfiles.kept_dir(out))  # a set-aside cut short: in both places
+    found = taskfiles.pendingsets(out)
+    assert "does not belong to partition 0" in found[0][0].problem
+    assert "2 writes" in found[1][0].problem and "readable" in found[3][0].problem
+    assert sorted(taskfiles.usable(found, empty_ok=set())) == [2]
+    # Outside the target (a pendingset of another folder's write).
+    elsewhere = str(tmp_path / "elsewhere")
+    pendingset(elsewhere, 5, place=os.path.join(out, "__magic", "job-x"))
+    assert "not below the target" in taskfiles.pendingsets(out)[5][0].problem
+
+
+def test_a_pendingset_whose_uploads_are_gone_is_not_kept():
+    tasks = {p: [taskfiles.TaskFolder(p, f"/t/task_{p}.pendingset", uploads=[(f"k{p}", f"u{p}")])] for p in range(3)}
+    taskfiles._check_uploads(tasks, {("k0", "u0"), ("k2", "u2"), ("k1", "another upload")})
+    assert [tasks[p][0].problem is None for p in range(3)] == [True, False, True]
+    assert "no longer all open" in tasks[1][0].problem
+    taskfiles._check_uploads(tasks, None)  # a store that cannot list them: nothing more is said

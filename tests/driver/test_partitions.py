@@ -260,16 +260,9 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
     assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
     # Object stores keep their committed task folders too (a rename there is a copy: the journal
-    # says a folder is whole). A PathOutputCommitter bound for the scheme writes straight into the
-    # target under Spark's default protocol, except for Parquet, which names its own committer.
+    # says a folder is whole).
     assert partitions.unsupported_reason(spark, "s3a://bucket/out") is None
-    factory = "spark.hadoop.mapreduce.outputcommitter.factory.scheme.s3a"
-    spark.conf.set(factory, "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory")
-    try:
-        assert "write straight into the target" in partitions.unsupported_reason(spark, "s3a://b/out", format="json")
-        assert partitions.unsupported_reason(spark, "s3a://bucket/out", format="parquet") is None
-    finally:
-        spark.conf.unset(factory)
+
     assert "algorithm 2" in partitions.unsupported_reason(spark, out, options={partitions.ALGORITHM_KEY: "2"})
     assert "no output path" in partitions.unsupported_reason(spark, None)
     settings = {
@@ -291,6 +284,33 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
         finally:
             spark.conf.unset(key)
     assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
+
+
+def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
+    def committer(path: str = "s3a://bucket/out", format: str = "json", **settings: str):
+        for key, value in settings.items():
+            spark.conf.set(key.replace("__", "."), value)
+        try:
+            return partitions.write_committer(spark, path, format=format)
+        finally:
+            for key in settings:
+                spark.conf.unset(key.replace("__", "."))
+
+    folders, pendingsets = (partitions.FOLDERS, None), (partitions.PENDINGSETS, None)
+    # Hadoop's mapred-default binds S3ACommitterFactory to s3a, whose default committer ("file") is
+    # FileOutputCommitter: every format keeps task folders.
+    assert committer() == folders and committer(format="csv") == folders and committer("/tmp/out") == folders
+    magic = {"fs__s3a__committer__name": "magic"}
+    # The magic committer (every format but Parquet, which names its own committer) commits
+    # pendingsets; with the factory for every format (as where sparkrecover stands in for
+    # spark-hadoop-cloud's PathOutputCommitProtocol) Parquet's too.
+    assert committer(**magic) == pendingsets
+    assert committer(format="parquet", **magic) == folders
+    assert committer(format="parquet", sparkrecover__commit__factory="true", **magic) == pendingsets
+    assert committer("s3a://other/out", fs__s3a__bucket__other__committer__name="magic") == pendingsets
+    assert "S3A directory committer" in committer(fs__s3a__committer__name="directory")[1]
+    manifest = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
+    assert manifest in committer("file:/tmp/out", mapreduce__outputcommitter__factory__class=manifest)[1]
 
 
 LISTENER_APP = textwrap.dedent("""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import subprocess
 from collections.abc import Callable
 
 import orjson
@@ -70,9 +71,11 @@ def run_until(
     env: dict[str, str] | None = None,
     until: Callable[[], bool] | None = None,
     timeout: float = 240,
+    stop: Callable[[subprocess.Popen], None] | None = None,
 ) -> int:
-    """Run ``command`` in its own process group and SIGKILL it once ``attempt`` journaled
-    ``commits`` task commits (or once ``until()`` says so); returns the time of the kill (ns)."""
+    """Run ``command`` in its own process group and SIGKILL it (or ``stop`` it) once ``attempt``
+    journaled ``commits`` task commits (or once ``until()`` says so); returns the time of the kill
+    (ns)."""
     if until is None:
         return run_and_kill_when(
             command,
@@ -80,8 +83,9 @@ def run_until(
             f"{commits} task commits",
             env=env,
             timeout=timeout,
+            stop=stop,
         )
-    return run_and_kill_when(command, until, "the awaited journal records", env=env, timeout=timeout)
+    return run_and_kill_when(command, until, "the awaited journal records", env=env, timeout=timeout, stop=stop)
 
 
 def rows(spark, folder: str) -> list[tuple[int, int]]:

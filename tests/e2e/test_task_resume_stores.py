@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import time
 
 import orjson
@@ -85,6 +86,14 @@ class Bucket:
         now = time.time()
         return sorted(u["Key"][len(self.prefix) + 1 :] for u in found if now - u["Initiated"].timestamp() >= older_than)
 
+    def read(self, key: str) -> dict:
+        """A JSON object of the bucket (``key`` below the prefix)."""
+        return orjson.loads(self.client.get_object(Bucket=self.name, Key=f"{self.prefix}/{key}")["Body"].read())
+
+    def abort(self, full_key: str, upload_id: str) -> None:
+        """Abort one multipart upload (``full_key`` as S3 names it, prefix included)."""
+        self.client.abort_multipart_upload(Bucket=self.name, Key=full_key, UploadId=upload_id)
+
     def download(self, folder: str, into: str) -> str:
         for key in self.keys():
             if key.startswith(folder + "/"):
@@ -94,7 +103,7 @@ class Bucket:
         return os.path.join(into, folder)
 
 
-def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env) -> int:
+def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env, stop=None) -> int:
     """Submit the app, SIGKILL it once KILL_AT partitions committed and a task's multipart upload is
     open (a large file in flight); returns the time of the kill (ns). The upload must have been open
     a moment: one seen just as its task finished sleeping could complete before the kill lands."""
@@ -107,7 +116,7 @@ def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, va
     def ready() -> bool:
         return task_commits(run_dir, 1) >= KILL_AT and bool(bucket.uploads(older_than=0.3))
 
-    return run_until(command, run_dir, 1, commits=0, env=env, until=ready, timeout=600)
+    return run_until(command, run_dir, 1, commits=0, env=env, until=ready, timeout=600, stop=stop)
 
 
 def shadowed_s3fs(tmp_path) -> str:
@@ -207,38 +216,78 @@ def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp
     assert len({n for n in data if os.stat(disk / "data" / "out" / n).st_ino in inodes}) == kept
 
 
+MAGIC = {"spark.hadoop.fs.s3a.committer.name": "magic", "spark.hadoop.fs.s3a.committer.magic.enabled": "true"}
+# Spark's documented binding of the S3A committers (spark-hadoop-cloud's protocol, which
+# sparkrecover stands in for; without it the class would not even load here), for Parquet too.
+PATH_OUTPUT = {"spark.sql.sources.commitProtocolClass": "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"}
+
+
 @needs_s3a
-def test_a_write_whose_committed_partitions_cannot_be_adopted_says_why_and_leaves_nothing_open(spark, tmp_path, s3):
-    """The S3A magic committer bound through its factory: under Spark's default commit protocol
-    its tasks write straight into the target, so there are no committed task folders to adopt.
-    The plan says so, the write runs whole, and the multipart upload of the task the kill cut
-    short is aborted (the committer's own abort at job end is off, as a write that adopts needs)."""
+@pytest.mark.parametrize(
+    ("variant", "settings"),
+    [("json", MAGIC), ("overwrite", {**MAGIC, **PATH_OUTPUT})],
+    ids=["json-factory", "parquet-path-output-protocol"],
+)
+def test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets(spark, tmp_path, s3, variant, settings):
+    """hadoop-aws's magic committer, bound through Hadoop's factory (JSON) or through the protocol
+    Spark's docs name (Parquet): a committed task is a pendingset below the target and uploads left
+    open at the final keys. The resume adopts the dead job's pendingsets and computes only the other
+    partitions; the killed task's upload is aborted, and the bucket ends as one uninterrupted write
+    leaves it (nothing under __magic, no upload open)."""
     root, markers = str(tmp_path / "root"), str(tmp_path / "markers")
     bucket = Bucket(s3)
     out = "s3a" + s3.prefix[2:] + "/out"
-    magic = {
-        "mapreduce.outputcommitter.factory.scheme.s3a": "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory",
-        "fs.s3a.committer.name": "magic",
-        "fs.s3a.committer.abort.pending.uploads": "false",
-    }
     spark_options = [*s3a_options(s3.endpoint), *LARGE_FILES]
-    for key, value in magic.items():
-        spark_options += ["--conf", f"spark.hadoop.{key}={value}"]
+    for key, value in settings.items():
+        spark_options += ["--conf", f"{key}={value}"]
+    fmt = "json" if variant == "json" else "parquet"
     env = {**os.environ, **APP_ENV}
-    killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, "json", env)
-    assert any(key.startswith("out/part-") for key in bucket.uploads())  # straight into the target
+    # The Parquet run is stopped as clusters stop drivers, by SIGTERM (to sparkrecover submit, which
+    # hands it to the driver): its job abort must leave the pendingsets and their uploads, as a
+    # SIGKILL does.
+    stopped: list[int] = []
+
+    def sigterm(process) -> None:
+        process.send_signal(signal.SIGTERM)
+        stopped.append(process.wait(timeout=120))
+
+    stop = sigterm if variant != "json" else None
+    killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env, stop)
+    assert stopped == ([143] if stop else [])
+    keys = bucket.keys()
+    pendingsets = [key for key in keys if key.endswith(".pendingset")]
+    assert len(pendingsets) >= KILL_AT and all(key.startswith("out/__magic/job-") for key in pendingsets), keys
+    assert not [key for key in keys if key.startswith("out/part-")]  # nothing visible before the job commit
+    # The committed tasks' uploads, and the killed task's (a stopped driver's tasks abort theirs).
+    assert len(bucket.uploads()) >= len(pendingsets) + (stop is None)
+    expired = None
+    if variant == "json":
+        # A bucket's lifecycle rule aborted one committed task's upload: its pendingset cannot be
+        # committed any more, so that partition is computed again (and the plan says so).
+        last = bucket.read(max(key for key in pendingsets if "_m_0000" in key))
+        expired = int(last["commits"][0]["destinationKey"].rsplit("part-", 1)[1][:5])
+        bucket.abort(last["commits"][0]["destinationKey"], last["commits"][0]["uploadId"])
 
     dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
     (stage,) = orjson.loads(dry.stdout)["stages"]
-    assert stage["decision"] == "run", stage
-    assert "no partition is kept: a committer factory is configured for s3a" in stage["reason"]
-    assert "write straight into the target" in stage["reason"]
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert KILL_AT - (expired is not None) <= kept < PARTS and stage["partitions"]["total"] == PARTS
 
     resumed = run_cli("resume", "night", "--root", root, env={**env, **NO_SLEEP})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert len(computed_since(markers, killed_at)) == PARTS
+    computed = computed_since(markers, killed_at)
+    assert len(computed) == PARTS - kept  # kept ones were not computed, as the plan said
+    assert expired is None or expired in computed
     assert bucket.uploads() == []
     keys = bucket.keys()
     data = [key for key in keys if key.startswith("out/part-")]
-    assert len(data) == PARTS and keys == sorted([*data, "out/_SUCCESS"])
-    assert rows_of(spark, bucket.download("out", str(tmp_path / "copy")), "json") == expected_rows()
+    assert sorted({key[len("out/") : len("out/part-00000")] for key in data}) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert keys == sorted([*data, "out/_SUCCESS"])  # no __magic, no set-aside folder, nothing else
+    assert rows_of(spark, bucket.download("out", str(tmp_path / "copy")), fmt) == expected_rows()
+
+    events = events_of(os.path.join(root, "night"))
+    writes = [e for e in events if e["type"] == "write.started"]
+    assert [(e["attempt"], len(e["kept"]), e["reusable"]) for e in writes] == [(1, 0, True), (2, kept, True)]
+    assert writes[1]["kept_dir"].endswith("/.sparkrecover-kept-out")

@@ -14,6 +14,9 @@ JVM_FOLDER = os.path.join(PACKAGE, "sparkrecover", "jvm")
 READ_BY_JAVA = [
     ("KEPT_DIR_CONF", "ResumingCommitProtocol.java", "KEPT_DIR"),
     ("KEPT_PARTITIONS_CONF", "ResumingCommitProtocol.java", "KEPT_PARTITIONS"),
+    ("KEPT_JOB_CONF", "FencedCommitProtocol.java", "KEPT_JOB"),
+    ("FACTORY_COMMITTER_CONF", "FencedCommitProtocol.java", "FACTORY_COMMITTER"),
+    ("MAGIC_COMMITTER", "FencedCommitProtocol.java", "MAGIC_COMMITTER"),
     ("SHUFFLE_DIR_CONF", "KeepingShuffleManager.java", "DIR"),
     ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
     ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
@@ -58,6 +61,6 @@ def python_files_spelling(pattern: re.Pattern[str]) -> list[str]:
 
 def test_no_other_module_spells_a_jvm_class_or_one_of_its_settings():
     spelled = re.compile(
-        r"""["'](sparkrecover\.jvm\.\w+|(?:spark\.)?sparkrecover\.(?:kept|shuffle|writing)(?:\.\w+)?)["']"""
+        r"""["'](sparkrecover\.jvm\.\w+|(?:spark\.)?sparkrecover\.(?:kept|shuffle|writing|commit)(?:\.\w+)?)["']"""
     )
     assert python_files_spelling(spelled) == []
