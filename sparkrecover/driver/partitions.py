@@ -193,10 +193,12 @@ def resuming_commit(
 
 
 # How a write commits its tasks, as far as a resumed write can keep them: FileOutputCommitter's
-# task folders (algorithm 1), or the magic committer's pendingsets (taskfiles.pendingsets).
-FOLDERS, PENDINGSETS = "folders", "pendingsets"
+# task folders (algorithm 1), the magic committer's pendingsets (taskfiles.pendingsets), or the
+# manifest committer's task manifests (taskfiles.manifests).
+FOLDERS, PENDINGSETS, MANIFESTS = "folders", "pendingsets", "manifests"
 FILE_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
 S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
+MANIFEST_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
 
 
 def unsupported_reason(
@@ -279,6 +281,13 @@ def write_committer(
     ).strip()
     if factory == FILE_COMMITTER_FACTORY:
         return _file_output_committer(conf)
+    if factory == MANIFEST_COMMITTER_FACTORY:
+        if mode.lower() not in ("overwrite", "append"):
+            return None, (
+                f"the manifest committer's committed tasks stay inside the target, which a {mode.lower()} "
+                "write needs gone"
+            )
+        return MANIFESTS, None
     if factory != S3A_COMMITTER_FACTORY:
         return None, f"the output committer comes from {factory}, whose committed tasks are not adopted"
     name = (conf.get(f"fs.s3a.bucket.{bucket}.committer.name") or conf.get("fs.s3a.committer.name") or "file").strip()

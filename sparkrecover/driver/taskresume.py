@@ -102,6 +102,10 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
     kept_dir = taskfiles.kept_dir(url)
     try:
         found = taskfiles.pendingsets(url) if taskfiles.on_s3(url) else {}
+        manifests = {} if found else taskfiles.manifests(url)
+        if manifests:
+            _keep_manifests(url, manifests, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set())
+            return
         if found:
             _set_aside_pendingsets(
                 url, kept_dir, found, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set()
@@ -151,6 +155,38 @@ def _set_aside_pendingsets(
     _remove(storage.join(url, taskfiles.MAGIC_DIR))
 
 
+def _keep_manifests(
+    url: str, found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
+) -> None:
+    """Step 1 under the manifest committer: its committed tasks stay where they are (their
+    manifests name their files by absolute path); every other folder of ``_temporary`` goes, the
+    dead job's too when nothing of it is kept."""
+    temporary = storage.join(url, "_temporary")
+    chosen = {} if taskfiles.job_commit_began(url, found) else _chosen_manifests(found, wanted, empty_ok)
+    if not chosen:
+        _remove(temporary)
+        return
+    fs, path = storage.data_filesystem(temporary)
+    job = taskfiles.place_of(next(iter(chosen.values()))).rsplit("/", 2)[0]  # <uuid> of .../<uuid>/<NN>/manifests
+    for name in fs.ls(path, detail=False):
+        if name.rstrip("/") != job:
+            fs.rm(name, recursive=True)
+
+
+def _chosen_manifests(
+    found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
+) -> dict[int, taskfiles.TaskFolder]:
+    """The usable manifests of the wanted partitions, from one job attempt's folder (the one that
+    holds most of them: a resumed write loads them from there)."""
+    usable = taskfiles.usable(found, empty_ok)
+    chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
+    places = [taskfiles.place_of(task) for task in chosen.values()]
+    if not places:
+        return {}
+    place = max(set(places), key=places.count)
+    return {p: task for p, task in chosen.items() if taskfiles.place_of(task) == place}
+
+
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     """What this write keeps (of what ``set_aside`` moved), and whether its partitions can be
     kept at all; None where task-level resume does not apply (no output folder)."""
@@ -172,18 +208,27 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
-    pendingsets = kind == partitions.PENDINGSETS
+    pendingsets, manifests = kind == partitions.PENDINGSETS, kind == partitions.MANIFESTS
     in_place = (
         bool(tasks) and not pendingsets and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
     )
     place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
+    chosen: dict[int, taskfiles.TaskFolder] = {}
+    if manifests and tasks and plan.reusable:
+        # Kept in place, in the dead job's manifests folder (_keep_manifests left only that job's).
+        chosen = _chosen_manifests(taskfiles.manifests(target.url), set(tasks.kept), set(tasks.empty))
+        in_place = bool(chosen)
+        place = taskfiles.place_of(next(iter(chosen.values()))) if chosen else None
     if tasks and plan.reusable and place:
         changed = _changed(tasks, shape)
         if changed is not None:
             plan.reason = changed
         else:
-            folders = taskfiles.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
-            kept_path = storage.data_filesystem(place)[1]
+            if manifests:  # a path of the data filesystem already
+                folders, kept_path = {p: [f] for p, f in chosen.items()}, place
+            else:
+                folders = taskfiles.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
+                kept_path = storage.data_filesystem(place)[1]
             here = {
                 p: [f for f in candidates if taskfiles.place_of(f) == kept_path] for p, candidates in folders.items()
             }

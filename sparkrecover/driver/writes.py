@@ -295,6 +295,8 @@ def remove_leftovers(url: str, spare_committed_tasks: bool = False) -> list[str]
     if not os.path.isdir(root):
         return removed
     for name in os.listdir(root):
+        if name in _LEFTOVER_DIRS and spare_committed_tasks:
+            continue  # the committed tasks a resumed write keeps in place (the manifest committer's)
         if name in _LEFTOVER_DIRS or name.startswith(_STAGING_PREFIX):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))

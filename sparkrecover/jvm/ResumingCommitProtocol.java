@@ -36,6 +36,14 @@
  * completes their uploads with the new tasks' ones; a kept partition's empty task is aborted
  * (its upload, if any, with it), which leaves the committer nothing to commit for it.
  *
+ * Under Hadoop's manifest committer the kept folder is the dead job's manifests folder, in place in
+ * <out>/_temporary/<dead job's uuid>/<attempt>/manifests: each task_*-manifest.json names the
+ * files its task left in its attempt folder there (absolute paths: they cannot move) and where
+ * the job commit renames them. setupJob moves the kept partitions' manifests into this job's own
+ * manifests folder, where its job commit loads them with the new tasks' ones (it checks no job
+ * id); deleteWithJob spares the dead job's folder; a kept partition's empty task commits a manifest
+ * of no file (its work folder is emptied first).
+ *
  * It extends FencedCommitProtocol, so its job commit checks the run's lease first like every
  * other write's (the parent declares commitJob for both Scala versions). This class overrides only
  * methods without Scala collections in their signatures, so it needs no such care.
@@ -57,6 +65,7 @@ import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.TaskID;
 import org.apache.hadoop.mapreduce.lib.output.FileOutputCommitter;
+import org.apache.hadoop.mapreduce.lib.output.PathOutputCommitter;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.sql.internal.SQLConf;
 
@@ -67,6 +76,11 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     public static final String KEPT_PARTITIONS = "sparkrecover.kept.partitions";
     /** How the S3A committers name a committed task's list of pending uploads. */
     static final String PENDINGSET = ".pendingset";
+    /** How the manifest committer names a committed task's manifest. */
+    static final String MANIFEST = "-manifest.json";
+    /** Hadoop's manifest committer (Hadoop 3.3.5 and later: named, Spark 3.5's Hadoop has none). */
+    public static final String MANIFEST_COMMITTER =
+        "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter";
 
     public ResumingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
@@ -93,7 +107,11 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                 return;
             }
             if (isMagic(committer())) {
-                adoptPendingsets(new Path(dir), magicJobPath(context), kept, conf);
+                adoptPendingsets(new Path(dir), jobPath(context), kept, conf);
+                return;
+            }
+            if (isManifest(committer())) {
+                adoptManifests(new Path(dir), new Path(jobPath(context), "manifests"), kept, conf);
                 return;
             }
             adopt(new Path(dir), jobAttemptPath(context), kept, conf);
@@ -118,8 +136,15 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         }
         try {
             Path output = fs.makeQualified(path);
-            Path jobAttempt = new Path(new Path(output, "_temporary"), "0");
-            if (!fs.makeQualified(new Path(dir)).equals(jobAttempt)) {
+            Path temporary = new Path(output, "_temporary");
+            Path jobAttempt = new Path(temporary, "0");
+            Path keptDir = fs.makeQualified(new Path(dir));
+            Path manifestJob = jobFolderOfManifests(keptDir, temporary);
+            if (manifestJob != null) {
+                deleteAllBut(fs, output, temporary, manifestJob);
+                return true;
+            }
+            if (!keptDir.equals(jobAttempt)) {
                 return super.deleteWithJob(fs, path, recursive);
             }
             BitSet kept = new BitSet();
@@ -131,6 +156,36 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         } catch (IOException error) {
             throw new IllegalStateException("sparkrecover: could not empty " + path + " around its kept task outputs: "
                                             + error.getMessage(), error);
+        }
+    }
+
+    /** The dead job's folder <out>/_temporary/<uuid> when {@code kept} is its manifests folder, else null. */
+    static Path jobFolderOfManifests(Path kept, Path temporary) {
+        Path attempt = kept.getParent();
+        Path job = attempt == null ? null : attempt.getParent();
+        if (!kept.getName().equals("manifests") || job == null || !temporary.equals(job.getParent())) {
+            return null;
+        }
+        return job;
+    }
+
+    /** Deletes every entry of the output but {@code spared}, a folder in its _temporary. */
+    private static void deleteAllBut(FileSystem fs, Path output, Path temporary, Path spared) throws IOException {
+        if (!fs.exists(output)) {
+            return;
+        }
+        for (FileStatus status : fs.listStatus(output)) {
+            if (!status.getPath().getName().equals(temporary.getName())) {
+                fs.delete(status.getPath(), true);
+            }
+        }
+        if (!fs.exists(temporary)) {
+            return;
+        }
+        for (FileStatus status : fs.listStatus(temporary)) {
+            if (!status.getPath().getName().equals(spared.getName())) {
+                fs.delete(status.getPath(), true);
+            }
         }
     }
 
@@ -186,6 +241,19 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                 throw new IllegalStateException("sparkrecover: could not drop the empty output of kept partition "
                                                 + partition + ": " + error.getMessage(), error);
             }
+        } else if (partitions(conf).get(partition) && isManifest(committer())) {
+            try {
+                Path work = ((PathOutputCommitter) committer()).getWorkPath();
+                FileSystem fs = work.getFileSystem(conf);
+                if (fs.exists(work)) {
+                    for (FileStatus status : fs.listStatus(work)) {
+                        fs.delete(status.getPath(), true);
+                    }
+                }
+            } catch (IOException error) {
+                throw new IllegalStateException("sparkrecover: could not drop the empty output of kept partition "
+                                                + partition + ": " + error.getMessage(), error);
+            }
         } else if (partitions(conf).get(partition) && committer() instanceof FileOutputCommitter) {
             Path attempt = ((FileOutputCommitter) committer()).getTaskAttemptPath(context);
             try {
@@ -210,13 +278,55 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         return ((FileOutputCommitter) committer()).getJobAttemptPath(context);
     }
 
-    /** The magic committer's folder of this job, where its job commit looks for pendingsets. */
-    private Path magicJobPath(JobContext context) throws IOException {
+    /** The committer's folder of this job attempt (the magic committer's: where its job commit looks for pendingsets). */
+    private Path jobPath(JobContext context) throws IOException {
         try {
             return (Path) committer().getClass().getMethod("getJobAttemptPath", JobContext.class)
                 .invoke(committer(), context);
         } catch (ReflectiveOperationException error) {
-            throw new IOException("the magic committer names no job folder: " + error, error);
+            throw new IOException(committer().getClass().getName() + " names no job folder: " + error, error);
+        }
+    }
+
+    static boolean isManifest(OutputCommitter committer) {
+        return committer != null && committer.getClass().getName().equals(MANIFEST_COMMITTER);
+    }
+
+    /** Moves the kept partitions' task manifests of the dead job into this job's manifests folder. */
+    static void adoptManifests(Path dir, Path manifests, BitSet kept, Configuration conf) throws IOException {
+        FileSystem fs = dir.getFileSystem(conf);
+        if (!fs.exists(dir)) {
+            throw new IOException(dir + " does not exist");
+        }
+        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
+        for (FileStatus status : fs.listStatus(dir)) {
+            String name = status.getPath().getName();
+            if (status.isDirectory() || !name.startsWith("task_") || !name.endsWith(MANIFEST)) {
+                continue;  // the dead job's own temporary files, if any: never loaded from here
+            }
+            int id;
+            try {
+                id = TaskID.forName(name.substring(0, name.length() - MANIFEST.length())).getId();
+            } catch (IllegalArgumentException error) {
+                continue;
+            }
+            if (kept.get(id) && tasks.put(id, status) != null) {
+                throw new IOException("two manifests for partition " + id + " in " + dir);
+            }
+        }
+        BitSet found = new BitSet();
+        for (int id : tasks.keySet()) {
+            found.set(id);
+        }
+        if (!found.equals(kept)) {
+            throw new IOException("the manifests hold partitions " + found + " but the kept partitions are " + kept);
+        }
+        fs.mkdirs(manifests);
+        for (FileStatus status : tasks.values()) {
+            Path destination = new Path(manifests, status.getPath().getName());
+            if (!fs.rename(status.getPath(), destination)) {
+                throw new IOException("could not rename " + status.getPath() + " to " + destination);
+            }
         }
     }
 

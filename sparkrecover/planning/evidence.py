@@ -32,9 +32,10 @@ class StorageEvidence:
         empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
         out = stage.outputs[0]
         folders = taskfiles.task_folders(out)
-        if taskfiles.on_s3(out):  # the magic committer's pendingsets
-            for partition, found in taskfiles.pendingsets(out).items():
-                folders.setdefault(partition, []).extend(found)
+        for partition, found in (taskfiles.pendingsets(out) if taskfiles.on_s3(out) else {}).items():
+            folders.setdefault(partition, []).extend(found)  # the magic committer's pendingsets
+        for partition, found in taskfiles.manifests(out).items():
+            folders.setdefault(partition, []).extend(found)  # the manifest committer's task manifests
         if taskfiles.job_commit_began(out, folders):
             return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
         return set(taskfiles.usable(folders, empty_ok)), None

@@ -23,6 +23,12 @@ Hadoop 3.4), a JSON list of the multipart uploads the task left open at their fi
 aside as files into ``kept_dir``. ``pendingsets`` reads them as ``TaskFolder``s whose files are
 those keys: the same rules choose one per partition.
 
+Under Hadoop's manifest committer a committed task is a manifest,
+``<target>/_temporary/<job uuid>/<attempt>/manifests/task_<job>_m_<partition>-manifest.json``, naming
+each file of its task (left in the job's ``tasks/`` folder, absolute paths) and where the job commit
+renames it. ``manifests`` reads them as ``TaskFolder``s too; they cannot move, so they are kept in
+place.
+
 Read through ``storage.data_filesystem``: fsspec on the command line (s3fs for ``s3://``, pyarrow
 for ``hdfs://``), Hadoop's FileSystem in the driver.
 """
@@ -45,6 +51,7 @@ COPYING_SCHEMES = frozenset({"s3a", "s3n", "s3", "gs", "oss", "cosn", "obs", "wa
 _TASK = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)$")
 _PENDINGSET = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)\.pendingset$")
 MAGIC_DIR = "__magic"
+_MANIFEST = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)-manifest\.json$")
 _MAGIC_JOB = re.compile(r"^(?:__magic/job-|__magic_job-)[^/]+$")
 _PART = re.compile(r"^part-(\d+)-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})")
 
@@ -59,6 +66,8 @@ class TaskFolder:
     # A pendingset's: the S3A job UUID it was committed under, and its (key, upload id) pairs.
     job: str | None = None
     uploads: list[tuple[str, str]] = field(default_factory=list)
+    # A task manifest's: each file its job commit renames (path, size).
+    sources: list[tuple[str, int]] = field(default_factory=list)
 
 
 def kept_dir(target_url: str) -> str | None:
@@ -312,3 +321,84 @@ def _key_of(path: str) -> str:
     """An object store path's key (``s3a://bucket/a/b`` and ``bucket/a/b`` alike: ``a/b``)."""
     rest = path.split("://", 1)[-1]
     return rest.partition("/")[2].strip("/")
+
+
+def manifests(target_url: str) -> dict[int, list[TaskFolder]]:
+    """Every committed task's manifest of the target (the manifest committer's, in its job folders
+    ``_temporary/<uuid>/<attempt>/manifests``), by partition; a manifest whose files are not all in
+    place (with their sizes) has a ``problem``."""
+    fs, root = storage.data_filesystem(target_url)
+    temporary = f"{root.rstrip('/')}/_temporary"
+    found: dict[int, list[TaskFolder]] = {}
+    with storage.guard(target_url, "read task manifests"):
+        for job in _dir_names(fs, temporary):
+            if job.isdigit():
+                continue  # FileOutputCommitter's application attempt folder, not a job's
+            for attempt in _dir_names(fs, f"{temporary}/{job}"):
+                place = f"{temporary}/{job}/{attempt}"
+                tasks = _read_manifests(fs, f"{place}/manifests", _path_of(root))
+                if tasks:
+                    below = _path_of(f"{place}/tasks")
+                    present = {f"{below}/{name}": size for name, size in _files_below(fs, f"{place}/tasks").items()}
+                    _check_sources(tasks, present, below)
+                for task in tasks:
+                    found.setdefault(task.partition, []).append(task)
+    return found
+
+
+def _read_manifests(fs: Any, place: str, root_path: str) -> list[TaskFolder]:
+    try:
+        entries = fs.ls(place, detail=True)
+    except FileNotFoundError:
+        return []
+    tasks = []
+    for entry in entries:
+        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+        match = _MANIFEST.match(name)
+        if match is None or entry.get("type") == "directory":
+            continue
+        task = TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}")
+        try:
+            data = orjson.loads(fs.cat(task.path))
+            task.job = str(data["jobId"])
+            for file in data["files"]:
+                _add_manifest_file(task, str(file["s"]), str(file["d"]), int(file["z"]), root_path)
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            task.problem = f"not a readable task manifest ({type(error).__name__})"
+        if len(task.uuids) > 1:
+            task.problem = f"files of {len(task.uuids)} writes in one manifest"
+        tasks.append(task)
+    return tasks
+
+
+def _add_manifest_file(task: TaskFolder, source: str, destination: str, size: int, root_path: str) -> None:
+    relative = _path_of(destination)[len(root_path) + 1 :]
+    if not _path_of(destination).startswith(root_path + "/"):
+        task.problem = f"{destination} is not below the target"
+        return
+    match = _PART.match(relative.rsplit("/", 1)[-1])
+    if match is None or int(match[1]) != task.partition:
+        task.problem = f"{relative} does not belong to partition {task.partition}"
+        return
+    task.uuids.add(match[2])
+    task.files.append((relative, size))
+    task.sources.append((_path_of(source), size))
+
+
+def _check_sources(tasks: list[TaskFolder], present: dict[str, int], tasks_path: str) -> None:
+    """A manifest whose task files are not all in its job's ``tasks/`` folder with their sizes
+    cannot be committed: it is not kept."""
+    for task in tasks:
+        for source, size in task.sources:
+            if task.problem is None and (not source.startswith(tasks_path + "/") or present.get(source) != size):
+                task.problem = f"{source} is missing or changed"
+
+
+def _path_of(url: str) -> str:
+    """The path part of a URI or filesystem path (``file:///a/b``, ``hdfs://nn:8020/a/b``, ``/a/b``:
+    ``/a/b``), to compare a manifest's absolute names with a listing's."""
+    if "://" in url:
+        url = "/" + url.split("://", 1)[1].partition("/")[2]
+    elif url.startswith("file:"):
+        url = "/" + url[len("file:") :].lstrip("/")
+    return "/" + url.strip("/")

@@ -287,11 +287,11 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
 
 
 def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
-    def committer(path: str = "s3a://bucket/out", format: str = "json", **settings: str):
+    def committer(path: str = "s3a://bucket/out", format: str = "json", mode: str = "overwrite", **settings: str):
         for key, value in settings.items():
             spark.conf.set(key.replace("__", "."), value)
         try:
-            return partitions.write_committer(spark, path, format=format)
+            return partitions.write_committer(spark, path, format=format, mode=mode)
         finally:
             for key in settings:
                 spark.conf.unset(key.replace("__", "."))
@@ -309,8 +309,19 @@ def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
     assert committer(format="parquet", sparkrecover__commit__factory="true", **magic) == pendingsets
     assert committer("s3a://other/out", fs__s3a__bucket__other__committer__name="magic") == pendingsets
     assert "S3A directory committer" in committer(fs__s3a__committer__name="directory")[1]
-    manifest = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
-    assert manifest in committer("file:/tmp/out", mapreduce__outputcommitter__factory__class=manifest)[1]
+    # The manifest committer's manifests stay in the target's _temporary: kept by writes that keep
+    # the target (overwrite empties it through the commit protocol), not by errorifexists.
+    manifest = {"mapreduce__outputcommitter__factory__scheme__file": partitions.MANIFEST_COMMITTER_FACTORY}
+    assert committer("file:/tmp/out", **manifest) == (partitions.MANIFESTS, None)
+    assert partitions.write_committer(spark, "file:/tmp/out", mode="append", format="csv") == folders
+    spark.conf.set("mapreduce.outputcommitter.factory.class", partitions.MANIFEST_COMMITTER_FACTORY)
+    try:
+        assert "errorifexists write needs gone" in partitions.unsupported_reason(spark, "file:/tmp/out", format="csv")
+        assert "comes from" not in str(partitions.unsupported_reason(spark, "/tmp/out", mode="append", format="orc"))
+    finally:
+        spark.conf.unset("mapreduce.outputcommitter.factory.class")
+    other = "org.example.CommitterFactory"
+    assert other in committer("file:/tmp/out", mapreduce__outputcommitter__factory__class=other)[1]
 
 
 LISTENER_APP = textwrap.dedent("""

@@ -247,3 +247,48 @@ def test_an_edited_script_keeps_nothing(spark, tmp_path):
     started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
     assert started[-1]["kept"] == [] and "script's code" in started[-1]["reason"]
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
+
+
+MANIFEST_COMMITTER = [
+    "--conf",
+    "spark.hadoop.mapreduce.outputcommitter.factory.scheme.file="
+    "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory",
+    "--conf",
+    "spark.sql.sources.commitProtocolClass=org.apache.spark.internal.io.cloud.PathOutputCommitProtocol",
+]
+
+
+@pytest.mark.skipif(
+    int(__import__("pyspark").__version__.split(".")[0]) < 4,
+    reason="Spark 3.5's Hadoop 3.3.4 has no manifest committer",
+)
+@pytest.mark.parametrize("variant", ["overwrite", "append"])
+def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifests(spark, tmp_path, variant):
+    """Hadoop's manifest committer (ABFS's and GCS's, here on a local folder), bound as Spark's docs
+    bind it: a committed task is a manifest naming files left in the dead job's folder. The resume
+    adopts them where they are and computes only the other partitions; the output ends as one
+    uninterrupted write leaves it."""
+    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
+    seed = []
+    if variant == "append":
+        spark.range(-5, 0).selectExpr("id", "id * 3 AS tripled").write.parquet(out)
+        seed = [(i, i * 3) for i in range(-5, 0)]
+    command = sparkrecover_command(
+        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
+        *SPARK_OPTIONS, *MANIFEST_COMMITTER, APP, out, markers, str(PARTS), variant,
+    )  # fmt: skip
+    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=6)
+    manifests = glob.glob(os.path.join(out, "_temporary", "*", "*", "manifests", "*-manifest.json"))
+    assert len(manifests) >= 6, os.listdir(out)
+    stage = planned(root)
+    assert stage["decision"] == "continue", stage
+    kept = stage["partitions"]["kept"]
+    assert 6 <= kept < PARTS
+    resumed = run_cli("resume", "night", "--root", root)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    assert rows(spark, out) == sorted(seed + [(i, i * 3) for i in range(PARTS * 100)])
+    assert sorted(files_by_partition(out)) == [f"part-{p:05d}" for p in range(PARTS)]
+    assert "_temporary" not in os.listdir(out)
+    writes = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    assert writes[1]["kept_dir"].endswith("/manifests") and "/_temporary/" in writes[1]["kept_dir"]
