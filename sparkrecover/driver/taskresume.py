@@ -167,10 +167,16 @@ def _keep_manifests(
         _remove(temporary)
         return
     fs, path = storage.data_filesystem(temporary)
-    job = taskfiles.place_of(next(iter(chosen.values()))).rsplit("/", 2)[0]  # <uuid> of .../<uuid>/<NN>/manifests
+    place = taskfiles.place_of(next(iter(chosen.values())))
+    job = place.rsplit("/", 2)[0]  # .../_temporary/<uuid> of .../<uuid>/<NN>/manifests
     for name in fs.ls(path, detail=False):
         if name.rstrip("/") != job:
             fs.rm(name, recursive=True)
+    kept = {task.path for task in chosen.values()}
+    for candidates in found.values():  # one manifest a partition: the job commit publishes every one
+        for task in candidates:
+            if taskfiles.place_of(task) == place and task.path not in kept:
+                fs.rm(task.path)
 
 
 def _chosen_manifests(

@@ -192,22 +192,7 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     /** Deletes every entry of the output but the kept partitions' task folders in the job attempt path. */
     private static void deleteAllBut(FileSystem fs, Path output, Path temporary, Path jobAttempt, BitSet kept)
         throws IOException {
-        if (!fs.exists(output)) {
-            return;
-        }
-        for (FileStatus status : fs.listStatus(output)) {
-            if (!status.getPath().getName().equals(temporary.getName())) {
-                fs.delete(status.getPath(), true);
-            }
-        }
-        if (!fs.exists(temporary)) {
-            return;
-        }
-        for (FileStatus status : fs.listStatus(temporary)) {
-            if (!status.getPath().getName().equals(jobAttempt.getName())) {
-                fs.delete(status.getPath(), true);
-            }
-        }
+        deleteAllBut(fs, output, temporary, jobAttempt);
         if (!fs.exists(jobAttempt)) {
             return;
         }
@@ -298,32 +283,17 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         if (!fs.exists(dir)) {
             throw new IOException(dir + " does not exist");
         }
-        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
-        for (FileStatus status : fs.listStatus(dir)) {
-            String name = status.getPath().getName();
-            if (status.isDirectory() || !name.startsWith("task_") || !name.endsWith(MANIFEST)) {
-                continue;  // the dead job's own temporary files, if any: never loaded from here
-            }
-            int id;
-            try {
-                id = TaskID.forName(name.substring(0, name.length() - MANIFEST.length())).getId();
-            } catch (IllegalArgumentException error) {
-                continue;
-            }
-            if (kept.get(id) && tasks.put(id, status) != null) {
-                throw new IOException("two manifests for partition " + id + " in " + dir);
-            }
-        }
-        BitSet found = new BitSet();
-        for (int id : tasks.keySet()) {
-            found.set(id);
-        }
-        if (!found.equals(kept)) {
-            throw new IOException("the manifests hold partitions " + found + " but the kept partitions are " + kept);
-        }
-        fs.mkdirs(manifests);
+        // Lenient: the committer's own temporary files may be there, and the manifests of partitions
+        // not kept (of those kept the resume left one each).
+        TreeMap<Integer, FileStatus> tasks = taskOutputs(fs, dir, MANIFEST, false, null, "manifests", kept);
+        checkKept(tasks, kept, "manifests");
+        moveInto(fs, tasks, manifests);
+    }
+
+    private static void moveInto(FileSystem fs, TreeMap<Integer, FileStatus> tasks, Path folder) throws IOException {
+        fs.mkdirs(folder);
         for (FileStatus status : tasks.values()) {
-            Path destination = new Path(manifests, status.getPath().getName());
+            Path destination = new Path(folder, status.getPath().getName());
             if (!fs.rename(status.getPath(), destination)) {
                 throw new IOException("could not rename " + status.getPath() + " to " + destination);
             }
@@ -336,40 +306,12 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         if (!fs.exists(dir)) {
             throw new IOException(dir + " does not exist");
         }
-        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
-        for (FileStatus status : fs.listStatus(dir)) {
-            String name = status.getPath().getName();
-            if (status.isDirectory() || !name.startsWith("task_") || !name.endsWith(PENDINGSET)) {
-                throw new IOException("unexpected entry " + status.getPath() + " (only task_*" + PENDINGSET
-                                      + " files belong there)");
-            }
-            int id;
-            try {
-                id = TaskID.forName(name.substring(0, name.length() - PENDINGSET.length())).getId();
-            } catch (IllegalArgumentException error) {
-                throw new IOException("not a task's pendingset: " + status.getPath());
-            }
-            if (tasks.put(id, status) != null) {
-                throw new IOException("two pendingsets for partition " + id + " in " + dir);
-            }
-        }
-        BitSet found = new BitSet();
-        for (int id : tasks.keySet()) {
-            found.set(id);
-        }
-        if (!found.equals(kept)) {
-            throw new IOException("the pendingsets hold partitions " + found + " but the kept partitions are " + kept);
-        }
+        TreeMap<Integer, FileStatus> tasks = taskOutputs(fs, dir, PENDINGSET, true, null, "pendingsets", null);
+        checkKept(tasks, kept, "pendingsets");
         if (!job.getFileSystem(conf).getUri().equals(fs.getUri())) {
             throw new IOException(dir + " is not on the output's filesystem (" + job + ")");
         }
-        fs.mkdirs(job);
-        for (FileStatus status : tasks.values()) {
-            Path destination = new Path(job, status.getPath().getName());
-            if (!fs.rename(status.getPath(), destination)) {
-                throw new IOException("could not rename " + status.getPath() + " to " + destination);
-            }
-        }
+        moveInto(fs, tasks, job);
         fs.delete(dir, false);
     }
 
@@ -380,32 +322,9 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
             throw new IOException(dir + " does not exist");
         }
         boolean inPlace = fs.makeQualified(dir).equals(fs.makeQualified(jobAttempt));
-        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
-        for (FileStatus status : fs.listStatus(dir)) {
-            String name = status.getPath().getName();
-            if (inPlace && name.equals("_temporary") && status.isDirectory()) {
-                continue;  // this job's own task attempts, in a job that starts now
-            }
-            if (!status.isDirectory() || !name.startsWith("task_")) {
-                throw new IOException("unexpected entry " + status.getPath() + " (only task_* folders belong there)");
-            }
-            int id;
-            try {
-                id = TaskID.forName(name).getId();
-            } catch (IllegalArgumentException error) {
-                throw new IOException("not a task folder name: " + status.getPath());
-            }
-            if (tasks.put(id, status) != null) {
-                throw new IOException("two task folders for partition " + id + " in " + dir);
-            }
-        }
-        BitSet found = new BitSet();
-        for (int id : tasks.keySet()) {
-            found.set(id);
-        }
-        if (!found.equals(kept)) {
-            throw new IOException("the task folders hold partitions " + found + " but the kept partitions are " + kept);
-        }
+        // In place, _temporary holds this job's own task attempts, in a job that starts now.
+        TreeMap<Integer, FileStatus> tasks = taskOutputs(fs, dir, "", true, inPlace ? "_temporary" : null, "task folders", null);
+        checkKept(tasks, kept, "task folders");
         if (inPlace) {
             return;  // already where the job commit merges from
         }
@@ -424,6 +343,58 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         }
         // Empty now; a failure to remove it loses nothing, the next resume finds it empty.
         fs.delete(dir, false);
+    }
+
+    /**
+     * The task outputs directly in {@code dir}, by partition: task_* folders ({@code suffix} empty)
+     * or task_*{@code suffix} files. Anything else is an error when {@code strict} (it would be
+     * merged or committed), else passed over; so is the folder {@code skip}, and with {@code only}
+     * every partition not in it. Two for one partition are an error.
+     */
+    static TreeMap<Integer, FileStatus> taskOutputs(FileSystem fs, Path dir, String suffix, boolean strict, String skip,
+                                                   String what, BitSet only) throws IOException {
+        boolean folders = suffix.isEmpty();
+        TreeMap<Integer, FileStatus> tasks = new TreeMap<Integer, FileStatus>();
+        for (FileStatus status : fs.listStatus(dir)) {
+            String name = status.getPath().getName();
+            if (status.isDirectory() && name.equals(skip)) {
+                continue;
+            }
+            if (status.isDirectory() != folders || !name.startsWith("task_") || !name.endsWith(suffix)) {
+                if (strict) {
+                    throw new IOException("unexpected entry " + status.getPath() + " (only task_*" + suffix
+                                          + (folders ? " folders" : " files") + " belong there)");
+                }
+                continue;
+            }
+            int id;
+            try {
+                id = TaskID.forName(name.substring(0, name.length() - suffix.length())).getId();
+            } catch (IllegalArgumentException error) {
+                if (strict) {
+                    throw new IOException("not a task's name: " + status.getPath());
+                }
+                continue;
+            }
+            if (only != null && !only.get(id)) {
+                continue;
+            }
+            if (tasks.put(id, status) != null) {
+                throw new IOException("two " + what + " for partition " + id + " in " + dir);
+            }
+        }
+        return tasks;
+    }
+
+    /** Refuses the write unless {@code tasks} hold exactly the kept partitions. */
+    static void checkKept(TreeMap<Integer, FileStatus> tasks, BitSet kept, String what) throws IOException {
+        BitSet found = new BitSet();
+        for (int id : tasks.keySet()) {
+            found.set(id);
+        }
+        if (!found.equals(kept)) {
+            throw new IOException("the " + what + " hold partitions " + found + " but the kept partitions are " + kept);
+        }
     }
 
     static BitSet partitions(Configuration conf) {

@@ -276,7 +276,9 @@ def _open_uploads(fs: Any, root: str) -> set[tuple[str, str]] | None:
         marker = {"KeyMarker": page["NextKeyMarker"], "UploadIdMarker": page["NextUploadIdMarker"]}
 
 
-def _read_pendingsets(fs: Any, place: str, target_key: str) -> list[TaskFolder]:
+def _task_files(fs: Any, place: str, pattern: re.Pattern[str]) -> list[TaskFolder]:
+    """A ``TaskFolder`` for each file directly in ``place`` whose name ``pattern`` matches (its
+    group 1: the partition), still to be filled from the file."""
     try:
         entries = fs.ls(place, detail=True)
     except FileNotFoundError:
@@ -284,15 +286,19 @@ def _read_pendingsets(fs: Any, place: str, target_key: str) -> list[TaskFolder]:
     tasks = []
     for entry in entries:
         name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-        match = _PENDINGSET.match(name)
-        if match is None or entry.get("type") == "directory":
-            continue
-        task = TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}")
+        match = pattern.match(name)
+        if match is not None and entry.get("type") != "directory":
+            tasks.append(TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}"))
+    return tasks
+
+
+def _read_pendingsets(fs: Any, place: str, target_key: str) -> list[TaskFolder]:
+    tasks = _task_files(fs, place, _PENDINGSET)
+    for task in tasks:
         try:
             _fill_from_pendingset(task, orjson.loads(fs.cat(task.path)), target_key)
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             task.problem = f"not a readable pendingset ({type(error).__name__})"
-        tasks.append(task)
     return tasks
 
 
@@ -347,17 +353,8 @@ def manifests(target_url: str) -> dict[int, list[TaskFolder]]:
 
 
 def _read_manifests(fs: Any, place: str, root_path: str) -> list[TaskFolder]:
-    try:
-        entries = fs.ls(place, detail=True)
-    except FileNotFoundError:
-        return []
-    tasks = []
-    for entry in entries:
-        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
-        match = _MANIFEST.match(name)
-        if match is None or entry.get("type") == "directory":
-            continue
-        task = TaskFolder(int(match[1]), f"{place.rstrip('/')}/{name}")
+    tasks = _task_files(fs, place, _MANIFEST)
+    for task in tasks:
         try:
             data = orjson.loads(fs.cat(task.path))
             task.job = str(data["jobId"])
@@ -367,7 +364,6 @@ def _read_manifests(fs: Any, place: str, root_path: str) -> list[TaskFolder]:
             task.problem = f"not a readable task manifest ({type(error).__name__})"
         if len(task.uuids) > 1:
             task.problem = f"files of {len(task.uuids)} writes in one manifest"
-        tasks.append(task)
     return tasks
 
 

@@ -3,6 +3,7 @@ laid out as FileOutputCommitter leaves them (no Spark)."""
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import uuid
@@ -307,3 +308,87 @@ def test_a_pendingset_whose_uploads_are_gone_is_not_kept():
     assert [tasks[p][0].problem is None for p in range(3)] == [True, False, True]
     assert "no longer all open" in tasks[1][0].problem
     taskfiles._check_uploads(tasks, None)  # a store that cannot list them: nothing more is said
+
+
+def manifest(out: str, partition: int, *, job: str = "job-uuid", sizes=(7,), write: bool = True, names=None) -> str:
+    """A committed task's manifest as Hadoop's manifest committer writes it, with the task's files
+    in the job's tasks/ folder (``write``): each entry names a file there and where the job commit
+    renames it, by absolute URI."""
+    attempt = os.path.join(out, "_temporary", job, "00")
+    task_dir = os.path.join(attempt, "tasks", f"attempt_202611270000_0001_m_{partition:06d}_0")
+    os.makedirs(task_dir, exist_ok=True)
+    os.makedirs(os.path.join(attempt, "manifests"), exist_ok=True)
+    files = []
+    for i, size in enumerate(sizes):
+        name = (names or [f"part-{partition:05d}-{WRITE}-{i}.c000.parquet" for _ in sizes])[i]
+        if write:
+            with open(os.path.join(task_dir, name), "wb") as handle:
+                handle.write(b"x" * size)
+        files.append({"s": f"file://{task_dir}/{name}", "d": f"file:{out}/{name}", "z": size})
+    path = os.path.join(attempt, "manifests", f"task_202611270000_0001_m_{partition:06d}-manifest.json")
+    with open(path, "w") as handle:
+        handle.write(json.dumps({"type": "TaskManifest", "version": 1, "jobId": job, "files": files}))
+    return path
+
+
+def test_task_manifests_are_read_with_their_files_checked(tmp_path):
+    out = str(tmp_path / "out")
+    manifest(out, 0)
+    manifest(out, 1, sizes=(3, 4))
+    manifest(out, 2, sizes=())  # a task that wrote no rows
+    manifest(out, 3, write=False)  # its files are gone
+    manifest(out, 4, names=[f"part-00005-{WRITE}.c000.parquet"])  # another partition's file
+    with open(manifest(out, 5), "r+") as handle:
+        handle.write("{damaged")
+    manifest(out, 6)
+    os.remove(next(iter(glob.glob(os.path.join(out, "_temporary", "*", "00", "tasks", "*_000006_0", "*")))))
+    with open(
+        os.path.join(
+            out,
+            "_temporary",
+            "job-uuid",
+            "00",
+            "tasks",
+            "attempt_202611270000_0001_m_000006_0",
+            f"part-00006-{WRITE}-0.c000.parquet",
+        ),
+        "wb",
+    ) as handle:
+        handle.write(b"short")  # fmt: skip
+    os.makedirs(os.path.join(out, "_temporary", "0", "task_x"))  # FileOutputCommitter's folder: not a job's
+    found = taskfiles.manifests(out)
+    assert sorted(found) == [0, 1, 2, 3, 4, 5, 6]
+    assert found[1][0].files == [(f"part-00001-{WRITE}-0.c000.parquet", 3), (f"part-00001-{WRITE}-1.c000.parquet", 4)]
+    assert found[0][0].job == "job-uuid" and taskfiles.place_of(found[0][0]).endswith("/job-uuid/00/manifests")
+    assert "missing or changed" in found[3][0].problem and "missing or changed" in found[6][0].problem
+    assert "does not belong to partition 4" in found[4][0].problem and "readable" in found[5][0].problem
+    assert sorted(taskfiles.usable(found, empty_ok={2})) == [0, 1, 2]
+    assert not taskfiles.job_commit_began(out, found)
+    with open(os.path.join(out, f"part-00000-{WRITE}-0.c000.parquet"), "wb") as handle:
+        handle.write(b"x" * 7)  # renamed by a job commit that had begun
+    assert taskfiles.job_commit_began(out, found)
+
+
+def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_path):
+    """The manifest committer's job commit publishes every manifest in its folder: before a resumed
+    write, only the kept partitions' manifests of one job folder stay (a kept partition of an
+    attempt that died too has two there: the adopted one and its own empty task's)."""
+    from sparkrecover.driver import taskresume
+
+    out = str(tmp_path / "out")
+    manifest(out, 0)
+    manifest(out, 1)
+    manifest(out, 2)
+    empty = manifest(out, 1, sizes=()).replace("_0001_m_", "_0002_m_")  # another job's task, same folder
+    os.rename(manifest(out, 1, sizes=()), empty)
+    manifest(out, 1)  # written again over the empty one's name above: partition 1 has both
+    manifest(out, 3, job="older-job")
+    os.makedirs(os.path.join(out, "_temporary", "0", "_temporary"))
+    taskresume._keep_manifests(out, taskfiles.manifests(out), wanted={0, 1}, empty_ok=set())
+    assert os.listdir(os.path.join(out, "_temporary")) == ["job-uuid"]
+    kept = sorted(os.listdir(os.path.join(out, "_temporary", "job-uuid", "00", "manifests")))
+    assert kept == [f"task_202611270000_0001_m_{p:06d}-manifest.json" for p in (0, 1)]
+    assert sorted(taskfiles.usable(taskfiles.manifests(out), empty_ok=set())) == [0, 1]
+
+    taskresume._keep_manifests(out, taskfiles.manifests(out), wanted=set(), empty_ok=set())  # nothing kept
+    assert not os.path.exists(os.path.join(out, "_temporary"))
