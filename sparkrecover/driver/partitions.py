@@ -193,8 +193,8 @@ def resuming_commit(
 
 
 # How a write commits its tasks, as far as a resumed write can keep them: FileOutputCommitter's
-# task folders (algorithm 1), the magic committer's pendingsets (taskfiles.pendingsets), or the
-# manifest committer's task manifests (taskfiles.manifests).
+# task folders (algorithm 1), the magic committer's pendingsets (tasklists.pendingsets), or the
+# manifest committer's task manifests (tasklists.manifests).
 FOLDERS, PENDINGSETS, MANIFESTS = "folders", "pendingsets", "manifests"
 FILE_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
 S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
@@ -226,8 +226,8 @@ def write_committer(
     frame: Any = None,
     format: str = "parquet",
 ) -> tuple[str | None, str | None]:
-    """How such a write commits its tasks (``FOLDERS`` or ``PENDINGSETS``) and None, or None and
-    why its committed tasks cannot be reused (``unsupported_reason``)."""
+    """How such a write commits its tasks (``FOLDERS``, ``PENDINGSETS`` or ``MANIFESTS``) and None,
+    or None and why its committed tasks cannot be reused (``unsupported_reason``)."""
     if frame is not None and not hasattr(frame, "_jdf"):
         return None, "Spark Connect: the driver cannot change how the write runs"
     if not hasattr(spark, "_jsparkSession"):

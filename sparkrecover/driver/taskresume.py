@@ -28,7 +28,7 @@ from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY
 from sparkrecover.kinds import Verdict
-from sparkrecover.rundir import storage, taskfiles
+from sparkrecover.rundir import storage, taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PlanEntry
 
 
@@ -39,7 +39,7 @@ class TaskPlan:
     kept: list[int] = field(default_factory=list)
     kept_dir: str | None = None  # the kept task folders' folder, as Spark names it
     in_place: bool = False  # kept where the dead job left them (taskfiles.keeps_in_place)
-    kind: str | None = None  # how the write commits its tasks (partitions.FOLDERS or PENDINGSETS)
+    kind: str | None = None  # how the write commits its tasks (partitions.FOLDERS, PENDINGSETS, MANIFESTS)
     kept_job: str | None = None  # the S3A job UUID of kept pendingsets
 
     @property
@@ -101,8 +101,8 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
     try:
-        found = taskfiles.pendingsets(url) if taskfiles.on_s3(url) else {}
-        manifests = {} if found else taskfiles.manifests(url)
+        found = tasklists.pendingsets(url) if tasklists.on_s3(url) else {}
+        manifests = {} if found else tasklists.manifests(url)
         if manifests:
             _keep_manifests(url, manifests, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set())
             return
@@ -150,9 +150,9 @@ def _set_aside_pendingsets(
     abort = getattr(fs, "abort_uploads", None)
     if abort is not None:
         abort(root, {upload for task in chosen.values() for upload in task.uploads})
-    for job in taskfiles.magic_job_dirs(url):
+    for job in tasklists.magic_job_dirs(url):
         fs.rm(job, recursive=True)
-    _remove(storage.join(url, taskfiles.MAGIC_DIR))
+    _remove(storage.join(url, tasklists.MAGIC_DIR))
 
 
 def _keep_manifests(
@@ -168,9 +168,9 @@ def _keep_manifests(
         return
     fs, path = storage.data_filesystem(temporary)
     place = taskfiles.place_of(next(iter(chosen.values())))
-    job = place.rsplit("/", 2)[0]  # .../_temporary/<uuid> of .../<uuid>/<NN>/manifests
+    job = place.rsplit("/", 3)[1]  # <uuid> of .../_temporary/<uuid>/<NN>/manifests
     for name in fs.ls(path, detail=False):
-        if name.rstrip("/") != job:
+        if name.rstrip("/").rsplit("/", 1)[-1] != job:
             fs.rm(name, recursive=True)
     kept = {task.path for task in chosen.values()}
     for candidates in found.values():  # one manifest a partition: the job commit publishes every one
@@ -222,7 +222,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     chosen: dict[int, taskfiles.TaskFolder] = {}
     if manifests and tasks and plan.reusable:
         # Kept in place, in the dead job's manifests folder (_keep_manifests left only that job's).
-        chosen = _chosen_manifests(taskfiles.manifests(target.url), set(tasks.kept), set(tasks.empty))
+        chosen = _chosen_manifests(tasklists.manifests(target.url), set(tasks.kept), set(tasks.empty))
         in_place = bool(chosen)
         place = taskfiles.place_of(next(iter(chosen.values()))) if chosen else None
     if tasks and plan.reusable and place:
@@ -233,7 +233,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
             if manifests:  # a path of the data filesystem already
                 folders, kept_path = {p: [f] for p, f in chosen.items()}, place
             else:
-                folders = taskfiles.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
+                folders = tasklists.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
                 kept_path = storage.data_filesystem(place)[1]
             here = {
                 p: [f for f in candidates if taskfiles.place_of(f) == kept_path] for p, candidates in folders.items()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkrecover.core.runstate import StageState
-from sparkrecover.rundir import manifests, storage, taskfiles
+from sparkrecover.rundir import manifests, storage, taskfiles, tasklists
 
 
 class StorageEvidence:
@@ -32,9 +32,9 @@ class StorageEvidence:
         empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
         out = stage.outputs[0]
         folders = taskfiles.task_folders(out)
-        for partition, found in (taskfiles.pendingsets(out) if taskfiles.on_s3(out) else {}).items():
+        for partition, found in (tasklists.pendingsets(out) if tasklists.on_s3(out) else {}).items():
             folders.setdefault(partition, []).extend(found)  # the magic committer's pendingsets
-        for partition, found in taskfiles.manifests(out).items():
+        for partition, found in tasklists.manifests(out).items():
             folders.setdefault(partition, []).extend(found)  # the manifest committer's task manifests
         if taskfiles.job_commit_began(out, folders):
             return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"

@@ -10,7 +10,7 @@ import uuid
 
 from sparkrecover.core import planner
 from sparkrecover.planning.evidence import StorageEvidence
-from sparkrecover.rundir import taskfiles
+from sparkrecover.rundir import taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 
 UUID = str(uuid.UUID(int=7))
@@ -270,7 +270,7 @@ def test_pendingsets_are_read_below_the_target_and_set_aside(tmp_path):
     )
     os.makedirs(os.path.join(out, "__magic_job-other"))  # Hadoop 3.4's layout of a job folder
     pendingset(out, 4, place=os.path.join(out, "__magic_job-other"), job="other")
-    found = taskfiles.pendingsets(out)
+    found = tasklists.pendingsets(out)
     assert sorted(found) == [0, 1, 2, 3, 4]
     assert found[0][0].files == [(f"part-00000-{WRITE}.c000.json", 10)] and found[0][0].job == "job-uuid"
     assert found[0][0].uploads == [(f"{out.strip('/')}/part-00000-{WRITE}.c000.json", "upload-0-0")]
@@ -292,22 +292,22 @@ def test_doubtful_pendingsets_are_not_kept(tmp_path):
         handle.write("{not json")
     pendingset(out, 4)
     pendingset(out, 4, place=taskfiles.kept_dir(out))  # a set-aside cut short: in both places
-    found = taskfiles.pendingsets(out)
+    found = tasklists.pendingsets(out)
     assert "does not belong to partition 0" in found[0][0].problem
     assert "2 writes" in found[1][0].problem and "readable" in found[3][0].problem
     assert sorted(taskfiles.usable(found, empty_ok=set())) == [2]
     # Outside the target (a pendingset of another folder's write).
     elsewhere = str(tmp_path / "elsewhere")
     pendingset(elsewhere, 5, place=os.path.join(out, "__magic", "job-x"))
-    assert "not below the target" in taskfiles.pendingsets(out)[5][0].problem
+    assert "not below the target" in tasklists.pendingsets(out)[5][0].problem
 
 
 def test_a_pendingset_whose_uploads_are_gone_is_not_kept():
     tasks = {p: [taskfiles.TaskFolder(p, f"/t/task_{p}.pendingset", uploads=[(f"k{p}", f"u{p}")])] for p in range(3)}
-    taskfiles._check_uploads(tasks, {("k0", "u0"), ("k2", "u2"), ("k1", "another upload")})
+    tasklists._check_uploads(tasks, {("k0", "u0"), ("k2", "u2"), ("k1", "another upload")})
     assert [tasks[p][0].problem is None for p in range(3)] == [True, False, True]
     assert "no longer all open" in tasks[1][0].problem
-    taskfiles._check_uploads(tasks, None)  # a store that cannot list them: nothing more is said
+    tasklists._check_uploads(tasks, None)  # a store that cannot list them: nothing more is said
 
 
 def manifest(out: str, partition: int, *, job: str = "job-uuid", sizes=(7,), write: bool = True, names=None) -> str:
@@ -356,7 +356,7 @@ def test_task_manifests_are_read_with_their_files_checked(tmp_path):
     ) as handle:
         handle.write(b"short")  # fmt: skip
     os.makedirs(os.path.join(out, "_temporary", "0", "task_x"))  # FileOutputCommitter's folder: not a job's
-    found = taskfiles.manifests(out)
+    found = tasklists.manifests(out)
     assert sorted(found) == [0, 1, 2, 3, 4, 5, 6]
     assert found[1][0].files == [(f"part-00001-{WRITE}-0.c000.parquet", 3), (f"part-00001-{WRITE}-1.c000.parquet", 4)]
     assert found[0][0].job == "job-uuid" and taskfiles.place_of(found[0][0]).endswith("/job-uuid/00/manifests")
@@ -384,11 +384,11 @@ def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_pat
     manifest(out, 1)  # written again over the empty one's name above: partition 1 has both
     manifest(out, 3, job="older-job")
     os.makedirs(os.path.join(out, "_temporary", "0", "_temporary"))
-    taskresume._keep_manifests(out, taskfiles.manifests(out), wanted={0, 1}, empty_ok=set())
+    taskresume._keep_manifests(out, tasklists.manifests(out), wanted={0, 1}, empty_ok=set())
     assert os.listdir(os.path.join(out, "_temporary")) == ["job-uuid"]
     kept = sorted(os.listdir(os.path.join(out, "_temporary", "job-uuid", "00", "manifests")))
     assert kept == [f"task_202611270000_0001_m_{p:06d}-manifest.json" for p in (0, 1)]
-    assert sorted(taskfiles.usable(taskfiles.manifests(out), empty_ok=set())) == [0, 1]
+    assert sorted(taskfiles.usable(tasklists.manifests(out), empty_ok=set())) == [0, 1]
 
-    taskresume._keep_manifests(out, taskfiles.manifests(out), wanted=set(), empty_ok=set())  # nothing kept
+    taskresume._keep_manifests(out, tasklists.manifests(out), wanted=set(), empty_ok=set())  # nothing kept
     assert not os.path.exists(os.path.join(out, "_temporary"))
