@@ -29,8 +29,8 @@
  * as a SIGKILL leaves them for a resume to keep, and removes only what was in flight (task attempts
  * not committed, the staging folder of dynamic partition overwrite). A job that fails for any other
  * reason (a task, a refused job commit, a cancellation by the application) is aborted as Spark aborts
- * it, and so is one whose committer is neither a FileOutputCommitter nor the magic committer (its
- * committed tasks are not kept).
+ * it, and so is one whose committer is none of FileOutputCommitter, the magic committer and the
+ * manifest committer (its committed tasks are not kept).
  *
  * Committers from Hadoop's PathOutputCommitterFactory (the S3A committers, the manifest committer)
  * are given their work path, as spark-hadoop-cloud's PathOutputCommitProtocol gives it: Spark's
@@ -41,7 +41,8 @@
  * committers' job UUID (fs.s3a.committer.uuid) to its own job id, or to the dead job's when a
  * resumed write adopts its pendingsets (KEPT_JOB): the magic committer's job commit takes only
  * pendingsets of its own UUID. A driver being stopped leaves the magic committer's pendingsets and
- * their open uploads for a resume to adopt, as it leaves FileOutputCommitter's task folders.
+ * their open uploads, and the manifest committer's manifests and files, for a resume to adopt, as it
+ * leaves FileOutputCommitter's task folders.
  *
  * commitJob takes a Scala Seq, scala.collection.Seq on Scala 2.12 (Spark 3.5) and
  * scala.collection.immutable.Seq on 2.13 (Spark 4): both are declared, each overriding the parent's
@@ -98,6 +99,9 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     static final String S3A_ABORT_PENDING_UPLOADS = "fs.s3a.committer.abort.pending.uploads";
     /** hadoop-aws's magic committer, named: hadoop-aws is not on the classpath the jar is built against. */
     public static final String MAGIC_COMMITTER = "org.apache.hadoop.fs.s3a.commit.magic.MagicS3GuardCommitter";
+    /** Hadoop's manifest committer (Hadoop 3.3.5 and later: named, Spark 3.5's Hadoop has none). */
+    public static final String MANIFEST_COMMITTER =
+        "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter";
     /** What a committer that takes dynamic partition overwrite declares (spark-hadoop-cloud's probe). */
     static final String DYNAMIC_PARTITIONING = "mapreduce.job.committer.dynamic.partitioning";
 
@@ -187,6 +191,11 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         return committer != null && committer.getClass().getName().equals(MAGIC_COMMITTER);
     }
 
+    /** Whether {@code committer} is Hadoop's manifest committer. */
+    static boolean isManifest(OutputCommitter committer) {
+        return committer != null && committer.getClass().getName().equals(MANIFEST_COMMITTER);
+    }
+
     /** The committer set up last (null before setupJob or setupTask). */
     protected OutputCommitter committer() {
         return current;
@@ -196,11 +205,13 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     public void abortJob(JobContext context) {
         String why = DriverSignals.interruption();
         OutputCommitter committer = current;
-        if (why != null && isMagic(committer)) {
-            // Its committed tasks are pendingsets below the target and open uploads at their final
-            // keys: both stay; the resume aborts the uploads of tasks that did not commit.
-            System.err.println("sparkrecover: the driver is being stopped (" + why + "): the pendingsets of the "
-                               + "write to " + path + " and their uploads stay for a resume to keep");
+        if (why != null && (isMagic(committer) || isManifest(committer))) {
+            // Their committed tasks are pendingsets below the target (and open uploads at their final
+            // keys), or manifests in its _temporary (and the files they name): all of it stays; the
+            // resume aborts the uploads of tasks that did not commit, the next job commit removes
+            // _temporary.
+            System.err.println("sparkrecover: the driver is being stopped (" + why + "): the committed tasks of the "
+                               + "write to " + path + " stay for a resume to keep");
             return;
         }
         if (why == null || !(committer instanceof FileOutputCommitter)) {

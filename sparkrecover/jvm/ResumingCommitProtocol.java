@@ -78,9 +78,6 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
     static final String PENDINGSET = ".pendingset";
     /** How the manifest committer names a committed task's manifest. */
     static final String MANIFEST = "-manifest.json";
-    /** Hadoop's manifest committer (Hadoop 3.3.5 and later: named, Spark 3.5's Hadoop has none). */
-    public static final String MANIFEST_COMMITTER =
-        "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter";
 
     public ResumingCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
         super(jobId, path, dynamicPartitionOverwrite);
@@ -271,10 +268,6 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         } catch (ReflectiveOperationException error) {
             throw new IOException(committer().getClass().getName() + " names no job folder: " + error, error);
         }
-    }
-
-    static boolean isManifest(OutputCommitter committer) {
-        return committer != null && committer.getClass().getName().equals(MANIFEST_COMMITTER);
     }
 
     /** Moves the kept partitions' task manifests of the dead job into this job's manifests folder. */

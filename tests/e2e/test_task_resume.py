@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 
@@ -262,12 +263,15 @@ MANIFEST_COMMITTER = [
     int(__import__("pyspark").__version__.split(".")[0]) < 4,
     reason="Spark 3.5's Hadoop 3.3.4 has no manifest committer",
 )
-@pytest.mark.parametrize("variant", ["overwrite", "append"])
-def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifests(spark, tmp_path, variant):
+@pytest.mark.parametrize(("variant", "stopped_by"), [("overwrite", None), ("append", None), ("overwrite", "SIGTERM")])
+def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifests(
+    spark, tmp_path, variant, stopped_by
+):
     """Hadoop's manifest committer (ABFS's and GCS's, here on a local folder), bound as Spark's docs
     bind it: a committed task is a manifest naming files left in the dead job's folder. The resume
     adopts them where they are and computes only the other partitions; the output ends as one
-    uninterrupted write leaves it."""
+    uninterrupted write leaves it. A driver stopped by SIGTERM (to sparkrecover submit, as clusters
+    stop drivers) leaves them as a SIGKILL does."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     seed = []
     if variant == "append":
@@ -277,7 +281,14 @@ def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifes
         "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
         *SPARK_OPTIONS, *MANIFEST_COMMITTER, APP, out, markers, str(PARTS), variant,
     )  # fmt: skip
-    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=6)
+    exits: list[int] = []
+
+    def sigterm(process) -> None:
+        process.send_signal(signal.SIGTERM)
+        exits.append(process.wait(timeout=120))
+
+    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=6, stop=sigterm if stopped_by else None)
+    assert exits == ([143] if stopped_by else [])
     manifests = glob.glob(os.path.join(out, "_temporary", "*", "*", "manifests", "*-manifest.json"))
     assert len(manifests) >= 6, os.listdir(out)
     stage = planned(root)
