@@ -168,9 +168,11 @@ def _keep_manifests(
         return
     fs, path = storage.data_filesystem(temporary)
     place = taskfiles.place_of(next(iter(chosen.values())))
-    job = place.rsplit("/", 3)[1]  # <uuid> of .../_temporary/<uuid>/<NN>/manifests
+    # The job folder of the manifests (<uuid> of .../_temporary/<uuid>/<NN>/manifests), and those of
+    # their files: a resume that died too had moved the manifests it adopted into its own.
+    jobs = {place.rsplit("/", 3)[1]}.union(*(tasklists.source_jobs(task) for task in chosen.values()))
     for name in fs.ls(path, detail=False):
-        if name.rstrip("/").rsplit("/", 1)[-1] != job:
+        if name.rstrip("/").rsplit("/", 1)[-1] not in jobs:
             fs.rm(name, recursive=True)
     kept = {task.path for task in chosen.values()}
     for candidates in found.values():  # one manifest a partition: the job commit publishes every one

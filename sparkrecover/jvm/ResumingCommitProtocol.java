@@ -41,8 +41,9 @@
  * files its task left in its attempt folder there (absolute paths: they cannot move) and where
  * the job commit renames them. setupJob moves the kept partitions' manifests into this job's own
  * manifests folder, where its job commit loads them with the new tasks' ones (it checks no job
- * id); deleteWithJob spares the dead job's folder; a kept partition's empty task commits a manifest
- * of no file (its work folder is emptied first).
+ * id); deleteWithJob spares _temporary (the resume left there only the job folders whose manifests
+ * and files it keeps: a resume that died too had moved them into its own); a kept partition's
+ * empty task commits a manifest of no file (its work folder is emptied first).
  *
  * It extends FencedCommitProtocol, so its job commit checks the run's lease first like every
  * other write's (the parent declares commitJob for both Scala versions). This class overrides only
@@ -136,9 +137,8 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
             Path temporary = new Path(output, "_temporary");
             Path jobAttempt = new Path(temporary, "0");
             Path keptDir = fs.makeQualified(new Path(dir));
-            Path manifestJob = jobFolderOfManifests(keptDir, temporary);
-            if (manifestJob != null) {
-                deleteAllBut(fs, output, temporary, manifestJob);
+            if (isManifestsFolder(keptDir, temporary)) {
+                deleteAllBut(fs, output, temporary, null);  // the resume left in _temporary only what it keeps
                 return true;
             }
             if (!keptDir.equals(jobAttempt)) {
@@ -156,17 +156,14 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         }
     }
 
-    /** The dead job's folder <out>/_temporary/<uuid> when {@code kept} is its manifests folder, else null. */
-    static Path jobFolderOfManifests(Path kept, Path temporary) {
+    /** Whether {@code kept} is a manifests folder of a job in <out>/_temporary (<uuid>/<attempt>/manifests). */
+    static boolean isManifestsFolder(Path kept, Path temporary) {
         Path attempt = kept.getParent();
         Path job = attempt == null ? null : attempt.getParent();
-        if (!kept.getName().equals("manifests") || job == null || !temporary.equals(job.getParent())) {
-            return null;
-        }
-        return job;
+        return kept.getName().equals("manifests") && job != null && temporary.equals(job.getParent());
     }
 
-    /** Deletes every entry of the output but {@code spared}, a folder in its _temporary. */
+    /** Deletes every entry of the output but {@code spared}, a folder in its _temporary (null: all of it). */
     private static void deleteAllBut(FileSystem fs, Path output, Path temporary, Path spared) throws IOException {
         if (!fs.exists(output)) {
             return;
@@ -176,7 +173,7 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                 fs.delete(status.getPath(), true);
             }
         }
-        if (!fs.exists(temporary)) {
+        if (spared == null || !fs.exists(temporary)) {
             return;
         }
         for (FileStatus status : fs.listStatus(temporary)) {

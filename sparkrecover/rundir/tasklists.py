@@ -159,20 +159,26 @@ def manifests(target_url: str) -> dict[int, list[TaskFolder]]:
     fs, root = storage.data_filesystem(target_url)
     temporary = f"{root.rstrip('/')}/_temporary"
     found: dict[int, list[TaskFolder]] = {}
+    tasks: list[TaskFolder] = []
     with storage.guard(target_url, "read task manifests"):
         for job in dir_names(fs, temporary):
             if job.isdigit():
                 continue  # FileOutputCommitter's application attempt folder, not a job's
             for attempt in dir_names(fs, f"{temporary}/{job}"):
-                place = f"{temporary}/{job}/{attempt}"
-                tasks = _read_manifests(fs, f"{place}/manifests", _path_of(root))
-                if tasks:
-                    below = _path_of(f"{place}/tasks")
-                    present = {f"{below}/{name}": size for name, size in files_below(fs, f"{place}/tasks").items()}
-                    _check_sources(tasks, present, below)
-                for task in tasks:
-                    found.setdefault(task.partition, []).append(task)
+                tasks += _read_manifests(fs, f"{temporary}/{job}/{attempt}/manifests", _path_of(root))
+        if tasks:
+            # A resumed write moved the manifests it adopted into its own job's folder; their files
+            # stay in the dead job's: every file below _temporary counts, from one listing.
+            below = _path_of(temporary)
+            _check_sources(tasks, {f"{below}/{name}": size for name, size in files_below(fs, temporary).items()}, below)
+    for task in tasks:
+        found.setdefault(task.partition, []).append(task)
     return found
+
+
+def source_jobs(task: TaskFolder) -> set[str]:
+    """The job folders of ``_temporary`` that hold a manifest's files (by name)."""
+    return {source.split("/_temporary/", 1)[-1].split("/", 1)[0] for source, _ in task.sources}
 
 
 def _read_manifests(fs: Any, place: str, root_path: str) -> list[TaskFolder]:
@@ -204,12 +210,12 @@ def _add_manifest_file(task: TaskFolder, source: str, destination: str, size: in
     task.sources.append((_path_of(source), size))
 
 
-def _check_sources(tasks: list[TaskFolder], present: dict[str, int], tasks_path: str) -> None:
-    """A manifest whose task files are not all in its job's ``tasks/`` folder with their sizes
-    cannot be committed: it is not kept."""
+def _check_sources(tasks: list[TaskFolder], present: dict[str, int], temporary: str) -> None:
+    """A manifest whose files are not all below ``_temporary`` with their sizes cannot be
+    committed: it is not kept."""
     for task in tasks:
         for source, size in task.sources:
-            if task.problem is None and (not source.startswith(tasks_path + "/") or present.get(source) != size):
+            if task.problem is None and (not source.startswith(temporary + "/") or present.get(source) != size):
                 task.problem = f"{source} is missing or changed"
 
 

@@ -392,3 +392,23 @@ def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_pat
 
     taskresume._keep_manifests(out, tasklists.manifests(out), wanted=set(), empty_ok=set())  # nothing kept
     assert not os.path.exists(os.path.join(out, "_temporary"))
+
+
+def test_manifests_a_resume_had_adopted_are_kept_with_the_dead_jobs_files(tmp_path):
+    """A resumed write moves the manifests it adopts into its own job's folder; their files stay in
+    the dead job's. When that resume dies too, both folders are needed."""
+    from sparkrecover.driver import taskresume
+
+    out = str(tmp_path / "out")
+    adopted = manifest(out, 4)  # written by the first job, in job-uuid
+    second = os.path.join(out, "_temporary", "second-job", "00", "manifests")
+    os.makedirs(second)
+    os.rename(adopted, os.path.join(second, os.path.basename(adopted)))
+    manifest(out, 5, job="second-job")
+    manifest(out, 6, job="third-job")  # an attempt whose manifests are not kept
+    found = tasklists.manifests(out)
+    assert sorted(taskfiles.usable(found, empty_ok=set())) == [4, 5, 6]
+    assert tasklists.source_jobs(found[4][0]) == {"job-uuid"}
+    taskresume._keep_manifests(out, found, wanted={4, 5}, empty_ok=set())
+    assert sorted(os.listdir(os.path.join(out, "_temporary"))) == ["job-uuid", "second-job"]
+    assert sorted(taskfiles.usable(tasklists.manifests(out), empty_ok=set())) == [4, 5]

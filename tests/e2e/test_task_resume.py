@@ -295,6 +295,17 @@ def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifes
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
     assert 6 <= kept < PARTS
+    if variant == "overwrite" and not stopped_by:
+        # A resume killed during its write (after it adopted the manifests into its own job's
+        # folder, their files still in the dead job's) resumes again exactly.
+        run_dir = os.path.join(root, "night")
+        first = committed_by(run_dir, 1)
+        assert len(first) == kept
+        second_kill = run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
+        assert computed_since(markers, killed_at).isdisjoint(first), "the resume computed a kept partition again"
+        both = first | committed_by(run_dir, 2)
+        assert planned(root)["partitions"]["kept"] == len(both)
+        killed_at, kept = second_kill, len(both)
     resumed = run_cli("resume", "night", "--root", root)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS - kept
