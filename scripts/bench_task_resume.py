@@ -1,11 +1,16 @@
 """Task-level resume (docs/design.md §9): one write of 80 partitions of about 1 s each, killed after
 50 %, 70 % and 90 % of its partitions committed, then resumed.
 
-    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...] [--store s3a]
+    .venv/bin/python scripts/bench_task_resume.py [--partitions 80] [--seconds 1.0] [--at 0.9 ...]
+        [--store s3a [--committer magic]]
 
 With ``--store s3a`` the write goes to S3 through s3a (a moto server on loopback, started here; the
 hadoop-aws jars scripts/fetch_s3a_jars.py fetches), where a task commit and the job commit copy
-every file, and the resume keeps the committed task folders where the dead job left them.
+every file, and the resume keeps the committed task folders where the dead job left them. With
+``--committer magic`` too, the sparkrecover runs write through hadoop-aws's magic committer, bound
+as Spark's docs bind it (PathOutputCommitProtocol, which sparkrecover stands in for): nothing is
+copied, and the resume adopts the dead job's pendingsets; the plain run, which has no
+spark-hadoop-cloud for that binding, keeps the classic committer.
 
 1. The app (tests/apps/one_write.py: one Parquet write, each partition's first row sleeps) under
    ``sparkrecover submit``, uninterrupted: the full run.
@@ -34,6 +39,14 @@ import _bench
 
 APP = os.path.join(_bench.REPO, "tests", "apps", "one_write.py")
 GOALS = {0.7: 0.60, 0.9: 0.35}
+MAGIC = [
+    "--conf",
+    "spark.hadoop.fs.s3a.committer.name=magic",
+    "--conf",
+    "spark.hadoop.fs.s3a.committer.magic.enabled=true",
+    "--conf",
+    "spark.sql.sources.commitProtocolClass=org.apache.spark.internal.io.cloud.PathOutputCommitProtocol",
+]
 
 
 def computed_partitions(run_dir: str, attempt: int) -> int:
@@ -81,17 +94,22 @@ def main() -> int:
         help="kill after this fraction of the commits (repeatable; default 0.5, 0.7, 0.9)",
     )
     parser.add_argument("--store", choices=("local", "s3a"), default="local", help="where the write goes")
+    parser.add_argument("--committer", choices=("classic", "magic"), default="classic", help="with --store s3a")
     options = parser.parse_args()
+    if options.committer == "magic" and options.store != "s3a":
+        parser.error("--committer magic needs --store s3a")
     _bench.warm_jar()
     parts = options.partitions
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-task-resume-")
     log, root = os.path.join(work, "runs.log"), os.path.join(work, "root")
     s3a = S3aStore() if options.store == "s3a" else None
     env = {**os.environ, **(s3a.env if s3a else {}), "ONE_WRITE_SLEEP": str(options.seconds)}
-    spark_options = [*_bench.SPARK_OPTIONS, *(s3a.options if s3a else [])]
+    plain_options = [*_bench.SPARK_OPTIONS, *(s3a.options if s3a else [])]
+    spark_options = [*plain_options, *(MAGIC if options.committer == "magic" else [])]
     print(
         f"bench_task_resume: one write of {parts} partitions x {options.seconds:.1f} s on local[2] "
-        f"to {'s3a:// (moto on loopback)' if s3a else 'a local folder'} "
+        f"to {'s3a:// (moto on loopback)' if s3a else 'a local folder'}"
+        f"{' through the magic committer' if options.committer == 'magic' else ''} "
         f"{_bench.load_note()}; logs in {log}",
         flush=True,
     )
@@ -106,7 +124,7 @@ def main() -> int:
         env,
     )
     print(f"  full run under sparkrecover submit: {full:.2f} s", flush=True)
-    plain = _bench.timed([_bench.spark_submit(), *spark_options, *app("plain")], log, {**_bench.plain_env(), **env})
+    plain = _bench.timed([_bench.spark_submit(), *plain_options, *app("plain")], log, {**_bench.plain_env(), **env})
     print(
         f"  plain re-submission (plain spark-submit, whole write): {plain:.2f} s = {plain / full:.3f} x the full run",
         flush=True,

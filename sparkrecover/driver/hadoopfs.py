@@ -182,7 +182,7 @@ class HadoopFileSystem(AbstractFileSystem):
         with _java_errors(path):
             fs, hpath = self._target(path)
             key = str(hpath.toUri().getPath()).strip("/") + "/"
-            return [(str(u.getKey()), str(u.getUploadId())) for u in fs.listMultipartUploads(key)]
+            return [_upload_of(u) for u in fs.listMultipartUploads(key)]
 
     def abort_uploads(self, path: str, spare: Collection[tuple[str, str]] = ()) -> int:
         """Abort every incomplete multipart upload below the folder ``path`` on S3 (s3a) but those
@@ -273,11 +273,21 @@ def _listing_through_py4j(fs: Any, hpath: Any, recursive: bool) -> list[tuple[st
     return found
 
 
+def _upload_of(upload: Any) -> tuple[str, str]:
+    """(key, upload id) of an S3A multipart upload: AWS SDK v1's (hadoop-aws 3.3) or v2's (3.4)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        return str(upload.getKey()), str(upload.getUploadId())
+    except Py4JError:
+        return str(upload.key()), str(upload.uploadId())
+
+
 @contextlib.contextmanager
 def _java_errors(path: str) -> Iterator[None]:
     """Hadoop's exceptions as Python's: a missing path is FileNotFoundError, any other failure of
-    the store an OSError with the first line of Hadoop's message."""
-    from py4j.protocol import Py4JJavaError
+    the store an OSError with the first line of Hadoop's message (a call Py4J cannot make too)."""
+    from py4j.protocol import Py4JError, Py4JJavaError
 
     try:
         yield
@@ -289,3 +299,7 @@ def _java_errors(path: str) -> Iterator[None]:
         if kind == "java.io.FileNotFoundException":
             raise FileNotFoundError(f"{path}: {first}") from None
         raise OSError(f"{path}: {kind.rsplit('.', 1)[-1]}: {first}") from None
+    except Py4JError as error:  # not a Java exception: a method this Hadoop does not have
+        raise OSError(
+            f"{path}: {str(error).strip().splitlines()[0][:300] if str(error).strip() else 'Py4JError'}"
+        ) from None

@@ -290,7 +290,8 @@ def write_committer(
         return MANIFESTS, None
     if factory != S3A_COMMITTER_FACTORY:
         return None, f"the output committer comes from {factory}, whose committed tasks are not adopted"
-    name = (conf.get(f"fs.s3a.bucket.{bucket}.committer.name") or conf.get("fs.s3a.committer.name") or "file").strip()
+    # S3ACommitterFactory: the job's fs.s3a.committer.name, else the bucket's, else "file".
+    name = (conf.get("fs.s3a.committer.name") or conf.get(f"fs.s3a.bucket.{bucket}.committer.name") or "file").strip()
     if name == "file":
         return _file_output_committer(conf)
     if name == "magic":

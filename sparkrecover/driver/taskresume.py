@@ -108,7 +108,7 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
             return
         if found:
             _set_aside_pendingsets(
-                url, kept_dir, found, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set()
+                url, kept_dir, found, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set(), mode
             )
             return
         _abort_uploads(url, kept_dir)
@@ -122,37 +122,52 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
 
 
 def _set_aside_pendingsets(
-    url: str, kept_dir: str | None, found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
+    url: str,
+    kept_dir: str | None,
+    found: dict[int, list[taskfiles.TaskFolder]],
+    wanted: set[int],
+    empty_ok: set[int],
+    mode: str | None,
 ) -> None:
     """Step 1 under the magic committer: the kept partitions' pendingsets (a task each, whose
-    uploads are all still open) are moved into ``kept_dir`` (small files: one copy each); the
-    uploads of every other task are aborted, and the committer's job folders (pendingsets not kept,
-    tasks in flight) removed: nothing else of the dead job is ever completed."""
+    uploads are all still open) stay in the dead job's folder for an overwrite or append (the
+    resumed write runs under that job's UUID: its job commit loads them there), or are moved into
+    ``kept_dir`` for a write that needs the target gone; the uploads of every other task are
+    aborted, and everything else of the committer's folders removed: nothing else of the dead job
+    is ever completed."""
     fs, root = storage.data_filesystem(url)
     chosen: dict[int, taskfiles.TaskFolder] = {}
     if kept_dir is not None and wanted and not taskfiles.job_commit_began(url, found):
-        # usable: one pendingset per partition, whose uploads are all still open (taskfiles)
+        # usable: one pendingset per partition, whose uploads are all still open (tasklists)
         usable = taskfiles.usable(found, empty_ok)
         chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
         if len({f.job for f in chosen.values()}) > 1:
             chosen = {}  # one job's pendingsets only: the resumed write commits under its UUID
-    if kept_dir is not None:
-        kept_path = storage.data_filesystem(kept_dir)[1]
-        for candidates in found.values():
-            for task in candidates:
-                if taskfiles.place_of(task) == kept_path and chosen.get(task.partition) is not task:
-                    fs.rm(task.path)
-        if chosen:
-            fs.makedirs(kept_path, exist_ok=True)
+    places = {taskfiles.place_of(task) for task in chosen.values()}
+    kept_path = storage.data_filesystem(kept_dir)[1] if kept_dir is not None else None
+    in_place = len(places) == 1 and kept_path not in places and taskfiles.keeps_in_place(url, mode)
+    for candidates in found.values():
+        for task in candidates:
+            if chosen.get(task.partition) is not task and (in_place or taskfiles.place_of(task) == kept_path):
+                fs.rm(task.path)
+    if chosen and not in_place and kept_path is not None:
+        fs.makedirs(kept_path, exist_ok=True)
         for task in chosen.values():
             if taskfiles.place_of(task) != kept_path:
                 fs.mv(task.path, f"{kept_path}/{task.path.rsplit('/', 1)[-1]}")
     abort = getattr(fs, "abort_uploads", None)
     if abort is not None:
         abort(root, {upload for task in chosen.values() for upload in task.uploads})
-    for job in tasklists.magic_job_dirs(url):
-        fs.rm(job, recursive=True)
-    _remove(storage.join(url, tasklists.MAGIC_DIR))
+    job = places.pop() if in_place else None
+    for folder in tasklists.magic_job_dirs(url):
+        if folder != job:
+            fs.rm(folder, recursive=True)
+    if job is None:
+        _remove(storage.join(url, tasklists.MAGIC_DIR))
+    else:
+        _remove(storage.join(url, job[len(root.rstrip("/")) + 1 :], "tasks"))  # the dead job's tasks in flight
+        if kept_dir is not None:
+            _remove(kept_dir)
 
 
 def _keep_manifests(
@@ -216,41 +231,85 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(target.url)
     set_aside_before = kept_dir is not None and storage.data_exists(kept_dir)
-    pendingsets, manifests = kind == partitions.PENDINGSETS, kind == partitions.MANIFESTS
+    pendingsets = kind == partitions.PENDINGSETS
     in_place = (
         bool(tasks) and not pendingsets and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
     )
     place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
+    if tasks and plan.reusable:
+        try:
+            _keep(plan, target, tasks, place, in_place, set_aside_before)
+        except (OSError, StorageError) as error:  # cannot tell what is kept: nothing is, the write runs whole
+            plan.kept, plan.kept_dir, plan.in_place, plan.kept_job = [], None, False, None
+            plan.reason = f"its committed tasks could not be read ({error})"
+    in_place = in_place or plan.in_place
+    if not plan.kept and kept_dir and set_aside_before:
+        _abort_uploads(target.url, None)  # a set-aside pendingset's: nothing of this write runs yet
+        _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
+    if not plan.kept and in_place and pendingsets:
+        try:  # nothing of this write runs yet: every upload below the target is the dead job's
+            _abort_uploads(target.url, None)
+            for folder in tasklists.magic_job_dirs(target.url):
+                storage.data_filesystem(target.url)[0].rm(folder, recursive=True)
+            _remove(storage.join(target.url, tasklists.MAGIC_DIR))
+        except (OSError, StorageError) as error:  # the write runs under its own UUID: none of it is loaded
+            print(
+                f"sparkrecover: warning: the dead job's pendingsets below {target.url} not removed: {error}",
+                file=sys.stderr,
+            )
+    elif not plan.kept and in_place:
+        _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
+    return plan
+
+
+def _keep(
+    plan: TaskPlan, target: Target, tasks: KeptTasks, place: str | None, in_place: bool, set_aside_before: bool
+) -> None:
+    """Which partitions the write keeps of what waits for it (``plan.kept``, ``kept_dir``,
+    ``in_place``, ``kept_job``): task folders at ``place``, the magic committer's pendingsets in its
+    dead job's folder or set aside, the manifest committer's manifests in place."""
+    pendingsets, manifests = plan.kind == partitions.PENDINGSETS, plan.kind == partitions.MANIFESTS
     chosen: dict[int, taskfiles.TaskFolder] = {}
-    if manifests and tasks and plan.reusable:
+    if pendingsets and not set_aside_before:
+        # Kept in place, in the dead job's folder (_set_aside_pendingsets left only that one).
+        jobs = tasklists.magic_job_dirs(target.url)
+        in_place = len(jobs) == 1
+        place = jobs[0] if in_place else None
+    if manifests:
         # Kept in place, in the dead job's manifests folder (_keep_manifests left only that job's).
         chosen = _chosen_manifests(tasklists.manifests(target.url), set(tasks.kept), set(tasks.empty))
         in_place = bool(chosen)
         place = taskfiles.place_of(next(iter(chosen.values()))) if chosen else None
-    if tasks and plan.reusable and place:
-        changed = _changed(tasks, shape)
-        if changed is not None:
-            plan.reason = changed
-        else:
-            if manifests:  # a path of the data filesystem already
-                folders, kept_path = {p: [f] for p, f in chosen.items()}, place
-            else:
-                folders = tasklists.pendingsets(target.url) if pendingsets else taskfiles.task_folders(target.url)
-                kept_path = storage.data_filesystem(place)[1]
-            here = {
-                p: [f for f in candidates if taskfiles.place_of(f) == kept_path] for p, candidates in folders.items()
-            }
-            plan.kept = kept_partitions.agreed(tasks.kept, [p for p, found in here.items() if found])
-            plan.kept_dir = storage.to_spark_path(place) if plan.kept else None
-            plan.in_place = in_place and bool(plan.kept)
-            if pendingsets and plan.kept:
-                plan.kept_job = here[plan.kept[0]][0].job
-    if not plan.kept and kept_dir and set_aside_before:
-        _abort_uploads(target.url, None)  # a set-aside pendingset's: nothing of this write runs yet
-        _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
-    if not plan.kept and in_place:
-        _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
-    return plan
+    if not place:
+        return
+    changed = _changed(tasks, plan.shape)
+    if changed is not None:
+        plan.reason = changed
+        plan.in_place = in_place and (pendingsets or manifests)  # what waits there is removed: not kept
+        return
+    if manifests:  # a path of the data filesystem already
+        folders, kept_path = {p: [f] for p, f in chosen.items()}, place
+    elif pendingsets:  # read by _set_aside_pendingsets: listed here, one read for the job's UUID
+        kept_path = place if in_place else storage.data_filesystem(place)[1]
+        folders = tasklists.kept_pendingsets(target.url, kept_path)
+    else:
+        folders = taskfiles.task_folders(target.url)
+        kept_path = storage.data_filesystem(place)[1]
+    here = {p: [f for f in candidates if taskfiles.place_of(f) == kept_path] for p, candidates in folders.items()}
+    kept = kept_partitions.agreed(tasks.kept, [p for p, found in here.items() if found])
+    if pendingsets and kept:
+        # The job commit loads every pendingset of its UUID's folder: keep only when nothing but the
+        # kept ones can be there (a set-aside cut short by an error leaves others).
+        others = [p for p, found in here.items() if found and p not in kept]
+        strays = [d for d in tasklists.magic_job_dirs(target.url) if d != place]
+        if others or strays:
+            plan.reason = "the dead job's other pendingsets could not all be cleared: nothing is kept"
+            plan.in_place = in_place
+            return
+        plan.kept_job = tasklists.job_of(target.url, here[kept[0]][0])
+    plan.kept = kept
+    plan.kept_dir = storage.to_spark_path(place) if kept else None
+    plan.in_place = in_place and bool(kept)
 
 
 def _changed(tasks: KeptTasks, shape: partitions.WriteShape) -> str | None:

@@ -266,14 +266,15 @@ def _remove_target(spark: Any, url: str, table: str | None) -> list[str]:
 
 
 def _remove_all_but_temporary(url: str) -> list[str]:
-    """Remove every entry of the target ``url`` but its committer's ``_temporary``."""
+    """Remove every entry of the target ``url`` but its committer's ``_temporary`` (and the magic
+    committer's ``__magic`` folders)."""
     if not storage.data_exists(url):
         return []
     fs, path = storage.data_filesystem(url)
     removed = []
     for entry in fs.ls(path, detail=False):
         name = entry.rstrip("/").rsplit("/", 1)[-1]
-        if name != "_temporary":
+        if name != "_temporary" and not name.startswith("__magic"):
             fs.rm(entry, recursive=True)
             removed.append(storage.join(url, name))
     return removed

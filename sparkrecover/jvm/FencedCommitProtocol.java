@@ -95,8 +95,6 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     public static final String KEPT_JOB = "sparkrecover.kept.job";
     /** Where the S3A committers read their job's UUID (before Spark's spark.sql.sources.writeJobUUID). */
     public static final String S3A_JOB_UUID = "fs.s3a.committer.uuid";
-    /** Whether the S3A committers abort every pending upload below the target at job end. */
-    static final String S3A_ABORT_PENDING_UPLOADS = "fs.s3a.committer.abort.pending.uploads";
     /** hadoop-aws's magic committer, named: hadoop-aws is not on the classpath the jar is built against. */
     public static final String MAGIC_COMMITTER = "org.apache.hadoop.fs.s3a.commit.magic.MagicS3GuardCommitter";
     /** Hadoop's manifest committer (Hadoop 3.3.5 and later: named, Spark 3.5's Hadoop has none). */
@@ -139,11 +137,6 @@ public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
         Configuration conf = context.getConfiguration();
         String kept = conf.get(KEPT_JOB, "").trim();
         conf.set(S3A_JOB_UUID, kept.isEmpty() ? jobId : kept);
-        if (!kept.isEmpty()) {
-            // The S3A committers may abort every pending upload below the target at job commit: the
-            // adopted ones must outlive that (the resume aborted all others before the write).
-            conf.setBoolean(S3A_ABORT_PENDING_UPLOADS, false);
-        }
         if (!conf.getBoolean(FACTORY_COMMITTER, false)) {
             current = super.setupCommitter(context);
             return current;

@@ -31,10 +31,12 @@
  *
  * Under hadoop-aws's magic committer the kept folder holds the dead job's task pendingsets
  * (task_*.pendingset: each names the multipart uploads its task left open at their final keys).
- * The write runs under the dead job's S3A UUID (KEPT_JOB, see FencedCommitProtocol), so setupJob
- * moves them into this job's own folder (the committer's job attempt path), where its job commit
- * completes their uploads with the new tasks' ones; a kept partition's empty task is aborted
- * (its upload, if any, with it), which leaves the committer nothing to commit for it.
+ * The write runs under the dead job's S3A UUID (KEPT_JOB, see FencedCommitProtocol), so its job
+ * folder is the dead job's: kept in place (an overwrite or append), the pendingsets are already
+ * where its job commit loads them (deleteWithJob spares the magic folder); set aside (a write that
+ * needs the target gone), setupJob moves them back there. The job commit completes their uploads
+ * with the new tasks' ones; a kept partition's empty task is aborted (its upload, if any, with
+ * it), which leaves the committer nothing to commit for it.
  *
  * Under Hadoop's manifest committer the kept folder is the dead job's manifests folder, in place in
  * <out>/_temporary/<dead job's uuid>/<attempt>/manifests: each task_*-manifest.json names the
@@ -75,6 +77,8 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
 
     public static final String KEPT_DIR = "sparkrecover.kept.dir";
     public static final String KEPT_PARTITIONS = "sparkrecover.kept.partitions";
+    /** What the magic committer's folders below the target start with (__magic/, __magic_job-<uuid>/). */
+    static final String MAGIC_PREFIX = "__magic";
     /** How the S3A committers name a committed task's list of pending uploads. */
     static final String PENDINGSET = ".pendingset";
     /** How the manifest committer names a committed task's manifest. */
@@ -141,6 +145,11 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
                 deleteAllBut(fs, output, temporary, null);  // the resume left in _temporary only what it keeps
                 return true;
             }
+            Path top = topEntry(keptDir, output);
+            if (top != null && top.getName().startsWith(MAGIC_PREFIX)) {
+                deleteAllBut(fs, output, top, null);  // the magic committer's pendingsets, kept in place
+                return true;
+            }
             if (!keptDir.equals(jobAttempt)) {
                 return super.deleteWithJob(fs, path, recursive);
             }
@@ -154,6 +163,16 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
             throw new IllegalStateException("sparkrecover: could not empty " + path + " around its kept task outputs: "
                                             + error.getMessage(), error);
         }
+    }
+
+    /** The entry of {@code output} that {@code path} is in (or is), or null when it is not below it. */
+    static Path topEntry(Path path, Path output) {
+        for (Path at = path; at != null; at = at.getParent()) {
+            if (output.equals(at.getParent())) {
+                return at;
+            }
+        }
+        return null;
     }
 
     /** Whether {@code kept} is a manifests folder of a job in <out>/_temporary (<uuid>/<attempt>/manifests). */
@@ -296,10 +315,20 @@ public class ResumingCommitProtocol extends FencedCommitProtocol {
         if (!fs.exists(dir)) {
             throw new IOException(dir + " does not exist");
         }
-        TreeMap<Integer, FileStatus> tasks = taskOutputs(fs, dir, PENDINGSET, true, null, "pendingsets", null);
+        boolean inPlace = fs.makeQualified(dir).equals(fs.makeQualified(job));
+        // In place, tasks/ holds this job's own task attempts, in a job that starts now.
+        TreeMap<Integer, FileStatus> tasks = taskOutputs(fs, dir, PENDINGSET, true, inPlace ? "tasks" : null, "pendingsets",
+                                                         null);
         checkKept(tasks, kept, "pendingsets");
+        if (inPlace) {
+            return;  // already where the job commit loads them from
+        }
         if (!job.getFileSystem(conf).getUri().equals(fs.getUri())) {
             throw new IOException(dir + " is not on the output's filesystem (" + job + ")");
+        }
+        if (fs.exists(job) && !taskOutputs(fs, job, PENDINGSET, false, null, "pendingsets", null).isEmpty()) {
+            // Its job commit would complete them too: partitions this write computes again.
+            throw new IOException(job + " holds pendingsets besides the kept ones");
         }
         moveInto(fs, tasks, job);
         fs.delete(dir, false);

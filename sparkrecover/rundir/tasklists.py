@@ -69,6 +69,27 @@ def pendingsets(target_url: str) -> dict[int, list[TaskFolder]]:
     return found
 
 
+def kept_pendingsets(target_url: str, place: str) -> dict[int, list[TaskFolder]]:
+    """The pendingsets in ``place`` (a path of the data filesystem) by partition, from their names
+    only: ``pendingsets`` read and checked them before they were kept there."""
+    fs = storage.data_filesystem(target_url)[0]
+    found: dict[int, list[TaskFolder]] = {}
+    with storage.guard(target_url, "list pendingsets"):
+        for task in _task_files(fs, place, _PENDINGSET):
+            found.setdefault(task.partition, []).append(task)
+    return found
+
+
+def job_of(target_url: str, task: TaskFolder) -> str | None:
+    """The S3A job UUID a pendingset was committed under (one read)."""
+    fs = storage.data_filesystem(target_url)[0]
+    with storage.guard(target_url, "read a pendingset"):
+        try:
+            return str(orjson.loads(fs.cat(task.path))["jobId"])
+        except (ValueError, TypeError, KeyError) as error:
+            raise OSError(f"{task.path} is not a readable pendingset ({type(error).__name__})") from error
+
+
 def _check_uploads(found: dict[int, list[TaskFolder]], open_uploads: set[tuple[str, str]] | None) -> None:
     """A pendingset whose uploads are not all open any more (aborted by a bucket's lifecycle rule,
     or by hand) cannot be committed: it is not kept. None: the store cannot list them."""

@@ -412,3 +412,32 @@ def test_manifests_a_resume_had_adopted_are_kept_with_the_dead_jobs_files(tmp_pa
     taskresume._keep_manifests(out, found, wanted={4, 5}, empty_ok=set())
     assert sorted(os.listdir(os.path.join(out, "_temporary"))) == ["job-uuid", "second-job"]
     assert sorted(taskfiles.usable(tasklists.manifests(out), empty_ok=set())) == [4, 5]
+
+
+def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed(tmp_path):
+    """The magic committer's job commit loads every pendingset in its UUID's folder: a resumed write
+    keeps the dead job's only when its folder holds the kept ones and nothing else (a set-aside
+    cut short by an error leaves others: then nothing is kept, and the write runs under a UUID of
+    its own)."""
+    from sparkrecover.driver import partitions, taskresume
+
+    out = str(tmp_path / "out")
+    for partition in (0, 1, 2):
+        pendingset(out, partition)
+    shape = partitions.WriteShape(4, True, None, digest="d")
+    tasks = KeptTasks(kept=[0, 1], partitions=4, shape="d")
+    target = taskresume.Target(None, None, out, "file://" + out, "overwrite", "json")
+
+    def keep() -> taskresume.TaskPlan:
+        plan = taskresume.TaskPlan(shape, None, kind=partitions.PENDINGSETS)
+        taskresume._keep(plan, target, tasks, None, False, set_aside_before=False)
+        return plan
+
+    refused = keep()  # partition 2 committed but not journaled: its pendingset is still there
+    assert refused.kept == [] and "could not all be cleared" in refused.reason and refused.in_place
+    os.remove(next(p for p in glob.glob(f"{out}/__magic/*/*.pendingset") if p.endswith("_m_000002.pendingset")))
+    kept = keep()
+    assert (kept.kept, kept.kept_job, kept.in_place) == ([0, 1], "job-uuid", True)
+    assert kept.kept_dir == "file://" + os.path.join(out, "__magic", "job-job-uuid")
+    os.makedirs(os.path.join(out, "__magic_job-another"))  # another job's folder: not kept either
+    assert keep().kept == []

@@ -307,7 +307,6 @@ def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
     assert committer(**magic) == pendingsets
     assert committer(format="parquet", **magic) == folders
     assert committer(format="parquet", sparkrecover__commit__factory="true", **magic) == pendingsets
-    assert committer("s3a://other/out", fs__s3a__bucket__other__committer__name="magic") == pendingsets
     assert "S3A directory committer" in committer(fs__s3a__committer__name="directory")[1]
     # The manifest committer's manifests stay in the target's _temporary: kept by writes that keep
     # the target (overwrite empties it through the commit protocol), not by errorifexists.

@@ -305,4 +305,4 @@ def test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets(spa
     assert [(e["attempt"], len(e["kept"]), e["reusable"]) for e in writes] == [
         (attempt, kept, True) for attempt, kept in enumerate([0, *plans], start=1)
     ]
-    assert writes[1]["kept_dir"].endswith("/.sparkrecover-kept-out")
+    assert writes[1]["kept_dir"].startswith(out + "/__magic/job-")  # kept in place: never copied
