@@ -140,9 +140,7 @@ def _set_aside_pendingsets(
     if kept_dir is not None and wanted and not taskfiles.job_commit_began(url, found):
         # usable: one pendingset per partition, whose uploads are all still open (tasklists)
         usable = taskfiles.usable(found, empty_ok)
-        chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
-        if len({f.job for f in chosen.values()}) > 1:
-            chosen = {}  # one job's pendingsets only: the resumed write commits under its UUID
+        chosen = tasklists.one_job({p: usable[p] for p in kept_partitions.agreed(wanted, usable)})
     places = {taskfiles.place_of(task) for task in chosen.values()}
     kept_path = storage.data_filesystem(kept_dir)[1] if kept_dir is not None else None
     in_place = len(places) == 1 and kept_path not in places and taskfiles.keeps_in_place(url, mode)
@@ -199,15 +197,9 @@ def _keep_manifests(
 def _chosen_manifests(
     found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
 ) -> dict[int, taskfiles.TaskFolder]:
-    """The usable manifests of the wanted partitions, from one job attempt's folder (the one that
-    holds most of them: a resumed write loads them from there)."""
+    """The usable manifests of the wanted partitions, from one job attempt's folder."""
     usable = taskfiles.usable(found, empty_ok)
-    chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
-    places = [taskfiles.place_of(task) for task in chosen.values()]
-    if not places:
-        return {}
-    place = max(set(places), key=places.count)
-    return {p: task for p, task in chosen.items() if taskfiles.place_of(task) == place}
+    return tasklists.one_place({p: usable[p] for p in kept_partitions.agreed(wanted, usable)})
 
 
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:

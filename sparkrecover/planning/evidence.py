@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkrecover.core.runstate import StageState
+from sparkrecover.errors import StorageError
 from sparkrecover.rundir import manifests, storage, taskfiles, tasklists
 
 
@@ -32,13 +33,19 @@ class StorageEvidence:
         empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
         out = stage.outputs[0]
         folders = taskfiles.task_folders(out)
-        for partition, found in (tasklists.pendingsets(out) if tasklists.on_s3(out) else {}).items():
-            folders.setdefault(partition, []).extend(found)  # the magic committer's pendingsets
-        for partition, found in tasklists.manifests(out).items():
-            folders.setdefault(partition, []).extend(found)  # the manifest committer's task manifests
-        if taskfiles.job_commit_began(out, folders):
+        try:  # the committers that record committed tasks as lists, with the driver's rules
+            pendingsets = tasklists.pendingsets(out) if tasklists.on_s3(out) else {}
+            manifests = tasklists.manifests(out)
+        except StorageError as error:  # cannot tell: nothing is kept, as the driver would
+            return set(), f"its committed tasks could not be read ({error})"
+        everything = {p: [*folders.get(p, []), *pendingsets.get(p, []), *manifests.get(p, [])] for p in
+                      {*folders, *pendingsets, *manifests}}  # fmt: skip
+        if taskfiles.job_commit_began(out, everything):
             return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
-        return set(taskfiles.usable(folders, empty_ok)), None
+        usable = taskfiles.usable(folders, empty_ok)
+        usable.update(tasklists.one_job(taskfiles.usable(pendingsets, empty_ok)))
+        usable.update(tasklists.one_place(taskfiles.usable(manifests, empty_ok)))
+        return set(usable), None
 
     def stat(self, url: str) -> tuple[int, Any]:
         return storage.data_stat(url)

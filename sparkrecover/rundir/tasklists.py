@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.rundir import storage
-from sparkrecover.rundir.taskfiles import PART_FILE, TaskFolder, dir_names, files_below, kept_dir
+from sparkrecover.rundir.taskfiles import PART_FILE, TaskFolder, dir_names, files_below, kept_dir, place_of
 
 _PENDINGSET = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)\.pendingset$")
 MAGIC_DIR = "__magic"
@@ -67,6 +67,22 @@ def pendingsets(target_url: str) -> dict[int, list[TaskFolder]]:
         if any(task.uploads for tasks in found.values() for task in tasks):
             _check_uploads(found, _open_uploads(fs, root))
     return found
+
+
+def one_job(usable: dict[int, TaskFolder]) -> dict[int, TaskFolder]:
+    """The usable pendingsets a resumed write can keep: those of one S3A job only (it commits under
+    that job's UUID), else none."""
+    return usable if len({task.job for task in usable.values()}) <= 1 else {}
+
+
+def one_place(usable: dict[int, TaskFolder]) -> dict[int, TaskFolder]:
+    """The usable manifests a resumed write can keep: those of the one job folder that holds most of
+    them (it moves them from there)."""
+    places = [place_of(task) for task in usable.values()]
+    if not places:
+        return {}
+    place = max(sorted(set(places)), key=places.count)
+    return {p: task for p, task in usable.items() if place_of(task) == place}
 
 
 def kept_pendingsets(target_url: str, place: str) -> dict[int, list[TaskFolder]]:

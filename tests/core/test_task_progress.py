@@ -441,3 +441,22 @@ def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed
     assert kept.kept_dir == "file://" + os.path.join(out, "__magic", "job-job-uuid")
     os.makedirs(os.path.join(out, "__magic_job-another"))  # another job's folder: not kept either
     assert keep().kept == []
+
+
+def test_the_plan_keeps_what_the_driver_keeps_of_pendingsets_and_manifests(tmp_path):
+    """`resume --dry-run` reads the same evidence with the driver's rules: pendingsets of one S3A job
+    only (a write commits under one UUID), manifests of one job folder only (the one holding most)."""
+    from types import SimpleNamespace
+
+    out = str(tmp_path / "out")
+    tasks = {p: [taskfiles.TaskFolder(p, f"/x/{p}.pendingset", job="a" if p < 2 else "b")] for p in range(3)}
+    usable = taskfiles.usable(tasks, empty_ok={0, 1, 2})
+    assert tasklists.one_job(usable) == {} and tasklists.one_job({p: usable[p] for p in (0, 1)}) == {
+        0: usable[0],
+        1: usable[1],
+    }
+    manifest(out, 0)
+    manifest(out, 1)
+    manifest(out, 2, job="other-job")  # a crash inside a resumed write's adoption split them
+    stage = SimpleNamespace(outputs=[out], committed_tasks={p: (1, 100) for p in range(3)})
+    assert StorageEvidence(str(tmp_path / "run")).committed_partitions(stage) == ({0, 1}, None)
