@@ -11,7 +11,8 @@ the set-aside task folders to the job before its commit. Both classes are in the
 - ``without_partitions(frame, kept)``: the frame to write, in every attempt (nothing kept the
   first time), so that partition *i* means the same thing in both.
 - ``resuming_commit(spark, kept_dir, kept)``: the settings of the resumed write, for one write.
-- ``unsupported_reason(spark, path, ...)``: why reusing tasks cannot work for this write.
+- ``write_committer(spark, path, ...)``: how the write commits its tasks, or why reusing them cannot
+  work for it.
 
 Runs in the driver; imports pyspark only inside functions.
 """
@@ -201,22 +202,6 @@ S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
 
 
-def unsupported_reason(
-    spark: Any,
-    path: str | None,
-    *,
-    mode: str = "errorifexists",
-    options: Mapping[str, str] | None = None,
-    frame: Any = None,
-    format: str = "parquet",
-) -> str | None:
-    """Why the committed tasks of a write of ``frame`` to ``path`` (as Spark names it) with this
-    session cannot be reused, or None. ``options`` are the writer's options (they join the job's
-    Hadoop configuration); ``mode`` its save mode; ``format`` its source. Tables (no path) are
-    refused: a catalog table would not learn of the kept tasks' partitions."""
-    return write_committer(spark, path, mode=mode, options=options, frame=frame, format=format)[1]
-
-
 def write_committer(
     spark: Any,
     path: str | None,
@@ -226,8 +211,11 @@ def write_committer(
     frame: Any = None,
     format: str = "parquet",
 ) -> tuple[str | None, str | None]:
-    """How such a write commits its tasks (``FOLDERS``, ``PENDINGSETS`` or ``MANIFESTS``) and None,
-    or None and why its committed tasks cannot be reused (``unsupported_reason``)."""
+    """How a write of ``frame`` to ``path`` (as Spark names it) with this session commits its tasks
+    (``FOLDERS``, ``PENDINGSETS`` or ``MANIFESTS``) and None, or None and why its committed tasks
+    cannot be reused. ``options`` are the writer's options (they join the job's Hadoop
+    configuration); ``mode`` its save mode; ``format`` its source. Tables (no path) are refused: a
+    catalog table would not learn of the kept tasks' partitions."""
     if frame is not None and not hasattr(frame, "_jdf"):
         return None, "Spark Connect: the driver cannot change how the write runs"
     if not hasattr(spark, "_jsparkSession"):

@@ -262,9 +262,9 @@ def _keep(
     dead job's folder or set aside, the manifest committer's manifests in place."""
     pendingsets, manifests = plan.kind == partitions.PENDINGSETS, plan.kind == partitions.MANIFESTS
     chosen: dict[int, taskfiles.TaskFolder] = {}
+    jobs = tasklists.magic_job_dirs(target.url) if pendingsets else []
     if pendingsets and not set_aside_before:
         # Kept in place, in the dead job's folder (_set_aside_pendingsets left only that one).
-        jobs = tasklists.magic_job_dirs(target.url)
         in_place = len(jobs) == 1
         place = jobs[0] if in_place else None
     if manifests:
@@ -293,7 +293,7 @@ def _keep(
         # The job commit loads every pendingset of its UUID's folder: keep only when nothing but the
         # kept ones can be there (a set-aside cut short by an error leaves others).
         others = [p for p, found in here.items() if found and p not in kept]
-        strays = [d for d in tasklists.magic_job_dirs(target.url) if d != place]
+        strays = [d for d in jobs if d != place]
         if others or strays:
             plan.reason = "the dead job's other pendingsets could not all be cleared: nothing is kept"
             plan.in_place = in_place

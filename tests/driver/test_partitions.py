@@ -257,14 +257,14 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     # failing on the missing class; the session here has it, so ask about a class that is absent.
     assert find_class(jvm, KEPT_RDD_CLASS) is not None
     assert find_class(jvm, "sparkrecover.jvm.NoSuchClass") is None
-    assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
-    assert partitions.unsupported_reason(spark, "hdfs://namenode:8020/data/out") is None
+    assert partitions.write_committer(spark, out, mode="overwrite")[1] is None
+    assert partitions.write_committer(spark, "hdfs://namenode:8020/data/out")[1] is None
     # Object stores keep their committed task folders too (a rename there is a copy: the journal
     # says a folder is whole).
-    assert partitions.unsupported_reason(spark, "s3a://bucket/out") is None
+    assert partitions.write_committer(spark, "s3a://bucket/out")[1] is None
 
-    assert "algorithm 2" in partitions.unsupported_reason(spark, out, options={partitions.ALGORITHM_KEY: "2"})
-    assert "no output path" in partitions.unsupported_reason(spark, None)
+    assert "algorithm 2" in partitions.write_committer(spark, out, options={partitions.ALGORITHM_KEY: "2"})[1]
+    assert "no output path" in partitions.write_committer(spark, None)[1]
     settings = {
         partitions.ALGORITHM_KEY: "algorithm 2",
         COMMIT_PROTOCOL_CONF: "custom commit protocol",
@@ -280,10 +280,10 @@ def test_unsupported_reasons(spark, jvm, tmp_path):
     for key, expected in settings.items():
         spark.conf.set(key, values[key])
         try:
-            assert expected in partitions.unsupported_reason(spark, out, mode="overwrite")
+            assert expected in partitions.write_committer(spark, out, mode="overwrite")[1]
         finally:
             spark.conf.unset(key)
-    assert partitions.unsupported_reason(spark, out, mode="overwrite") is None
+    assert partitions.write_committer(spark, out, mode="overwrite")[1] is None
 
 
 def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
@@ -315,8 +315,8 @@ def test_which_committer_a_write_uses_and_what_of_it_is_kept(spark):
     assert partitions.write_committer(spark, "file:/tmp/out", mode="append", format="csv") == folders
     spark.conf.set("mapreduce.outputcommitter.factory.class", partitions.MANIFEST_COMMITTER_FACTORY)
     try:
-        assert "errorifexists write needs gone" in partitions.unsupported_reason(spark, "file:/tmp/out", format="csv")
-        assert "comes from" not in str(partitions.unsupported_reason(spark, "/tmp/out", mode="append", format="orc"))
+        assert "errorifexists write needs gone" in partitions.write_committer(spark, "file:/tmp/out", format="csv")[1]
+        assert "comes from" not in str(partitions.write_committer(spark, "/tmp/out", mode="append", format="orc"))[1]
     finally:
         spark.conf.unset("mapreduce.outputcommitter.factory.class")
     other = "org.example.CommitterFactory"
