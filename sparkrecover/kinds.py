@@ -27,3 +27,8 @@ class Verdict(TextEnum):
     RERUN = "rerun"  # committed, but runs again (asked for, lost and needed, upstream reruns)
     LOST = "lost"  # committed, output gone, nothing that runs needs it (§4 rule 4)
     CONTINUE = "continue"  # a write that started: its committed partitions are kept, the rest run
+
+
+# The kind (``stage.started``'s ``kind``) of a ``foreach``/``foreachPartition`` stage: nothing of
+# ours holds its side effects, so the journal alone says which of its partitions finished.
+FOREACH = "foreach"

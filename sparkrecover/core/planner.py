@@ -20,7 +20,7 @@ from typing import Any
 from sparkrecover.core import kept_partitions, shuffles, staleness
 from sparkrecover.core.evidence import Evidence
 from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
-from sparkrecover.kinds import Verdict
+from sparkrecover.kinds import FOREACH, Verdict
 from sparkrecover.rundir.plans import (
     Committed,
     KeptShuffle,
@@ -135,15 +135,21 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
     if not progress.reusable:
         decision.reason += f"; no partition is kept: {progress.started.get('reason') or 'its partitions may differ'}"
         return
-    found, problem = evidence.committed_partitions(stage)
+    if stage.kind == FOREACH:
+        # A side effect leaves nothing of ours to check: the journal alone says which partitions
+        # finished, and a record it lost only makes one run again (docs/decisions.md).
+        found, problem = set(progress.unfinished), None
+    else:
+        found, problem = evidence.committed_partitions(stage)
     tasks = kept_partitions.to_keep(progress, found)
     if tasks is None:
         decision.reason += f"; no partition is kept: {problem or 'the partitions it committed left no files'}"
         return
     attempts = sorted({progress.computed[p].attempt for p in tasks.kept})
     decision.decision = CONTINUE
+    done = "finished" if stage.kind == FOREACH else "committed"
     decision.reason = (
-        f"{len(tasks.kept)}/{tasks.partitions} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
+        f"{len(tasks.kept)}/{tasks.partitions} partitions kept ({done} in attempt {', '.join(map(str, attempts))})"
     )
     decision.partitions = PartitionCount(kept=len(tasks.kept), total=tasks.partitions)
     # The driver keeps nothing if the stage changed since (§4 rule 5): compared like a skip's.

@@ -230,11 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
-    from sparkrecover.driver import mlsaves, schema_reads, signals, sqlwrites, zerocode
+    from sparkrecover.driver import foreach, mlsaves, schema_reads, signals, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     sqlwrites.install()  # and so do its SQL statements that write
     mlsaves.install()  # and its model and pipeline saves (MLlib, ML)
+    foreach.install()  # and its foreach/foreachPartition calls, kept per finished partition
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished

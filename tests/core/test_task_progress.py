@@ -460,3 +460,51 @@ def test_the_plan_keeps_what_the_driver_keeps_of_pendingsets_and_manifests(tmp_p
     manifest(out, 2, job="other-job")  # a crash inside a resumed write's adoption split them
     stage = SimpleNamespace(outputs=[out], committed_tasks={p: (1, 100) for p in range(3)})
     assert StorageEvidence(str(tmp_path / "run")).committed_partitions(stage) == ({0, 1}, None)
+
+
+def foreach_started(run, stage="f", reusable=True, reason=None):
+    """A foreachPartition stage's start, as driver/foreach.py journals it: no output, nothing to verify."""
+    run.driver.emit(
+        "stage.started",
+        stage=stage,
+        kind="foreach",
+        outputs=[],
+        upstream=[],
+        fingerprint={"version": None},
+        mode="foreachPartition",
+        target="RDD",
+        verifiable=False,
+    )
+    run.driver.emit(
+        "write.started", stage=stage, partitions=8, shape="s1", reusable=reusable, reason=reason, kept=[], staging=None
+    )
+    return run
+
+
+def test_a_killed_foreach_continues_with_the_partitions_the_journal_says_finished(run):
+    """A side effect leaves no files of ours: the journal's finished tasks alone are kept (a record
+    lost only makes a finished partition run again)."""
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, 5, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (finished in attempt 1)")
+    assert decision.partitions == PartitionCount(kept=4, total=8)
+    assert decision.tasks is not None and decision.tasks.kept == [0, 1, 2, 5] and decision.tasks.shape == "s1"
+
+
+def test_a_foreach_whose_partitions_may_differ_runs_whole_and_the_plan_says_why(run):
+    foreach_started(run, reusable=False, reason="the write's RDD is INDETERMINATE")
+    committed_tasks(run, "f", 0, 1, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == (
+        "run",
+        "started in attempt 1 but not committed; no partition is kept: the write's RDD is INDETERMINATE",
+    )
+
+
+def test_a_finished_foreach_is_skipped_with_nothing_to_verify(run):
+    foreach_started(run)
+    committed_tasks(run, "f", *range(8), records=0)
+    run.committed("f").end(0)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("skip", "committed in attempt 1")
