@@ -1,5 +1,6 @@
 /*
- * The executor's keeping of finished map outputs (docs/shuffles.md, docs/decisions.md).
+ * The executor's keeping of finished map outputs (docs/shuffles.md,
+ * docs/decisions/0026-kept-map-outputs-on-any-filesystem.md).
  *
  * Where the keep folder shares a filesystem with Spark's local directories and links were asked
  * for, a map output is two hard links and a meta file, made on the map task's thread before its
