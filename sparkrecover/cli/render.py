@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkrecover.core import humanize
+from sparkrecover.kinds import FOREACH
 
 if TYPE_CHECKING:
     from sparkrecover.launch.recovery import Outcome
@@ -256,14 +257,19 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
                 f"{progress['computed']:,} computed in attempt {row['attempt']} ({origin})"
             )
         elif progress["committed"]:
+            # A foreach's partitions have no files: the journal alone says they finished.
+            done, kept = (
+                ("finished", "resume runs only the others")
+                if row.get("kind") == FOREACH
+                else ("committed", "resume keeps those whose files survive")
+            )
             notes.append(
-                f"{name}: {progress['committed']:,}/{progress['total']:,} partitions committed before it "
-                "stopped (resume keeps those whose files survive)"
+                f"{name}: {progress['committed']:,}/{progress['total']:,} partitions {done} before it stopped ({kept})"
             )
         else:
+            done, whole = ("finished", "runs") if row.get("kind") == FOREACH else ("committed", "writes")
             notes.append(
-                f"{name}: none of its {progress['total']:,} partitions committed before it stopped "
-                "(resume writes it whole)"
+                f"{name}: none of its {progress['total']:,} partitions {done} before it stopped (resume {whole} it whole)"
             )
     return notes
 

@@ -92,7 +92,7 @@ def shape_of(frame: Any) -> WriteShape:
         shape.executed = True
         _measure(shape, jvm, rdd, reason, lambda: str(qe.executedPlan()))
     except Exception as error:  # a probe that fails must never fail the write
-        shape.reason = f"the write could not be probed ({type(error).__name__}: {_first_line(error)})"
+        shape.reason = f"its partitions could not be probed ({type(error).__name__}: {_first_line(error)})"
     return shape
 
 
@@ -118,7 +118,7 @@ def _measure(shape: WriteShape, jvm: Any, rdd: Any, reason: str | None, physical
     met, read = ranges
     if reason is None and (met != read or (not met and _RANGE.search(physical_plan()))):
         reason = (
-            "the write reads a range partitioning whose bounds could not be read: they come from "
+            "it reads a range partitioning whose bounds could not be read: they come from "
             "a sample of rows, which may differ in another application"
         )
     shape.specs = specs
@@ -150,7 +150,7 @@ def _rdd_reason(rdd: Any) -> str | None:
     level = str(rdd.outputDeterministicLevel().toString())
     if level != "INDETERMINATE":
         return None
-    return f"the write's RDD is {level} in Spark's terms: partition i may hold other rows in another application"
+    return f"its RDD is {level} in Spark's terms: partition i may hold other rows in another application"
 
 
 def _probe(jvm: Any, rdd: Any, count: int) -> tuple[list[str], list[str], tuple[int, int]]:

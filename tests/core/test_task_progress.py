@@ -492,13 +492,21 @@ def test_a_killed_foreach_continues_with_the_partitions_the_journal_says_finishe
     assert decision.tasks is not None and decision.tasks.kept == [0, 1, 2, 5] and decision.tasks.shape == "s1"
 
 
+def test_inspect_says_a_foreach_s_partitions_finished_and_the_others_run(run, cli, tmp_path):
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, records=0).end(137, 9)
+    code, out, _err = cli("inspect", "r1", "--root", os.path.dirname(run.dir))
+    assert code == 0
+    assert "f: 3/8 partitions finished before it stopped (resume runs only the others)" in out
+
+
 def test_a_foreach_whose_partitions_may_differ_runs_whole_and_the_plan_says_why(run):
-    foreach_started(run, reusable=False, reason="the write's RDD is INDETERMINATE")
+    foreach_started(run, reusable=False, reason="its RDD is INDETERMINATE in Spark's terms")
     committed_tasks(run, "f", 0, 1, records=0).end(137, 9)
     decision = decision_of(run, "f")
     assert (decision.decision, decision.reason) == (
         "run",
-        "started in attempt 1 but not committed; no partition is kept: the write's RDD is INDETERMINATE",
+        "started in attempt 1 but not committed; no partition is kept: its RDD is INDETERMINATE in Spark's terms",
     )
 
 
