@@ -269,7 +269,8 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
         else:
             done, whole = ("finished", "runs") if row.get("kind") == FOREACH else ("committed", "writes")
             notes.append(
-                f"{name}: none of its {progress['total']:,} partitions {done} before it stopped (resume {whole} it whole)"
+                f"{name}: none of its {progress['total']:,} partitions {done} before it stopped "
+                f"(resume {whole} it whole)"
             )
     return notes
 

@@ -50,11 +50,13 @@ def install() -> None:
 
 
 def _dataframe_class() -> type:
+    import importlib
+
     try:  # Spark 4: the classic DataFrame implements them (Spark Connect's runs in its server)
-        from pyspark.sql.classic.dataframe import DataFrame
+        module = importlib.import_module("pyspark.sql.classic.dataframe")
     except ImportError:  # Spark 3.5
-        from pyspark.sql.dataframe import DataFrame
-    return DataFrame
+        module = importlib.import_module("pyspark.sql.dataframe")
+    return module.DataFrame
 
 
 @dataclass

@@ -108,7 +108,12 @@ def test_a_foreach_partition_is_a_stage_named_by_its_call_site_and_runs_every_pa
     assert runs(folder) == {p: ["10"] for p in range(PARTS)}
     (started,) = journaled(rt, "stage.started")
     name = f"test_foreach.py:{marked_line(__file__, 'rdd-call')}#1 foreachPartition RDD"
-    assert (started["stage"], started["kind"], started["outputs"], started["verifiable"]) == (name, "foreach", [], False)
+    assert (started["stage"], started["kind"], started["outputs"], started["verifiable"]) == (
+        name,
+        "foreach",
+        [],
+        False,
+    )
     (write,) = journaled(rt, "write.started")
     assert (write["stage"], write["partitions"], write["reusable"], write["kept"]) == (name, PARTS, True, [])
     assert [r["stage"] for r in journaled(rt, "stage.committed")] == [name]

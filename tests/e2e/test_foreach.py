@@ -42,8 +42,10 @@ def test_a_foreach_partition_killed_at_70_percent_runs_only_the_unfinished_parti
     running = [FINISHED, FINISHED + 1]
     run_and_kill_when(
         command,
-        lambda: finished_tasks(run_dir) >= FINISHED
-        and all(os.path.exists(os.path.join(out, f"part-{p:03d}")) for p in running),
+        lambda: (
+            finished_tasks(run_dir) >= FINISHED
+            and all(os.path.exists(os.path.join(out, f"part-{p:03d}")) for p in running)
+        ),
         f"{FINISHED} finished tasks",
     )
     first = lines(out)
