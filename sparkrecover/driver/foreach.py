@@ -123,6 +123,8 @@ class ForeachStage:
         self.name, self.call_site, self.ordinal = zerocode.identify(rt, method, rows.label)
         self.spark = rows.spark
         self.version: str | None = None
+        self.rdd: Any = None  # the Python RDD whose partitions run, and how many it has (set_aside)
+        self.count = 0
 
     def outputs(self) -> list[str]:
         return []
@@ -154,6 +156,10 @@ class ForeachStage:
             plan.reason = taskresume._changed(tasks, shape)
             if plan.reason is None:
                 plan.kept = sorted(p for p in set(tasks.kept) if 0 <= p < shape.partitions)
+        # Before stage.started marks the jobs that follow as the stage's work: whatever the rows
+        # still need to run first (a query planned again without the probe) journals nothing.
+        self.rdd = self.rows.rdd(shape)
+        self.count = int(self.rdd.getNumPartitions())
         return plan
 
     def clean(self, entry: PlanEntry) -> dict[str, Any]:
@@ -167,14 +173,12 @@ class ForeachStage:
         }
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
-        plan = tasks if tasks is not None else taskresume.TaskPlan(partitions.WriteShape(0, False, None), None)
-        rdd = self.rows.rdd(plan.shape)
-        count = int(rdd.getNumPartitions())
-        kept = set(plan.kept)
+        assert tasks is not None, "the lifecycle calls set_aside first"
+        plan, kept = tasks, set(tasks.kept)
         self.rt.writer.emit(
             ev.WRITE_STARTED,
             stage=self.name,
-            partitions=count,
+            partitions=self.count,
             staging=None,  # a side effect has no staging folder of ours
             shape=plan.shape.digest,
             reusable=plan.shape.reusable,
@@ -183,11 +187,11 @@ class ForeachStage:
             kept_dir=None,
             specs=plan.shape.specs_digest,
         )
-        missing = [p for p in range(count) if p not in kept]
+        missing = [p for p in range(self.count) if p not in kept]
         if missing:
             # The listener journals each of these tasks as it finishes (the job runs after
             # stage.started: the Scope marked it the stage's work).
-            rdd.ctx.runJob(rdd, _partition_function(self.method, self.fn), missing)
+            self.rdd.ctx.runJob(self.rdd, _partition_function(self.method, self.fn), missing)
         return None
 
     def committed(self) -> tuple[stages.Outputs, dict[str, Any], list[dict[str, Any]] | None]:
