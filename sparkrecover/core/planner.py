@@ -137,7 +137,8 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
         return
     if stage.kind == FOREACH:
         # A side effect leaves nothing of ours to check: the journal alone says which partitions
-        # finished, and a record it lost only makes one run again (docs/decisions.md).
+        # finished, and a record it lost only makes one run again
+        # (docs/decisions/0041-side-effects-kept-per-partition.md).
         found, problem = set(progress.unfinished), None
     else:
         found, problem = evidence.committed_partitions(stage)
