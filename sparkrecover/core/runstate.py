@@ -132,7 +132,7 @@ class AttemptState:
                 code = self.driver_ended.get("exit_code")
                 if code == 0:
                     return "succeeded"
-                # Stopped by a signal the driver caught (driver/signals.py).
+                # Stopped by a signal the driver caught (driver/process/signals.py).
                 return "interrupted" if self.driver_ended.get("signal") is not None else "failed"
             return "crashed"
         if self.exit_code == 0:

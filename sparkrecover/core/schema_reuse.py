@@ -1,7 +1,7 @@
 """Which inferred schemas a resumed attempt may reuse: the command line's half.
 
 The driver journals ``schema.inferred`` for each read whose schema Spark inferred with a pass over
-the data (``driver/schema_reads.py``); ``RunState.schemas`` keeps the latest per read key. Before launch
+the data (``driver/recording/schema_reads.py``); ``RunState.schemas`` keeps the latest per read key. Before launch
 the recorded input files are checked as stage inputs are (``staleness.changed_inputs``): a schema
 whose files are gone or rewritten is inferred again. Files added since are the driver's to find:
 it compares the read's whole listing with ``input_digest`` before it uses a schema.

@@ -1,6 +1,6 @@
 """Staleness (docs/design.md §4 rule 5): how a stage's recorded fingerprint compares with the stage now.
 
-The driver builds fingerprints (``driver.fingerprints``); this module holds what both processes
+The driver builds fingerprints (``driver.lifecycle.fingerprints``); this module holds what both processes
 need of them: the digest, the input-file listing, the named difference the driver reports, and
 the input check the command line makes before launch.
 """
@@ -29,7 +29,7 @@ def digest(*parts: Any) -> str:
 def script_digest(script: str, read: Callable[[str], bytes]) -> str:
     """Is the script the same? The one answer both processes give: a digest of its bytes, every
     one of them (a Python function's body is not in Spark's plans, and an edit anywhere may change
-    what a UDF computes). The driver salts a write's shape with it (driver/taskresume.py), submit
+    what a UDF computes). The driver salts a write's shape with it (driver/tasks/taskresume.py), submit
     hands it to the JVM for the shuffle identity (launch/shuffles.py). ``read`` reads the script
     (``rundir/storage.read_bytes``); a script it cannot read gets a digest no other attempt has,
     so nothing an earlier attempt kept is reused on a guess."""

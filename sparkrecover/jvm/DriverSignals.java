@@ -23,7 +23,7 @@
  *   driver has not ended by then, at once on a second signal, and at once when the signal cannot be
  *   handed on. The same signal again within SAME_STOP_MS is the first one delivered twice (a Ctrl-C
  *   reaches the JVM from the terminal and from sparkrecover submit), not a second. Installed by the
- *   bootstrap once its SparkContext exists (driver/signals.py); a signal before that finds no write
+ *   bootstrap once its SparkContext exists (driver/process/signals.py); a signal before that finds no write
  *   to keep.
  *
  * sun.misc.Signal is reached by reflection: javac --release 8 does not expose it, and it is the API

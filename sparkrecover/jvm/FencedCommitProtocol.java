@@ -8,13 +8,13 @@
  * the target, before Python gets control back. So the job commit itself asks first: commitJob
  * reads the lease file through Hadoop's FileSystem and throws when it no longer holds this
  * driver's token; Spark then aborts the job (its staging folder is removed, the target keeps what
- * it held) and the write fails in Python, where driver/fence.py ends the driver (exit 75).
+ * it held) and the write fails in Python, where driver/process/fence.py ends the driver (exit 75).
  *
  * Armed once per driver JVM by the bootstrap (arm), when it runs under a lease; unarmed, the
  * protocol is Spark's default. Installed session-wide through spark.sql.sources.commitProtocolClass
  * only when the application sets no protocol of its own; ResumingCommitProtocol extends it.
  *
- * The same rule as driver/fence.py: a lease seen held by another token, missing or unreadable
+ * The same rule as driver/process/fence.py: a lease seen held by another token, missing or unreadable
  * (not JSON) refuses the commit, and so does a journal segment of a later attempt of the run; a
  * lease that cannot be read because its storage cannot be reached (an I/O error, no FileSystem for its scheme) does not: cannot tell is not lost.
  *
@@ -36,7 +36,7 @@
  * are given their work path, as spark-hadoop-cloud's PathOutputCommitProtocol gives it: Spark's
  * default protocol gives one only to a FileOutputCommitter, so their tasks would write straight
  * into the target (newTaskTempFile). Where the application asked for PathOutputCommitProtocol
- * (FACTORY_COMMITTER, set by driver/fence.py, which installs this class in its place), the
+ * (FACTORY_COMMITTER, set by driver/process/fence.py, which installs this class in its place), the
  * committer comes from the factory for every format, as there. Every write sets the S3A
  * committers' job UUID (fs.s3a.committer.uuid) to its own job id, or to the dead job's when a
  * resumed write adopts its pendingsets (KEPT_JOB): the magic committer's job commit takes only
@@ -84,7 +84,7 @@ import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtoc
 public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static final long serialVersionUID = 1L;
 
-    /** What the message of a refused job commit starts with (driver/fence.py looks for it). */
+    /** What the message of a refused job commit starts with (driver/process/fence.py looks for it). */
     public static final String REFUSED = "sparkrecover: job commit refused: this driver lost the run's lease";
 
     private static final long MAX_LEASE_BYTES = 1 << 20;

@@ -1,5 +1,5 @@
 /*
- * Listings of a Hadoop filesystem for the driver's Python side (driver/hadoopfs.py), one call per
+ * Listings of a Hadoop filesystem for the driver's Python side (driver/process/hadoopfs.py), one call per
  * listing: walking a FileStatus array or a RemoteIterator through Py4J costs five calls per file,
  * seconds for an output of ten thousand files.
  *

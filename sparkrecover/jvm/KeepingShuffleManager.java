@@ -248,7 +248,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     /**
      * The query's RDD ({@code toRdd}), computed inside a SQL execution of its own: with adaptive
      * execution that runs the map stages of its shuffles, and a shuffle is identified through its
-     * SQL execution's plan (ShuffleIdentity). driver/partitions.py probes a write's RDD this way.
+     * SQL execution's plan (ShuffleIdentity). driver/tasks/partitions.py probes a write's RDD this way.
      */
     public static org.apache.spark.rdd.RDD<org.apache.spark.sql.catalyst.InternalRow> queryRdd(
             final org.apache.spark.sql.execution.QueryExecution qe) {

@@ -6,7 +6,7 @@
  * folds task events into one summary per Spark stage attempt and keeps job, stage and executor
  * events as compact JSON lines in a buffer that the Python driver drains with one Py4J call per
  * flush interval, and at once when a task's finished work was recorded (awaitCoordinatorLines);
- * sparkrecover/driver/telemetry.py turns each line into a journal event.
+ * sparkrecover/driver/process/telemetry.py turns each line into a journal event.
  *
  * Registered through spark.extraListeners by `sparkrecover submit`. Compiled with
  * `javac --release 8` against the installed Spark's jars on first use
@@ -50,7 +50,7 @@ public final class SparkRecoverListener extends SparkListener {
     public static final String STAGE_PROPERTY = "sparkrecover.stage";
     /**
      * The local property the stage lifecycle sets while a stage does its work, after its
-     * stage.started (driver/stages.py): only a result task of a job started then is a write's
+     * stage.started (driver/lifecycle/stages.py): only a result task of a job started then is a write's
      * task. Jobs a stage runs before (probing a write's partitions, adaptive execution's
      * broadcasts and map stages) commit nothing.
      */

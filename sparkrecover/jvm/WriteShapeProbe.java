@@ -8,7 +8,7 @@
  * the graph: which reducers (and, for a skew split, which map outputs) each post-shuffle
  * partition reads, as adaptive execution chose them from map-output sizes. No shuffle or
  * application id enters either: two applications whose digests and specs are equal read the same
- * input in partition i. sparkrecover/driver/partitions.py calls it once per write: walking a write
+ * input in partition i. sparkrecover/driver/tasks/partitions.py calls it once per write: walking a write
  * of 10,000 partitions through Py4J calls would cost seconds, here it costs milliseconds.
  *
  * Methods whose signatures mention Scala collections (RDD.dependencies, NarrowDependency

@@ -4,7 +4,7 @@ runs the application under sparkrecover (docs/launchers.md).
 
 The same command line ``submit`` builds (``attempts.bootstrap_launch``: the bootstrap as the
 application, the listener's jar, the shuffle-keeping settings), without an attempt number and
-without a lease token: the driver decides both from the journal (``driver/attempt.py``). Run
+without a lease token: the driver decides both from the journal (``driver/process/which_attempt.py``). Run
 again after a crash, the same line resumes; run after success, it runs nothing.
 """
 

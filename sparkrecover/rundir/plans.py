@@ -29,7 +29,7 @@ class Committed:
     paths: list[str]  # the outputs as Spark names them
     format: str | None = None
     schema: str | None = None  # Spark's JSON of the written schema
-    table: dict[str, Any] | None = None  # how a table write registers its table again (driver/tables.py)
+    table: dict[str, Any] | None = None  # how a table write registers its table again (driver/recording/tables.py)
     # The manifest of an implicit write, inline or by reference (rundir/manifests.py).
     manifest: list[dict[str, Any]] | None = None
     manifest_ref: str | None = None
@@ -48,7 +48,7 @@ class KeptTasks:
 
     kept: list[int]  # partitions whose committed task output is kept
     partitions: int  # the write's partition count, which the resumed write must run again
-    shape: str | None = None  # digest of the write's shape when they committed (driver/partitions.py)
+    shape: str | None = None  # digest of the write's shape when they committed (driver/tasks/partitions.py)
     # Digest of the post-shuffle partition specs they were committed under (None: no shuffle read).
     specs: str | None = None
     empty: list[int] = field(default_factory=list)  # kept partitions that wrote no rows
@@ -105,7 +105,7 @@ class PlanEntry:
 
 @dataclass
 class SchemaEntry:
-    """An inferred schema the next attempt may reuse (core/schema_reuse.py, driver/schema_reads.py)."""
+    """An inferred schema the next attempt may reuse (core/schema_reuse.py, driver/recording/schema_reads.py)."""
 
     key: str
     format: str

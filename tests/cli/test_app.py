@@ -208,7 +208,7 @@ HEAVY = (
     "sparkrecover.journal",
     "sparkrecover.core.planner",
     "sparkrecover.driver.api",
-    "sparkrecover.driver.telemetry",
+    "sparkrecover.driver.process.telemetry",
 )
 
 

@@ -7,8 +7,8 @@ import os
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import runtime
-from sparkrecover.driver.runtime import Runtime
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal

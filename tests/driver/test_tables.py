@@ -10,7 +10,8 @@ import pytest
 
 from sparkrecover.core import planner
 from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, tables
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.planning.evidence import StorageEvidence

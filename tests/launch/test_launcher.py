@@ -258,7 +258,7 @@ def test_the_driver_logs_warnings_only_unless_the_user_configured_logging(monkey
     assert quiet(env) and os.path.isfile(spark_log.CONFIG)
     with open(spark_log.CONFIG) as handle:
         config = handle.read()
-    assert "rootLogger.level = warn" in config  # Spark's one harmless ERROR: driver/spark_log.py
+    assert "rootLogger.level = warn" in config  # Spark's one harmless ERROR: driver/process/log_filter.py
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")  # kept, the configuration added after it
     assert launcher.child_environment(launcher.split_submit_args(["app.py"]))["SPARK_SUBMIT_OPTS"].startswith("-Xss4m ")
     # The user's own logging configuration wins: on the command line, in the environment, in conf/.

@@ -24,7 +24,9 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from sparkrecover.core import staleness
-from sparkrecover.driver import fence, fingerprints, runtime, taskresume
+from sparkrecover.driver.lifecycle import fingerprints
+from sparkrecover.driver.process import fence, runtime
+from sparkrecover.driver.tasks import taskresume
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import WRITING_PROPERTY
 from sparkrecover.kinds import Verdict
@@ -169,7 +171,7 @@ class Scope:
         self.rt.leave_stage()
         # A driver being stopped by a signal is ending: no call into the JVM, whose Py4J connection
         # the signal may have cut in the middle of a command, may replace the Stopped the script
-        # must see (driver/signals.py) with a network error.
+        # must see (driver/process/signals.py) with a network error.
         if self.rt.interrupted is None:
             self.sc.setLocalProperty(runtime.STAGE_PROPERTY, self._previous[0])
             self.sc.setLocalProperty("spark.job.description", self._previous[1])
@@ -179,7 +181,7 @@ class Scope:
             # here: the driver ends fenced, with nothing more journaled.
             fence.failed(self.rt, self.name, error)
         # A fenced driver journals nothing more; a stage a signal stopped stays started, as after a
-        # SIGKILL, so that a resume continues it (driver/signals.py).
+        # SIGKILL, so that a resume continues it (driver/process/signals.py).
         if error is not None and not self.rt.fenced and self.rt.interrupted is None:
             message = str(error).strip() or type(error).__name__
             self.rt.writer.emit(ev.STAGE_FAILED, stage=self.name, error=message[:4000], error_type=type(error).__name__)

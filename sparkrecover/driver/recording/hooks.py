@@ -18,9 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# Formats Spark writes through FileFormatWriter and a commit protocol into an output folder (the
-# ones whose committed task output can be kept); their DataFrameWriter methods are named after them.
-FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
+from sparkrecover.driver.tasks.partitions import FILE_FORMATS
+
 # Formats with a transaction log of their own: removing files behind their back would corrupt
 # them, so their writes are recorded like sinks that cannot be verified.
 LOGGED_FORMATS = frozenset({"delta", "iceberg", "hudi"})

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.core import kept_partitions, staleness
-from sparkrecover.driver import hooks, partitions
+from sparkrecover.driver.tasks import partitions
 from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY
@@ -326,7 +326,7 @@ def _committer(target: Target) -> tuple[str | None, str | None]:
     """How the write commits its tasks, or why its committed tasks cannot be kept."""
     spark = target.spark
     fmt = (target.format or spark.conf.get("spark.sql.sources.default", "parquet")).lower()
-    if fmt not in hooks.FILE_FORMATS:
+    if fmt not in partitions.FILE_FORMATS:
         return None, f"the {fmt} format does not commit through task folders"
     return partitions.write_committer(spark, target.spark_path, mode=target.mode, frame=target.frame, format=fmt)
 

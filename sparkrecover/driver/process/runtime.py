@@ -33,11 +33,11 @@ class Runtime:
         self.run_dir = run_dir
         self.checksums = checksums  # record content digests of outputs at commit
         self.checkpoint_root = checkpoint_root
-        # The token of the lease the CLI holds for this attempt (driver/fence.py), and whether a
+        # The token of the lease the CLI holds for this attempt (driver/process/fence.py), and whether a
         # check found it taken over: nothing is committed after that.
         self.lease_token: str | None = None
         self.fenced = False
-        # The signal (SIGINT, SIGTERM) that stopped the script, once one did (driver/signals.py).
+        # The signal (SIGINT, SIGTERM) that stopped the script, once one did (driver/process/signals.py).
         self.interrupted: int | None = None
         self.decisions: dict[str, PlanEntry] = {entry.stage: entry for entry in plan.stages} if plan else {}
         self.reached: list[str] = []
@@ -51,7 +51,7 @@ class Runtime:
             name: digest for name, entry in self.decisions.items() if (digest := entry.fingerprint_digest)
         }
         # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
-        # (driver/schema_reads.py checks the input files again before using one).
+        # (driver/recording/schema_reads.py checks the input files again before using one).
         self.schemas: dict[str, SchemaEntry] = {entry.key: entry for entry in plan.schemas} if plan else {}
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()

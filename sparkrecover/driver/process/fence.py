@@ -1,7 +1,7 @@
 """Fencing (docs/operations.md): a driver whose run was taken over commits nothing more.
 
 A driver runs under a lease token: the one of the CLI that launched it (``--lease-token``), or
-the one of the lease it took itself when a launcher restarted it (``driver/attempt.py``). A driver
+the one of the lease it took itself when a launcher restarted it (``driver/process/which_attempt.py``). A driver
 is also fenced once a later attempt of its run has started: under ``submit --deploy-mode
 cluster`` YARN's next application attempt runs under the same token as the one before it.
 Before a stage writes anything and before it commits, the driver reads ``lease.json``: when it

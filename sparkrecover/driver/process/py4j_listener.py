@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, ClassVar
 
-from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
+from sparkrecover.driver.process.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY, WRITING_PROPERTY
 

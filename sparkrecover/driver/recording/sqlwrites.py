@@ -26,7 +26,9 @@ import os
 import sys
 from typing import Any
 
-from sparkrecover.driver import hooks, runtime, stages, writes, zerocode
+from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import hooks, writes, zerocode
 from sparkrecover.rundir import storage
 
 _SEP = "\u0001"
@@ -35,7 +37,7 @@ CREATE_TABLE, TRUNCATE = "create", "truncate"
 
 
 def install() -> None:
-    """Patch ``SparkSession.sql`` (once, through the patch table of ``driver/hooks.py``)."""
+    """Patch ``SparkSession.sql`` (once, through the patch table of ``driver/recording/hooks.py``)."""
     from pyspark.sql import SparkSession
 
     hooks.patch(SparkSession, "sql", _recorded_sql)

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.driver.runtime import Runtime
+from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, find_class
 
@@ -100,7 +100,7 @@ class Telemetry:
                     )
                     self.mode = PY4J
             if self.mode == PY4J:
-                from sparkrecover.driver import py4j_listener
+                from sparkrecover.driver.process import py4j_listener
 
                 self._py4j_listener = py4j_listener.register(sc, self.rt)
                 self.kind = PY4J

@@ -27,7 +27,8 @@ from typing import Any
 import orjson
 
 from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
-from sparkrecover.driver import hooks, runtime, zerocode
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
@@ -59,7 +60,7 @@ class Read:
 
 
 def install() -> None:
-    """Patch pyspark's ``DataFrameReader`` (once, through the patch table of ``driver/hooks.py``)."""
+    """Patch pyspark's ``DataFrameReader`` (once, through the patch table of ``driver/recording/hooks.py``)."""
     global _warned
     from pyspark.sql.readwriter import DataFrameReader
 

@@ -14,7 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.driver import runtime, stages, tables, taskresume
+from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import tables
+from sparkrecover.driver.tasks import taskresume
 from sparkrecover.rundir import manifests, storage
 from sparkrecover.rundir.plans import Committed, PlanEntry
 
@@ -328,7 +331,7 @@ def _moved_table(write: Write, committed: Committed) -> str | None:
 
 def _restore_table(write: Write, committed: Committed | None) -> None:
     """A skipped or lost table write leaves its table as the uninterrupted run would have
-    (driver/tables.py), even one a later DROP of the run removed: the script may read it before
+    (driver/recording/tables.py), even one a later DROP of the run removed: the script may read it before
     it gets there. A skipped DROP then takes it out of the catalog again, files untouched (what
     is at its location now belongs to whatever the run did after the drop)."""
     if write.table is None:

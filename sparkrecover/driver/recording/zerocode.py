@@ -1,7 +1,7 @@
 """Zero-code mode (docs/zero-code.md): terminal DataFrame and RDD writes of an unmodified script
 become implicit stages.
 
-``install`` patches pyspark's writers through the one patch table (``driver/hooks.py``). A patched
+``install`` patches pyspark's writers through the one patch table (``driver/recording/hooks.py``). A patched
 method does exactly what pyspark's does when no sparkrecover runtime is active, and inside a
 ``checkpoint`` or ``stage`` (whose own writes belong to that stage). The names of implicit stages
 (call site, ordinal, target) are made here too: ``sqlwrites`` names its statements the same way.
@@ -19,7 +19,10 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from sparkrecover.driver import hooks, runtime, stages, taskresume, writes
+from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import hooks, writes
+from sparkrecover.driver.tasks import taskresume
 from sparkrecover.rundir import storage
 
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")

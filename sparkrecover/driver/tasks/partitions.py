@@ -42,6 +42,9 @@ from sparkrecover.jvm import (
 
 DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
+# Formats Spark writes through FileFormatWriter and a commit protocol into an output folder (the
+# ones whose committed task output can be kept); their DataFrameWriter methods are named after them.
+FILE_FORMATS = frozenset({"parquet", "orc", "json", "csv", "text", "avro", "xml"})
 
 # Functions the optimizer folds into literals (so the optimized plan calls them deterministic)
 # whose value differs in another application. Matched in the analyzed plan's text.
@@ -253,7 +256,7 @@ def write_committer(
         return None, f"the output's filesystem is unavailable ({type(error).__name__}: {_first_line(error)})"
     # Parquet names its committer itself (spark.sql.parquet.output.committer.class), unless the
     # committer comes from the factory for every format, as FencedCommitProtocol does where it
-    # stands in for spark-hadoop-cloud's PathOutputCommitProtocol (driver/fence.py).
+    # stands in for spark-hadoop-cloud's PathOutputCommitProtocol (driver/process/fence.py).
     if format.lower() == "parquet" and (conf.get(FACTORY_COMMITTER_CONF) or "").lower() != "true":
         committer = setting("spark.sql.parquet.output.committer.class", DEFAULT_PARQUET_COMMITTER)
         if committer != DEFAULT_PARQUET_COMMITTER:

@@ -21,7 +21,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkrecover.driver import hooks, runtime, writes, zerocode
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import hooks, writes, zerocode
 
 _ML_UTIL = "pyspark.ml.util"
 _MLLIB = "pyspark.mllib"
@@ -35,7 +36,7 @@ _CREATE, _OVERWRITE = "errorifexists", "overwrite"
 
 def install() -> None:
     """Hook the saves of pyspark.ml and pyspark.mllib: now for modules already imported, and for
-    the others when they are (through the patch table of ``driver/hooks.py``, whose ``uninstall``
+    the others when they are (through the patch table of ``driver/recording/hooks.py``, whose ``uninstall``
     restores the methods; ``uninstall`` here stops watching imports)."""
     if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
