@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 
 import pytest
@@ -77,6 +78,28 @@ def test_no_room_holds_more_than_twelve_modules():
         if len(modules) > 12:
             crowded.append(f"{os.path.relpath(folder, PACKAGE)}: {len(modules)} modules")
     assert crowded == []
+
+
+# The Java packages of the jar (sparkrecover/jvm/<package>/), and those each may name.
+JAVA_MAY_USE = {"bridge": (), "commit": ("bridge",), "shuffle": ("bridge",)}
+
+
+def java_offenders() -> list[str]:
+    found = []
+    top = os.path.join(PACKAGE, "jvm")
+    for folder, _, names in os.walk(top):
+        for name in (n for n in names if n.endswith(".java")):
+            path = os.path.join(folder, name)
+            package = os.path.relpath(folder, top).split(os.sep)[0]
+            for used in set(re.findall(r"\bsparkrecover\.jvm\.(\w+)\.", open(path, encoding="utf-8").read())):
+                if used != package and used not in JAVA_MAY_USE.get(package, ()):
+                    found.append(f"{os.path.relpath(path, PACKAGE)} names sparkrecover.jvm.{used}")
+    return sorted(found)
+
+
+def test_the_java_packages_lean_only_on_the_bridge():
+    """The commit protocols and the shuffle keeping share the listener's bridge, never each other."""
+    assert java_offenders() == []
 
 
 @pytest.mark.parametrize("package", ["core", "journal", "rundir", "launch", "planning"])
@@ -152,6 +175,11 @@ def test_the_rules_see_a_violation(tmp_path, monkeypatch):
     (tmp_path / "driver" / "tasks" / "bad.py").write_text("from sparkrecover.driver.recording import hooks\n")
     (tmp_path / "driver" / "recording").mkdir()
     (tmp_path / "driver" / "recording" / "worst.py").write_text("import sparkrecover.cli.app\n")
+    (tmp_path / "jvm" / "commit").mkdir(parents=True)
+    (tmp_path / "jvm" / "commit" / "Bad.java").write_text(
+        "package sparkrecover.jvm.commit;\n\nimport sparkrecover.jvm.shuffle.KeptStore;\n"
+        "import sparkrecover.jvm.bridge.DriverSignals;\n"
+    )
     (tmp_path / "core").mkdir()
     (tmp_path / "core" / "bad.py").write_text("import os\nfrom sparkrecover.rundir import storage\n")
     (tmp_path / "planning").mkdir()
@@ -168,6 +196,7 @@ def test_the_rules_see_a_violation(tmp_path, monkeypatch):
         "driver/worse.py imports sparkrecover.launch.recovery",
         "driver/worse.py imports sparkrecover.launch.recovery.plan_resume",
     ]
+    assert java_offenders() == ["jvm/commit/Bad.java names sparkrecover.jvm.shuffle"]
     assert driver_room_offenders() == [
         "driver/tasks/bad.py imports sparkrecover.driver.recording",
         "driver/tasks/bad.py imports sparkrecover.driver.recording.hooks",

@@ -13,22 +13,22 @@ from typing import Any
 FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 # The classes.
-LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
+LISTENER_CLASS = "sparkrecover.jvm.bridge.SparkRecoverListener"
 # spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md) ...
-SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
+SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.shuffle.KeepingShuffleManager"
 # ... and in spark.plugins, how executors tell the driver which map outputs they kept.
-KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.KeepingPlugin"
-KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
-PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
+KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.shuffle.KeepingPlugin"
+KEPT_RDD_CLASS = "sparkrecover.jvm.commit.KeptPartitionsRDD"
+PROBE_CLASS = "sparkrecover.jvm.commit.WriteShapeProbe"
 # Spark's default commit protocol plus the lease check at job commit (driver/process/fence.py) ...
-FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
+FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.commit.FencedCommitProtocol"
 # ... which this one extends with a resumed write's kept task folders (driver/tasks/partitions.py).
-RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
+RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.commit.ResumingCommitProtocol"
 # Listings of a Hadoop filesystem in one call (driver/process/hadoopfs.py).
-LISTING_CLASS = "sparkrecover.jvm.HadoopListing"
+LISTING_CLASS = "sparkrecover.jvm.bridge.HadoopListing"
 # Whether the driver is being stopped (its job aborts keep committed task output), and the JVM's
 # SIGINT and SIGTERM handed to the Python driver (driver/process/signals.py).
-SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"
+SIGNALS_CLASS = "sparkrecover.jvm.bridge.DriverSignals"
 
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"
@@ -66,7 +66,7 @@ SHUFFLE_REUSE_CONF = "spark.sparkrecover.shuffle.reuse"
 
 def sources() -> list[str]:
     """Every Java source of the jar, in a stable order (the jar's cache key digests them all)."""
-    return sorted(glob.glob(os.path.join(FOLDER, "*.java")))
+    return sorted(glob.glob(os.path.join(FOLDER, "**", "*.java"), recursive=True))
 
 
 def find_class(gateway_jvm: Any, name: str) -> Any:

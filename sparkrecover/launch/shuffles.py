@@ -1,5 +1,5 @@
 """Keeping shuffle map outputs: the spark-submit settings that install the keeping shuffle
-manager (sparkrecover/jvm/KeepingShuffleManager.java), and the list of kept map outputs a resumed
+manager (sparkrecover/jvm/shuffle/KeepingShuffleManager.java), and the list of kept map outputs a resumed
 attempt may reuse (docs/shuffles.md).
 
 ``--keep-shuffles``:

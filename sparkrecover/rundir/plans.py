@@ -141,7 +141,7 @@ class KeptMap:
 @dataclass
 class KeptShuffle:
     """The kept map outputs of one shuffle identity that the next attempt may reuse
-    (core/shuffles.py, sparkrecover/jvm/KeepingShuffleManager.java)."""
+    (core/shuffles.py, sparkrecover/jvm/shuffle/KeepingShuffleManager.java)."""
 
     shuffle: str  # the identity
     stage: str | None

@@ -114,7 +114,7 @@ def _data_files(folder):
 @pytest.fixture
 def fenced(spark, jvm):
     """The JVM's FencedCommitProtocol, disarmed and the session's protocol unset afterwards."""
-    protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
+    protocol = jvm.sparkrecover.jvm.commit.FencedCommitProtocol
     yield protocol
     protocol.disarm()
     spark.conf.unset(COMMIT_PROTOCOL_CONF)

@@ -339,7 +339,7 @@ LISTENER_APP = textwrap.dedent("""
     sc.setLocalProperty("sparkrecover.stage", None)
     spark.range(0, 10, 1, 3).count()  # outside any stage: no task.committed
     sc._jsc.sc().listenerBus().waitUntilEmpty(10000)
-    print("LINES" + sc._jvm.sparkrecover.jvm.SparkRecoverListener.drain(sc._jsc.sc()))
+    print("LINES" + sc._jvm.sparkrecover.jvm.bridge.SparkRecoverListener.drain(sc._jsc.sc()))
     spark.stop()
 """)
 

@@ -1,6 +1,6 @@
 """Spark scheduler events into the journal: the driver's side of the listeners (docs/design.md §6).
 
-With the JVM listener (sparkrecover/jvm/SparkRecoverListener.java, which ``submit`` registers
+With the JVM listener (sparkrecover/jvm/bridge/SparkRecoverListener.java, which ``submit`` registers
 through ``spark.extraListeners``) events are summarised inside the driver JVM, and a daemon thread
 here drains them with one Py4J call every flush interval, before each stage commit (so the commit
 lists the stage's Spark jobs) and at driver end. Each drained line becomes one journal event.

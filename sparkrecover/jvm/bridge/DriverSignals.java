@@ -29,7 +29,7 @@
  * sun.misc.Signal is reached by reflection: javac --release 8 does not expose it, and it is the API
  * Spark's own SignalUtils uses; when it is missing, install says why and nothing changes.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.bridge;
 
 import java.io.File;
 import java.lang.reflect.InvocationHandler;

@@ -6,7 +6,7 @@
  *
  * Keeping must never fail the task: any error leaves the map output unkept, and says so once.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.IOException;
 

@@ -9,7 +9,7 @@
  * is unique per copy (task ids restart in every application), so no two writers share a file
  * even on a store without atomic renames.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.File;
 import java.io.FileNotFoundException;

@@ -52,7 +52,7 @@
  * to the parent's method of the Spark it was compiled against, which is fine because the jar is
  * compiled for the Spark in use (launch/listener_jar.py keys its cache by Spark version).
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.commit;
 
 import java.io.ByteArrayOutputStream;
 import java.io.File;
@@ -80,6 +80,8 @@ import org.apache.hadoop.mapreduce.lib.output.PathOutputCommitterFactory;
 import org.apache.spark.internal.io.FileCommitProtocol;
 import org.apache.spark.internal.io.FileNameSpec;
 import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol;
+
+import sparkrecover.jvm.bridge.DriverSignals;
 
 public class FencedCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
     private static final long serialVersionUID = 1L;

@@ -8,7 +8,7 @@
  *
  * Their constructors take no Scala collection, so one class file links on Scala 2.12 and 2.13.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import org.apache.spark.ShuffleDependency;
 import org.apache.spark.shuffle.BaseShuffleHandle;

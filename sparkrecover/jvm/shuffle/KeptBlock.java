@@ -14,7 +14,7 @@
  * unregisters that map output and runs its map task again. Spark's fetcher would otherwise blame
  * the local executor for a failed local block and leave the kept output registered.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.ByteArrayInputStream;
 import java.io.FilterInputStream;

@@ -53,7 +53,7 @@
  * Dynamic partition overwrite is refused: its commitJob moves only the partition folders the
  * new tasks report, and the kept tasks report none (their files would be silently dropped).
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.commit;
 
 import java.io.IOException;
 import java.util.BitSet;

@@ -23,7 +23,7 @@
  * listing kept outputs to reuse: identity, map index, folder, data bytes, index bytes, records, row
  * bytes; tab-separated).
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -45,6 +45,8 @@ import org.apache.spark.shuffle.ShuffleReader;
 import org.apache.spark.shuffle.ShuffleWriteMetricsReporter;
 import org.apache.spark.shuffle.ShuffleWriter;
 import org.apache.spark.shuffle.sort.SortShuffleManager;
+
+import sparkrecover.jvm.bridge.SparkRecoverListener;
 
 public class KeepingShuffleManager extends SortShuffleManager {
     public static final String DIR = "spark.sparkrecover.shuffle.dir";

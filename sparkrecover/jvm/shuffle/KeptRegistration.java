@@ -13,7 +13,7 @@
  * MapStatus.apply's arity, Scala collections) are called by reflection; a failure refuses reuse
  * and is reported, never guessed around.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.IOException;
 import java.lang.reflect.Method;

@@ -25,7 +25,7 @@
  * immutable List, which fits both, and the jar is compiled against the Spark it runs in.
  * scala.collection.Iterator and scala.Option have the same binary name in both.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.commit;
 
 import java.util.BitSet;
 

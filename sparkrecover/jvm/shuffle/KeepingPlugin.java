@@ -8,7 +8,7 @@
  * Messages are tab-separated strings (a class of this jar would need the driver's class loader to
  * deserialize): "kept", then the fields of KeptCopies.commit; or "failed" and why.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.util.Collections;
 import java.util.Map;

@@ -2,7 +2,7 @@
  * One kept shuffle map output the plan offers for reuse (KeepingShuffleManager, docs/shuffles.md):
  * read from the reuse file the CLI wrote, and checked against its files before it is registered.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.IOException;
 import java.util.Map;

@@ -21,7 +21,7 @@
  * The file: a header line, the bound count, each bound as an UnsafeRow (field count, byte length,
  * bytes), then the SHA-256 of everything before it (a torn or truncated file is detected).
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.ByteArrayInputStream;
 import java.io.ByteArrayOutputStream;

@@ -9,7 +9,7 @@
  * directories). A root that is a file answers [["", size, mtime, false]]; a root that does not
  * exist answers null.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.bridge;
 
 import java.io.FileNotFoundException;
 import java.io.IOException;

@@ -15,7 +15,7 @@
  * Keeping never fails a task: an error leaves the map output unkept, removes what was written,
  * and is said once (to the executor's log and, through the driver, to the journal).
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.File;
 import java.io.IOException;

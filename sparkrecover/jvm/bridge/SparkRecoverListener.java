@@ -17,7 +17,7 @@
  * Nothing here may disturb the application (docs/design.md §4 rule 6): every handler catches its
  * own errors and reports the first one as a line for the Python side to warn about.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.bridge;
 
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -487,7 +487,7 @@ public final class SparkRecoverListener extends SparkListener {
     }
 
     /** A JSON string literal: quotes, backslashes and control characters escaped. */
-    static StringBuilder string(StringBuilder out, String value) {
+    public static StringBuilder string(StringBuilder out, String value) {
         out.append('"');
         for (int i = 0; i < value.length(); i++) {
             char c = value.charAt(i);
@@ -518,12 +518,12 @@ public final class SparkRecoverListener extends SparkListener {
     }
 
     /** A line from another class of this jar (the shuffle manager) for the journal. */
-    static void emitLine(CharSequence line) {
+    public static void emitLine(CharSequence line) {
         emit(line);
     }
 
     /** A line of finished work from another class of this jar (a kept map output): journaled at once. */
-    static void emitFinishedWork(CharSequence line) {
+    public static void emitFinishedWork(CharSequence line) {
         emitCoordinator(line);
     }
 

@@ -24,7 +24,7 @@
  * Scala collections are only walked through scala.collection.Iterable and called by reflection,
  * because their classes differ between Scala 2.12 and 2.13.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;

@@ -19,7 +19,7 @@
  * differs between Spark 3.5 (java.util.Map) and 4.x (ConcurrentMap): the jar is compiled against
  * the Spark it runs in (launch/listener_jar.py), so the one source fits both.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.shuffle;
 
 import java.io.IOException;
 import java.util.LinkedHashMap;

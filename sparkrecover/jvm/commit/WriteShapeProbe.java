@@ -15,7 +15,7 @@
  * .getParents) are called by reflection and walked as scala.collection.Iterable, which Scala 2.12
  * and 2.13 share, so one class file runs on Spark 3.5 and 4.x.
  */
-package sparkrecover.jvm;
+package sparkrecover.jvm.commit;
 
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
