@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import runstate
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold import runstate
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, LeaseLostError, SparkRecoverError, UsageError
 from sparkrecover.journal import runinfo
 from sparkrecover.journal.segments import next_attempt

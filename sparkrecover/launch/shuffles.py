@@ -23,7 +23,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from sparkrecover.core import staleness
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.jvm import (
     EXECUTOR_CLASS_PATH_CONF,
     KEEPING_PLUGIN_CLASS,

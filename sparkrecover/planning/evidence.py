@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkrecover.core.runstate import StageState
+from sparkrecover.core.fold.runstate import StageState
 from sparkrecover.errors import StorageError
 from sparkrecover.rundir import manifests, storage, taskfiles, tasklists
 

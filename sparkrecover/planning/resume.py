@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import planner, schema_reuse, staleness
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner, schema_reuse, staleness
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
@@ -34,7 +34,7 @@ class ResumePlan:
     state: RunState
     attempt: int
     decisions: list[PlanEntry]
-    # Inferred schemas the next attempt may reuse (core/schema_reuse.py), beside the stage decisions.
+    # Inferred schemas the next attempt may reuse (core/verdicts/schema_reuse.py), beside the stage decisions.
     schemas: list[SchemaEntry] = field(default_factory=list)
     # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
     shuffles: list[KeptShuffle] = field(default_factory=list)

@@ -1,7 +1,7 @@
 """``plans/<attempt>.json``: the plan a resumed attempt was launched with.
 
 One definition of the plan, on both sides of the process boundary: the command line builds
-``Plan`` and ``PlanEntry`` objects (core/planner.py) and stores ``encode(plan)``; the driver reads the
+``Plan`` and ``PlanEntry`` objects (core/verdicts/planner.py) and stores ``encode(plan)``; the driver reads the
 bytes back into the same types with ``read_plan``, which decodes them from the types' own fields
 and hints (rundir/decoding.py) and refuses a plan it cannot read, a field missing, unknown or of
 the wrong type (``FormatError``, exit 3). A plan is pure data (docs/design.md §4 rule 8): read
@@ -105,7 +105,8 @@ class PlanEntry:
 
 @dataclass
 class SchemaEntry:
-    """An inferred schema the next attempt may reuse (core/schema_reuse.py, driver/recording/schema_reads.py)."""
+    """An inferred schema the next attempt may reuse (core/verdicts/schema_reuse.py,
+    driver/recording/schema_reads.py)."""
 
     key: str
     format: str
@@ -141,7 +142,7 @@ class KeptMap:
 @dataclass
 class KeptShuffle:
     """The kept map outputs of one shuffle identity that the next attempt may reuse
-    (core/shuffles.py, sparkrecover/jvm/shuffle/KeepingShuffleManager.java)."""
+    (core/fold/kept_shuffles.py, sparkrecover/jvm/shuffle/KeepingShuffleManager.java)."""
 
     shuffle: str  # the identity
     stage: str | None

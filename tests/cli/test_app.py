@@ -206,7 +206,7 @@ HEAVY = (
     "rich",
     "orjson",
     "sparkrecover.journal",
-    "sparkrecover.core.planner",
+    "sparkrecover.core.verdicts.planner",
     "sparkrecover.driver.api",
     "sparkrecover.driver.process.telemetry",
 )

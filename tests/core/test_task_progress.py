@@ -8,7 +8,7 @@ import json
 import os
 import uuid
 
-from sparkrecover.core import planner
+from sparkrecover.core.verdicts import planner
 from sparkrecover.planning.evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PartitionCount

@@ -60,8 +60,8 @@ def test_stage_property_attributes_jobs_while_building(spark, tmp_path):
 
 def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
     """The next attempt's runtime, with the plan the real planner makes from the journal so far."""
-    from sparkrecover.core import planner
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
+    from sparkrecover.core.verdicts import planner
 
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))

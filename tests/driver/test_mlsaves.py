@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
 from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal

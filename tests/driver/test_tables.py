@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import tables
 from sparkrecover.journal import events as ev

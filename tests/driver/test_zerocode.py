@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import sqlwrites, zerocode
 from sparkrecover.journal import events as ev

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.launch.launcher import find_spark_submit

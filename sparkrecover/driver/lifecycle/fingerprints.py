@@ -13,7 +13,7 @@ import types
 from collections.abc import Iterable
 from typing import Any
 
-from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
 from sparkrecover.rundir import storage
 
 # Expression ids (`id#12L`) and plan ids differ from one run of the same code to the next.

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
-from sparkrecover.core import staleness
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import fingerprints
 from sparkrecover.driver.process import fence, runtime
 from sparkrecover.driver.tasks import taskresume

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader, runinfo, segments
@@ -217,7 +217,7 @@ def point_the_jvm(start: Start, script: str) -> None:
         return
     from pyspark import SparkContext
 
-    from sparkrecover.core import staleness
+    from sparkrecover.core.verdicts import staleness
     from sparkrecover.jvm import SHUFFLE_MANAGER_CLASS, SHUFFLE_MANAGER_CONF, SHUFFLE_REUSE_CONF, SHUFFLE_SCRIPT_CONF
 
     SparkContext._ensure_initialized()

@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev

@@ -22,7 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import kept_partitions, staleness
+from sparkrecover.core.fold import kept_partitions
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.tasks import partitions
 from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 from sparkrecover.rundir.plans import KeptTasks
 
-# A partition's state in report's grid (core/grids.py draws shuffles' map outputs with the same words).
+# A partition's state in report's grid (core/views/grids.py draws shuffles' map outputs with the same words).
 KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sparkrecover.core import humanize, savings, shuffles
-from sparkrecover.core.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import kept_shuffles, savings
+from sparkrecover.core.fold.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -144,7 +145,7 @@ def run_summary(
         "last_error": state.last_error,
         "journal_degraded": len(state.degraded),
         # Map progress per shuffle (kept map outputs, docs/shuffles.md), and why some could not be kept.
-        "shuffles": shuffles.rows(state.shuffles),
+        "shuffles": kept_shuffles.rows(state.shuffles),
         "shuffles_unsupported": _unsupported(state),
         "events": state.event_count,
         "lease": lease if live else None,

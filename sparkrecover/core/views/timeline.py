@@ -24,10 +24,11 @@ from typing import Any
 
 import orjson
 
-from sparkrecover.core import humanize, planner
-from sparkrecover.core.evidence import Evidence
-from sparkrecover.core.runstate import RunState
-from sparkrecover.core.summary import plan_counts
+from sparkrecover.core import humanize
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.core.verdicts.evidence import Evidence
+from sparkrecover.core.views.summary import plan_counts
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sparkrecover.core import kept_partitions, shuffles, staleness
-from sparkrecover.core.evidence import Evidence
-from sparkrecover.core.runstate import COMMITTED, FAILED, RunState, StageState
+from sparkrecover.core.fold import kept_partitions, kept_shuffles
+from sparkrecover.core.fold.runstate import COMMITTED, FAILED, RunState, StageState
+from sparkrecover.core.verdicts import staleness
+from sparkrecover.core.verdicts.evidence import Evidence
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir.plans import (
     Committed,
@@ -255,7 +256,7 @@ def _restore(stage: StageState) -> list[dict[str, Any]]:
 def plan_shuffles(
     state: RunState,
     decisions: list[PlanEntry],
-    size_of: shuffles.SizeOf | None,
+    size_of: kept_shuffles.SizeOf | None,
     *,
     from_scratch: bool = False,
     script: str | None = None,
@@ -272,11 +273,11 @@ def plan_shuffles(
     # probe, where its map stages run) runs as one never reached: its kept map outputs are offered.
     planned = {d.stage for d in decisions}
     running |= {s.stage for s in state.shuffles.values() if s.stage is not None and s.stage not in planned}
-    offer = shuffles.offer(state.shuffles, size_of, running, script)
+    offer = kept_shuffles.offer(state.shuffles, size_of, running, script)
     for decision in decisions:
         if decision.stage not in running:
             continue
-        kept, total = shuffles.progress(state.shuffles, decision.stage, offer.shuffles)
+        kept, total = kept_shuffles.progress(state.shuffles, decision.stage, offer.shuffles)
         if not total:
             continue
         decision.shuffle_maps = PartitionCount(kept=kept, total=total)

@@ -3,7 +3,7 @@ the partition grids, the time recovery saved, the next resume's plan, the enviro
 
 Built in one pass over the journal (``Collector``) into the same ``RunState`` fold and
 ``run_summary`` view that ``inspect`` and ``replay`` show, so the page never disagrees with them;
-the timeline's bars come from ``core/lanes.py``, the partition grids from ``core/grids.py``, and
+the timeline's bars come from ``core/views/lanes.py``, the partition grids from ``core/views/grids.py``, and
 ``cli/report.py`` only lays it out. No I/O here: the caller reads the journal, the lease and the
 plan.
 """
@@ -14,12 +14,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import humanize, savings
-from sparkrecover.core.grids import grids_of
-from sparkrecover.core.lanes import Bar, LaneFold, Mark
-from sparkrecover.core.runstate import RunState
-from sparkrecover.core.savings import Saving
-from sparkrecover.core.summary import plan_counts, run_summary
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import savings
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.fold.savings import Saving
+from sparkrecover.core.views.grids import grids_of
+from sparkrecover.core.views.lanes import Bar, LaneFold, Mark
+from sparkrecover.core.views.summary import plan_counts, run_summary
 
 # Each outcome with the words the page's legend says it in.
 OUTCOMES = {

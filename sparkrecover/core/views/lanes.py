@@ -1,6 +1,6 @@
 """The timeline of ``sparkrecover report`` as data: for each attempt, a bar per stage it reached
 (on the journal's clock, from the attempt's first event) and the marks of what happened to the
-attempt itself. What each resume saved is core/savings.py's.
+attempt itself. What each resume saved is core/fold/savings.py's.
 
 Fed every record of the journal in the reader's order, once (``LaneFold.apply``): Spark's
 telemetry, most of a long journal, costs a type lookup and a string comparison.

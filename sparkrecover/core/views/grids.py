@@ -2,7 +2,7 @@
 left unfinished: the partition grids of ``sparkrecover report``, as plain data.
 
 Both are views of the run state, each drawn by the rule that kept them: a write's by
-core/kept_partitions.py, a shuffle's by core/shuffles.py (a map output is kept in an attempt only
+core/fold/kept_partitions.py, a shuffle's by core/fold/kept_shuffles.py (a map output is kept in an attempt only
 when that attempt's ``shuffle.registered`` says it reused kept outputs: a shuffle the resumed
 application planned with another identity shows nothing kept).
 """
@@ -13,9 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import humanize, kept_partitions, shuffles
-from sparkrecover.core.kept_partitions import COMPUTED, KEPT, UNFINISHED, WriteProgress
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import kept_partitions, kept_shuffles
+from sparkrecover.core.fold.kept_partitions import COMPUTED, KEPT, UNFINISHED, WriteProgress
+from sparkrecover.core.fold.runstate import RunState
 
 __all__ = ["COMPUTED", "KEPT", "UNFINISHED", "Cell", "Grid", "fold_grids", "grids_of"]
 
@@ -58,7 +59,7 @@ def grids_of(state: RunState) -> list[Grid]:
         if stage.write_progress is not None and kept_partitions.in_grid(stage.write_progress)
     ]
     for shuffle in state.shuffles.values():
-        drawn = shuffles.cells(shuffle)
+        drawn = kept_shuffles.cells(shuffle)
         if drawn is not None:
             latest, cells = drawn
             grid = Grid("shuffle", shuffle.identity, shuffle.stage, latest, [Cell(i, s, a) for i, s, a in cells])
@@ -73,7 +74,7 @@ def _write_grid(stage: str, progress: WriteProgress) -> Grid:
     return Grid("write", stage, stage, progress.attempt, cells, reason)
 
 
-def _shuffle_cost(shuffle: shuffles.ShuffleState) -> str:
+def _shuffle_cost(shuffle: kept_shuffles.ShuffleState) -> str:
     """The bytes its kept map outputs hold and what keeping them cost the executors."""
     kept = sum(_count(entry.get("data_bytes")) + _count(entry.get("index_bytes")) for entry in shuffle.kept.values())
     cost = f"{humanize.size(kept)} kept; {shuffle.keep_us / 1000:.0f} ms on map tasks' threads"

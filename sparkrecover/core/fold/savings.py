@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from sparkrecover.core import humanize, shuffles
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import kept_shuffles
 from sparkrecover.journal import events as ev
 
 
@@ -78,13 +79,13 @@ class SavingsFold:
 
 
 class Folded(Protocol):
-    """What ``of`` reads of the run state's fold (``core/runstate.py``, which feeds this module's
+    """What ``of`` reads of the run state's fold (``core/fold/runstate.py``, which feeds this module's
     ``SavingsFold``: described here, not imported, so the two modules do not import each other)."""
 
     @property
     def attempts(self) -> Mapping[int, object]: ...
     @property
-    def shuffles(self) -> dict[str, shuffles.ShuffleState]: ...
+    def shuffles(self) -> dict[str, kept_shuffles.ShuffleState]: ...
     @property
     def saved(self) -> SavingsFold: ...
 
@@ -94,7 +95,7 @@ def of(state: Folded, attempts: Iterable[int] | None = None) -> list[Saving]:
     wanted = set(state.attempts if attempts is None else attempts)
     found = [saving for saving in state.saved.savings if saving.attempt in wanted]
     for attempt in sorted(wanted):
-        for stage, count, seconds in shuffles.reused_work(state.shuffles, attempt):
+        for stage, count, seconds in kept_shuffles.reused_work(state.shuffles, attempt):
             found.append(Saving(attempt, stage, seconds, f"reused {count} map outputs"))
     return sorted(found, key=lambda saving: saving.attempt)
 

@@ -9,8 +9,8 @@ it compares the read's whole listing with ``input_digest`` before it uses a sche
 
 from __future__ import annotations
 
-from sparkrecover.core import staleness
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.rundir.plans import SchemaEntry
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from sparkrecover.core.runstate import StageState
+from sparkrecover.core.fold.runstate import StageState
 
 
 class Evidence(Protocol):

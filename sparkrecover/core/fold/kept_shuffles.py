@@ -30,7 +30,7 @@ from sparkrecover.rundir.plans import KeptMap, KeptShuffle
 # path relative to the keep folder -> its size in bytes, or None when it does not exist.
 SizeOf = Callable[[str], "int | None"]
 _MAP_FIELDS = ("map", "path", "data_bytes", "index_bytes", "records", "row_bytes")
-# A map output's state in report's grid (the words of core/kept_partitions.py's write cells).
+# A map output's state in report's grid (the words of core/fold/kept_partitions.py's write cells).
 KEPT, COMPUTED, UNFINISHED = "kept", "computed", "not finished"
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import RunNotFoundError
 
 POLL_INTERVAL = 0.5  # seconds; on an object store each poll is one LIST plus a GET per grown segment

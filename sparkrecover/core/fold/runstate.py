@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.core import kept_partitions
-from sparkrecover.core.kept_partitions import Computed, WriteProgress
-from sparkrecover.core.savings import SavingsFold
-from sparkrecover.core.shuffles import ShuffleState, Unsupported, on_committed, on_registered
+from sparkrecover.core.fold import kept_partitions
+from sparkrecover.core.fold.kept_partitions import Computed, WriteProgress
+from sparkrecover.core.fold.kept_shuffles import ShuffleState, Unsupported, on_committed, on_registered
+from sparkrecover.core.fold.savings import SavingsFold
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import StageStatus
 
@@ -48,7 +48,7 @@ class StageState:
     failed_tasks: int = 0
     # Rows Spark reports written, per attempt: a stage that ran twice must not count its rows twice.
     output_records: dict[int, int] = field(default_factory=dict)
-    # Task-level progress of its write over the attempts (core/kept_partitions.py, docs/design.md §4a).
+    # Task-level progress of its write over the attempts (core/fold/kept_partitions.py, docs/design.md §4a).
     write_progress: WriteProgress | None = None
     # A committed write that kept partitions of earlier attempts: what came from where (inspect).
     kept_write: dict[str, Any] | None = None
@@ -158,13 +158,13 @@ class RunState:
     first_ts: str | None = None
     last_ts: str | None = None
     last_error: str | None = None
-    # The latest schema.inferred per read key (core/schema_reuse.py decides which a resume may reuse).
+    # The latest schema.inferred per read key (core/verdicts/schema_reuse.py decides which a resume may reuse).
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # Shuffles by identity, with their kept map outputs (core/shuffles.py), and why map outputs
+    # Shuffles by identity, with their kept map outputs (core/fold/kept_shuffles.py), and why map outputs
     # could not be kept.
     shuffles: dict[str, ShuffleState] = field(default_factory=dict)
     shuffles_unsupported: list[Unsupported] = field(default_factory=list)
-    # What each resume reused of earlier attempts' stages and writes, and when (core/savings.py).
+    # What each resume reused of earlier attempts' stages and writes, and when (core/fold/savings.py).
     saved: SavingsFold = field(default_factory=SavingsFold)
 
     @classmethod
