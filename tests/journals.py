@@ -14,7 +14,7 @@ import orjson
 from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.core.verdicts import planner
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import manifests
 
 

@@ -170,6 +170,35 @@ def test_the_core_reads_no_storage_and_starts_no_spark():
     assert core_offenders() == []
 
 
+def namesakes(top: str) -> list[str]:
+    """Modules under ``top`` whose names say the same thing: one file name twice, or a name and its
+    plural (``attempt.py`` beside ``attempts.py``)."""
+    seen: dict[str, list[str]] = {}
+    for folder, _, names in os.walk(top):
+        for name in names:
+            if name.endswith(".py") and name not in ("__init__.py", "__main__.py"):
+                stem = name[: -len(".py")]
+                path = os.path.relpath(os.path.join(folder, name), top)
+                seen.setdefault(stem[:-1] if stem.endswith("s") else stem, []).append(path)
+    return sorted(" beside ".join(sorted(paths)) for paths in seen.values() if len(paths) > 1)
+
+
+def test_no_two_modules_share_a_name():
+    """A name says one thing (docs/architecture.md): `grep`, a traceback or a review that names a
+    module names one file."""
+    assert namesakes(PACKAGE) == []
+
+
+def test_namesakes_are_found(tmp_path):
+    for path in ("cli/report.py", "core/report.py", "launch/attempts.py", "driver/attempt.py", "core/plans.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    assert namesakes(str(tmp_path)) == [
+        "cli/report.py beside core/report.py",
+        "driver/attempt.py beside launch/attempts.py",
+    ]
+
+
 def test_the_rules_see_a_violation(tmp_path, monkeypatch):
     """The checks above read real files: a planted import must be found."""
     (tmp_path / "driver").mkdir()

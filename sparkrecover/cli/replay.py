@@ -9,7 +9,7 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.core.views import summary, timeline
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
 

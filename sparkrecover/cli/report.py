@@ -19,7 +19,7 @@ from sparkrecover.core.views import report_data, timeline
 from sparkrecover.core.views.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import keep, runs, storage
 
 STDOUT = "-"

@@ -23,7 +23,7 @@ from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import attempts
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning import reading
-from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
+from sparkrecover.planning.next_attempt import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
 

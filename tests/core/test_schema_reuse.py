@@ -11,7 +11,7 @@ import pytest
 from sparkrecover.core.verdicts import schema_reuse
 from sparkrecover.core.verdicts.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
-from sparkrecover.planning.resume import plan_resume, read_run
+from sparkrecover.planning.next_attempt import plan_resume, read_run
 from sparkrecover.rundir import storage
 
 

@@ -9,7 +9,7 @@ import os
 import uuid
 
 from sparkrecover.core.verdicts import planner
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 

@@ -12,7 +12,7 @@ from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, numbers
 
 

@@ -13,7 +13,7 @@ from sparkrecover.core.verdicts import planner
 from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, marked_line
 
 pytest.importorskip("numpy")  # pyspark.ml and pyspark.mllib need it

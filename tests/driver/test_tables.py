@@ -14,7 +14,7 @@ from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, marked_line
 
 HERE = os.path.basename(__file__)

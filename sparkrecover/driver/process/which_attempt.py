@@ -36,7 +36,7 @@ from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverEr
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader, runinfo, segments
 from sparkrecover.journal.writer import JournalWriter
-from sparkrecover.planning.resume import finished, plan_resume, read_run, sweep_unjournaled
+from sparkrecover.planning.next_attempt import finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, plans, runs, storage
 from sparkrecover.rundir import lease as leases
 

@@ -19,7 +19,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import keep, storage
 from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
 
