@@ -8,7 +8,7 @@ import shlex
 import orjson
 import pytest
 
-from sparkrecover.launch import launcher
+from sparkrecover.launch import launcher, spark_argv
 from tests.helpers import fake_executable
 
 
@@ -27,7 +27,7 @@ def test_the_line_is_what_submit_would_launch_without_an_attempt_or_a_token(cli,
     )  # fmt: skip
     assert code == 0, err
     argv = shlex.split(out)
-    parsed = launcher.split_submit_args(argv)
+    parsed = spark_argv.split_submit_args(argv)
     assert parsed.app == launcher.BOOTSTRAP
     run_dir = str(tmp_path / "runs" / "nightly")
     assert parsed.app_args == [

@@ -7,7 +7,7 @@ import hashlib
 
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.launch import shuffles
-from sparkrecover.launch.launcher import split_submit_args
+from sparkrecover.launch.spark_argv import split_submit_args
 from sparkrecover.rundir import storage
 
 

@@ -9,7 +9,8 @@ import pytest
 
 from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import launcher, listener_jar
-from sparkrecover.launch.launcher import SubmitArgs, bootstrap_command, with_listener
+from sparkrecover.launch.launcher import bootstrap_command
+from sparkrecover.launch.spark_argv import SubmitArgs, with_listener
 
 JAR = "/cache/listener.jar"
 
