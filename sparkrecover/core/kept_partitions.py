@@ -216,6 +216,17 @@ def adopt(
     return Adopted(kind, found, choose(kind, found, wanted, set(empty_ok)))
 
 
+def outranked_by(kind: CommitKind, read: Callable[[CommitKind], Mapping[int, Sequence[Any]]]) -> CommitKind | None:
+    """The committer, before ``kind`` in ``ADOPTED_FIRST``, that left committed tasks below the
+    target (``read``), or None: a resumed write under ``kind`` then keeps nothing, since what the plan
+    promised it (and the set-aside kept) is that committer's, and what it would find of its own was
+    never agreed with the journal."""
+    for other in ADOPTED_FIRST[: ADOPTED_FIRST.index(kind)]:
+        if read(other):
+            return other
+    return None
+
+
 def choose(
     kind: CommitKind, found: Mapping[int, Sequence[Task]], wanted: Iterable[int], empty_ok: set[int]
 ) -> dict[int, Task]:

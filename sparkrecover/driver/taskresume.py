@@ -215,9 +215,14 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
         bool(tasks) and not pendingsets and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
     )
     place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
-    if tasks and plan.reusable:
+    other = None  # another committer whose committed tasks set_aside adopted
+    if tasks and plan.reusable and kind is not None:
         try:
-            _keep(plan, target, tasks, place, in_place, set_aside_before)
+            other = kept_partitions.outranked_by(CommitKind(kind), partial(tasklists.committed, target.url))
+            if other is not None:
+                plan.reason = f"its committed tasks are another committer's ({other}), not this write's ({kind})"
+            else:
+                _keep(plan, target, tasks, place, in_place, set_aside_before)
         except (OSError, StorageError) as error:  # cannot tell what is kept: nothing is, the write runs whole
             plan.kept, plan.kept_dir, plan.in_place, plan.kept_job = [], None, False, None
             plan.reason = f"its committed tasks could not be read ({error})"
@@ -225,7 +230,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     if not plan.kept and kept_dir and set_aside_before:
         _abort_uploads(target.url, None)  # a set-aside pendingset's: nothing of this write runs yet
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
-    if not plan.kept and in_place and pendingsets:
+    if not plan.kept and in_place and (pendingsets or other == CommitKind.PENDINGSETS):
         try:  # nothing of this write runs yet: every upload below the target is the dead job's
             _abort_uploads(target.url, None)
             for folder in tasklists.magic_job_dirs(target.url):
@@ -236,7 +241,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
                 f"sparkrecover: warning: the dead job's pendingsets below {target.url} not removed: {error}",
                 file=sys.stderr,
             )
-    elif not plan.kept and in_place:
+    if not plan.kept and in_place and not pendingsets:
         _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
     return plan
 
