@@ -152,7 +152,7 @@ journals = st.dictionaries(st.integers(0, PARTITIONS - 1), st.sampled_from([100,
 modes = st.sampled_from(["overwrite", "append", "errorifexists"])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pieces=evidence, journal=journals, began=st.sampled_from([None, *WRITES]), object_store=st.booleans(), mode=modes
 )
@@ -164,7 +164,7 @@ def test_the_dry_run_promises_the_partitions_the_driver_keeps(pieces, journal, b
     assert plan.kept == promised, plan.reason
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=75, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     pieces=evidence,
     journal=journals,
