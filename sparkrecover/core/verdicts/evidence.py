@@ -15,8 +15,8 @@ class Evidence(Protocol):
         ...
 
     def committed_partitions(self, stage: StageState) -> tuple[set[int], str | None]:
-        """Partitions of an unfinished write whose committed task output survives, or why none can
-        be kept."""
+        """Partitions of an unfinished write whose committed task output survives and that the
+        driver will keep (``kept_partitions.adopt``), or why none can be kept."""
         ...
 
     def stat(self, url: str) -> tuple[int, Any]:
