@@ -1,4 +1,4 @@
-"""foreach and foreachPartition as stages (driver/foreach.py), in process on the shared session: the
+"""foreach and foreachPartition as stages (driver/recording/foreach.py), in process on the shared session: the
 stage they journal, and what a plan makes of them: a finished one is skipped, an unfinished one runs
 only the partitions the plan does not keep, and keeps none when partition i may hold other rows."""
 
@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sparkrecover.driver import foreach
+from sparkrecover.driver.recording import foreach
 from tests.helpers import install_runtime, journal, marked_line, zero_code_hooks
 
 PARTS = 8

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from tests.helpers import SPARK_OPTIONS, dry_run, run_and_kill_when, run_cli, sparkrecover_command
 
