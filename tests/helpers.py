@@ -356,6 +356,19 @@ def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
     return [r for r in records if event_type is None or r["type"] == event_type]
 
 
+def jobs_of(spark, act):
+    """(what act() returned, the Spark jobs it ran): a job group of its own, asked afterwards."""
+    import uuid
+
+    group = f"jobs-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(group, "test")
+    try:
+        result = act()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return result, spark.sparkContext.statusTracker().getJobIdsForGroup(group)
+
+
 def numbers(spark, n=100):
     """A small two-partition DataFrame: id and id % 7 as bucket."""
     return spark.range(n, numPartitions=2).selectExpr("id", "id % 7 AS bucket")
