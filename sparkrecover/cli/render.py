@@ -203,7 +203,9 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
-    for line in summary.action_lines(document.get("actions") or []):
+    from sparkrecover.core.summary import action_lines
+
+    for line in action_lines(document.get("actions") or []):
         info(line, to)
 
 

@@ -46,6 +46,15 @@ def _float(value: float) -> Any:
     return value if math.isfinite(value) else {"$float": repr(value)}
 
 
+def _binary(value: bytes | bytearray) -> list[str]:
+    return [type(value).__name__, base64.b64encode(value).decode()]
+
+
+def _unbinary(value: list[str]) -> bytes | bytearray:
+    data = base64.b64decode(value[1])
+    return bytearray(data) if value[0] == "bytearray" else data
+
+
 def _unfloat(value: Any) -> Any:
     return float(value["$float"]) if isinstance(value, dict) else value
 
@@ -58,7 +67,8 @@ def _kind(data_type: Any) -> tuple[Convert | None, Convert | None]:
         t.DateType: (lambda d: d.isoformat(), datetime.date.fromisoformat),
         t.TimestampType: (lambda d: d.isoformat(), datetime.datetime.fromisoformat),
         t.DecimalType: (str, decimal.Decimal),
-        t.BinaryType: (lambda b: base64.b64encode(b).decode(), lambda s: bytearray(base64.b64decode(s))),
+        # bytes in pyspark 4 (binaryAsBytes), bytearray in 3.5: each comes back as it was.
+        t.BinaryType: (_binary, _unbinary),
         t.FloatType: (_float, _unfloat),
         t.DoubleType: (_float, _unfloat),
         t.DayTimeIntervalType: (
