@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.driver import runtime, stages, tables, taskresume
+from sparkrecover.driver import fingerprints, runtime, stages, tables, taskresume
 from sparkrecover.rundir import manifests, storage
 from sparkrecover.rundir.plans import Committed, PlanEntry
 
@@ -153,7 +153,7 @@ class WriteStage:
 
 def _input_files(frame: Any) -> list[str]:
     try:
-        return list(frame.inputFiles())
+        return fingerprints.input_files(frame)
     except Exception:
         return []
 

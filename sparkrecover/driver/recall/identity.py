@@ -48,7 +48,8 @@ def fingerprint(source: Any) -> dict[str, Any]:
     """The fingerprint of what an action computes over ``source`` (a DataFrame, or
     ``zerocode.RDDSource`` for an RDD): no Spark job, only the analyzed plan and a file listing."""
     plan = fingerprints.canonical_plan(source)
-    inputs = stat_files((storage.from_spark_path(path) for path in source.inputFiles()), storage.data_stat)
+    files = fingerprints.input_files(source)
+    inputs = stat_files((storage.from_spark_path(path) for path in files), storage.data_stat)
     parts = {"plan": digest(without_seeds(plan)) if plan is not None else None, "input": digest(inputs)}
     found: dict[str, Any] = dict(parts, digest=digest(sorted(parts.items())))
     if len(inputs) <= INPUT_LIST_LIMIT:
