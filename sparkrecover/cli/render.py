@@ -137,7 +137,7 @@ def stage_name(name: str, to: Console | None = None) -> str:
 def command_summary(outcome: Outcome, json_output: bool) -> None:
     """How ``submit`` and ``resume`` end: the --json document on stdout, or a few lines on stderr
     after the application's output (docs/cli-output.md)."""
-    from sparkrecover.core import summary
+    from sparkrecover.core.views import summary
 
     if outcome.state is None:  # the run happened; only its summary cannot be read back
         warning(f"no summary: the journal of run {outcome.run_id} cannot be read back: {outcome.unreadable}")
@@ -203,7 +203,7 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
-    from sparkrecover.core.summary import action_lines
+    from sparkrecover.core.views.summary import action_lines
 
     for line in action_lines(document.get("actions") or []):
         info(line, to)

@@ -1,6 +1,6 @@
 """The results folder: ``<run dir>/results/<attempt:04d>/<n:06d>.json``, the kept results of the
 run's actions (docs/replay.md), written by the driver (``driver/recall/recorder.py``), offered to
-a resume by the planner (``core/action_reuse.py``), and removed with the kept shuffle files when
+a resume by the planner (``core/verdicts/action_reuse.py``), and removed with the kept shuffle files when
 the run succeeds (they hold the application's data: a collect's rows, what show printed).
 """
 

@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Any
 
-from sparkrecover.driver import runtime
+from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recall import recorder
 
 REPLAY_CONF = "spark.sparkrecover.replay"

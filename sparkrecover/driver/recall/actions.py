@@ -30,8 +30,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import staleness
-from sparkrecover.driver import fingerprints, hooks, runtime, zerocode
+from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.lifecycle import fingerprints
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.driver.recall import codec, identity, recorder
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage

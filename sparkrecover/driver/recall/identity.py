@@ -16,8 +16,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core.staleness import INPUT_LIST_LIMIT, digest, stat_files
-from sparkrecover.driver import fingerprints, runtime, zerocode
+from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.driver.lifecycle import fingerprints
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import zerocode
 from sparkrecover.rundir import storage
 
 _SEEDS = (
