@@ -299,7 +299,7 @@ def run_and_kill_when(
     once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns).
     ``stop``: how to stop it instead (a signal sent to it, say), waited for before the SIGKILL
     that clears whatever is left. ``stdout``: a file for what the command prints (else dropped)."""
-    printed = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL  # noqa: SIM115
+    printed = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL
     try:
         process = subprocess.Popen(
             command, stdout=printed, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env

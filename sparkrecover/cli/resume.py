@@ -30,7 +30,11 @@ def run(
     root, json_output = given.root, given.json_output
     run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
     options = recovery.ResumeOptions.of(
-        given, extra_options=tuple(extra), verify_level=verify, rerun=rerun, from_scratch=from_scratch,
+        given,
+        extra_options=tuple(extra),
+        verify_level=verify,
+        rerun=rerun,
+        from_scratch=from_scratch,
         replay=replay,
     )
     if dry_run:

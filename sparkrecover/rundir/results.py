@@ -47,7 +47,7 @@ def _sizes(run_dir: str) -> dict[str, int]:
         return {}
     base = path.rstrip("/") + "/"
     return {
-        f"{FOLDER}/{name[len(base):]}": int(info.get("size") or 0)
+        f"{FOLDER}/{name[len(base) :]}": int(info.get("size") or 0)
         for name, info in listed.items()
         if name.startswith(base) and info.get("type") != "directory"
     }

@@ -11,8 +11,8 @@ import os
 import pytest
 from pyspark.sql import functions as F
 
-from sparkrecover.core.verdicts import action_reuse
 from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import action_reuse
 from sparkrecover.driver import recall
 from sparkrecover.driver.recall import actions
 from sparkrecover.journal import events as ev

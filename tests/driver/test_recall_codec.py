@@ -25,8 +25,10 @@ def same(a, b) -> bool:
     if isinstance(a, float):
         return a == b or (math.isnan(a) and math.isnan(b))
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b)) and (
-            getattr(a, "__fields__", None) == getattr(b, "__fields__", None)
+        return (
+            len(a) == len(b)
+            and all(same(x, y) for x, y in zip(a, b, strict=True))
+            and (getattr(a, "__fields__", None) == getattr(b, "__fields__", None))
         )
     if isinstance(a, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
@@ -50,9 +52,11 @@ scalars = (
 )
 values = st.recursive(
     scalars,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.tuples(inner, inner)
-    | st.dictionaries(st.integers() | st.text(max_size=4), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.integers() | st.text(max_size=4), inner, max_size=4)
+    ),
     max_leaves=20,
 )
 
@@ -141,7 +145,7 @@ def test_rows_come_back_as_collect_builds_them_through_the_result_file():
 def test_a_result_over_the_limit_is_refused_before_it_is_all_encoded():
     schema = t.StructType([t.StructField("text", t.StringType())])
     rows = [t.Row(text="x" * 100)] * 100_000
-    with pytest.raises(recorder.OverLimit, match="result of more than .* over the 64.0 KiB limit"):
+    with pytest.raises(recorder.OverLimit, match=r"result of more than .* over the 64\.0 KiB limit"):
         recorder.encode(recorder.ROWS, rows, schema, limit=64 << 10)
 
 

@@ -56,7 +56,9 @@ def killed_in_the_write(tmp_path, *conf: str) -> tuple[str, str, str]:
     def committed() -> bool:
         journal = journaled_records(run_dir)
         writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == WRITE}
-        return len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
+        return (
+            len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
+        )
 
     printed = tmp_path / "attempt-1.out"
     env = {**os.environ, "WRITE_SLEEP": "1", "PYTHONUNBUFFERED": "1"}
@@ -116,7 +118,7 @@ def test_a_resumed_script_runs_no_job_before_its_unfinished_write(spark, plain_r
 
 
 def test_actions_over_a_changed_input_and_a_result_over_the_limit_run_again_and_say_why(tmp_path):
-    root, logs, printed = killed_in_the_write(tmp_path, "--conf", "spark.sparkrecover.results.maxBytes=16k")
+    root, _, _ = killed_in_the_write(tmp_path, "--conf", "spark.sparkrecover.results.maxBytes=16k")
     run_dir = os.path.join(root, "past")
     with open(tmp_path / "orders" / "part-1.csv", "a") as handle:
         handle.write("6000,FR,2026-03-28,1.00\n")

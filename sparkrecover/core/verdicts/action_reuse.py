@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.rundir.plans import ActionEntry
 
 # A result file's size by its path relative to the run directory (None: not there).

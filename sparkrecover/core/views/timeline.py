@@ -227,7 +227,8 @@ def _schema_reused(r: dict[str, Any]) -> str:
 
 
 def _action_recorded(r: dict[str, Any]) -> str:
-    done = f"{r.get('key')}{': ' + str(r['summary']) if r.get('summary') else ''} in {humanize.duration(r.get('duration_s'))}"
+    summary = f": {r['summary']}" if r.get("summary") else ""
+    done = f"{r.get('key')}{summary} in {humanize.duration(r.get('duration_s'))}"
     result = r.get("result") if isinstance(r.get("result"), dict) else None
     kept = f", result kept ({humanize.size(int(result.get('bytes') or 0))})" if result else ""
     why = f", not kept: {r['not_kept']}" if r.get("not_kept") else ""

@@ -33,11 +33,12 @@ from typing import Any
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import fingerprints
 from sparkrecover.driver.process import runtime
-from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.driver.recall import codec, identity, recorder
+from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
 from sparkrecover.rundir.plans import ActionEntry
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -88,13 +89,14 @@ _local = threading.local()  # toPandas: the rows its inner collect returns (repl
 _warned = False
 
 
-def frame_class() -> type:
+def frame_class() -> Any:
     """The class whose methods run a DataFrame's actions: classic's in pyspark 4, the one in 3.5."""
+    import importlib
+
     try:
-        from pyspark.sql.classic.dataframe import DataFrame
+        return importlib.import_module("pyspark.sql.classic.dataframe").DataFrame
     except ImportError:
-        from pyspark.sql import DataFrame
-    return DataFrame
+        return importlib.import_module("pyspark.sql").DataFrame
 
 
 def install() -> None:
@@ -217,6 +219,8 @@ class Call:
 
     def _replay(self, entry: ActionEntry) -> Any:
         started = time.monotonic()
+        if entry.path is None or entry.sha256 is None:
+            raise ValueError("no result file recorded")
         data = _read(self.rt.run_dir, entry.path)
         shape, value = recorder.decode(data, entry.sha256, entry.path)
         if shape != self.shape:
@@ -298,7 +302,9 @@ class Call:
 
     def _to_pandas_live(self, live: Callable[[], Any], reason: str) -> Any:
         if _arrow_enabled(self.subject):
-            self._journal(0.0, reason, None, "toPandas through Arrow (spark.sql.execution.arrow.pyspark.enabled) is not recorded")
+            self._journal(
+                0.0, reason, None, "toPandas through Arrow (spark.sql.execution.arrow.pyspark.enabled) is not recorded"
+            )
             return live()
         started = time.monotonic()
         captured: list[Any] = []

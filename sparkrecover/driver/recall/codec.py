@@ -80,7 +80,9 @@ def _kind(data_type: Any) -> tuple[Convert | None, Convert | None]:
     if ntz is not None:
         simple[ntz] = simple[t.TimestampType]
     plain = (t.StringType, t.BooleanType, t.ByteType, t.ShortType, t.IntegerType, t.LongType, t.NullType)
-    plain += tuple(getattr(t, name) for name in ("CharType", "VarcharType", "YearMonthIntervalType") if hasattr(t, name))
+    plain += tuple(
+        getattr(t, name) for name in ("CharType", "VarcharType", "YearMonthIntervalType") if hasattr(t, name)
+    )
     if isinstance(data_type, plain):
         return None, None
     for kind, converters in simple.items():

@@ -72,10 +72,7 @@ def encode(shape: str, result: Any, schema: Any, limit: int) -> Encoded:
 def _over(size: int, limit: int) -> str:
     from sparkrecover.core import humanize
 
-    return (
-        f"result of {humanize.size(size)} over the {humanize.size(limit)} limit "
-        f"({LIMIT_CONF}): runs again on resume"
-    )
+    return f"result of {humanize.size(size)} over the {humanize.size(limit)} limit ({LIMIT_CONF}): runs again on resume"
 
 
 def _rows_within(rows: list[Any], schema: Any, limit: int) -> list[list[Any]]:
