@@ -21,10 +21,10 @@ from unittest import mock
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sparkrecover.core import staleness
-from sparkrecover.driver import partitions, taskresume
+from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.tasks import partitions, taskresume
 from sparkrecover.kinds import Verdict
-from sparkrecover.planning.resume import plan_resume
+from sparkrecover.planning.next_attempt import plan_resume
 from sparkrecover.rundir import taskfiles, tasklists
 from tests.journals import Run
 from tests.task_evidence import manifest, pendingset, task_folder

@@ -6,7 +6,7 @@ The protocol, step by step (docs/decisions/0009-task-level-resume.md lists what 
 any two leaves):
 1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
    that still have exactly one usable committed task folder (committer evidence; the rule, the one
-   the plan was made with, is ``core/kept_partitions.adopt``) are renamed into
+   the plan was made with, is ``core/fold/kept_partitions.adopt``) are renamed into
    the hidden ``kept`` folder beside the target; folders of other partitions stay where they are
    and die with the cleanup. Found again there by the next resume if this attempt dies too.
 2. ``write.started`` names the partition count, the write's shape and the kept partitions.
