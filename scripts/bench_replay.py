@@ -1,4 +1,4 @@
-"""Replayed actions (docs/replay.md, issue 37's goals), two benchmarks:
+"""Replayed actions (docs/replay.md; the goals of docs/design.md §9), two benchmarks:
 
     .venv/bin/python scripts/bench_replay.py [--pairs 3] [--at 0.7] [--rows 100000]
 
