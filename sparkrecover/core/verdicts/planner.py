@@ -23,6 +23,7 @@ from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.verdicts.evidence import Evidence
 from sparkrecover.kinds import FOREACH, Verdict
 from sparkrecover.rundir.plans import (
+    ActionEntry,
     Committed,
     KeptShuffle,
     PartitionCount,
@@ -139,7 +140,7 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
     if stage.kind == FOREACH:
         # A side effect leaves nothing of ours to check: the journal alone says which partitions
         # finished, and a record it lost only makes one run again
-        # (docs/decisions/0043-side-effects-kept-per-partition.md).
+        # (docs/decisions/0044-side-effects-kept-per-partition.md).
         found, problem = set(progress.unfinished), None
     else:
         found, problem = evidence.committed_partitions(stage)
@@ -302,10 +303,16 @@ def plan_of(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> Plan:
     """The plan handed to the next attempt (plans/<attempt>.json)."""
     return Plan(
-        run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []), shuffles=list(kept_shuffles or [])
+        run=run_id,
+        attempt=attempt,
+        stages=decisions,
+        schemas=list(schemas or []),
+        shuffles=list(kept_shuffles or []),
+        actions=list(actions or []),
     )
 
 
@@ -315,6 +322,7 @@ def dry_run_document(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
     document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
@@ -322,4 +330,6 @@ def dry_run_document(
         document["schemas"] = [entry.summary() for entry in schemas]
     if kept_shuffles is not None:
         document["shuffles"] = [entry.summary() for entry in kept_shuffles]
+    if actions is not None:
+        document["actions"] = [entry.summary() for entry in actions]
     return document

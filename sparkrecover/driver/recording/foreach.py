@@ -14,7 +14,7 @@ inside the function would still compute every partition of the lineage.
 Which tasks finished comes from the listener, which journals each successful task of the stage's
 job as ``task.committed`` (as a write's); ``write.started`` gives the partition count and shape. A
 lost event can only make a finished partition run again, never skip an unfinished one
-(docs/decisions/0043-side-effects-kept-per-partition.md). Partition i is kept only when it holds the
+(docs/decisions/0044-side-effects-kept-per-partition.md). Partition i is kept only when it holds the
 same rows again: the same fingerprint, the same shape (partition count, input slices, the script's
 code), and Spark does not call its RDD INDETERMINATE; otherwise every partition runs, and
 ``write.started`` says why.
