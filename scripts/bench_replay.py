@@ -120,11 +120,29 @@ def resume_cost(work: str, at: float, log: str) -> None:
         f"{replayed} actions replayed, {before} Spark jobs before the write's first "
         f"(goal 0: {'met' if before == 0 else 'MISSED'})"
     )
+    print(f"  the resume's phases (journal): {phases(journal, last, stage)}")
     print(
         f"  resume / (driver start + 1.15 x unfinished work) = {resumed:.1f} / {bar:.1f} = "
         f"{resumed / bar:.3f} (goal <= 1.0: {_bench.verdict(resumed / bar, 1.0)}); "
         f"resume / full run = {resumed / full:.3f}"
     )
+
+
+def phases(journal: list[dict], attempt: int, stage: str) -> str:
+    """Where an attempt's time went: to its driver, through the script to the write, the write,
+    and from the write's commit to the attempt's end."""
+    mine = [r for r in journal if r["attempt"] == attempt]
+
+    def when(kind: str, of: str | None = None) -> float:
+        return next(seconds(r["ts"]) for r in mine if r["type"] == kind and (of is None or r.get("stage") == of))
+
+    marks = [
+        ("driver start", when("attempt.started"), when("driver.started")),
+        ("script to the write", when("driver.started"), when("stage.started", stage)),
+        ("the write", when("stage.started", stage), when("stage.committed", stage)),
+        ("to the end", when("stage.committed", stage), when("attempt.ended")),
+    ]
+    return ", ".join(f"{name} {end - begin:.1f}s" for name, begin, end in marks)
 
 
 def recording_cost(work: str, rows: int, pairs: int, log: str) -> None:
