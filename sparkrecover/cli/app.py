@@ -146,7 +146,7 @@ def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
     if not storage.is_local(root):
         return []
-    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+    return [run.id for run in runs.list_runs(root) if run.id.startswith(incomplete)]
 
 
 def _complete_verify(incomplete: str) -> list[str]:
