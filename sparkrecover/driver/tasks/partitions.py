@@ -39,6 +39,7 @@ from sparkrecover.jvm import (
     RESUMING_PROTOCOL_CLASS,
     find_class,
 )
+from sparkrecover.kinds import CommitKind
 
 DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
@@ -199,7 +200,7 @@ def resuming_commit(
 # How a write commits its tasks, as far as a resumed write can keep them: FileOutputCommitter's
 # task folders (algorithm 1), the magic committer's pendingsets (tasklists.pendingsets), or the
 # manifest committer's task manifests (tasklists.manifests).
-FOLDERS, PENDINGSETS, MANIFESTS = "folders", "pendingsets", "manifests"
+FOLDERS, PENDINGSETS, MANIFESTS = CommitKind.FOLDERS, CommitKind.PENDINGSETS, CommitKind.MANIFESTS
 FILE_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
 S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"
