@@ -178,7 +178,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(
+def _top_level(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),

@@ -117,19 +117,19 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
             _keep_manifests(url, adopted)
             return
         if adopted.kind == CommitKind.PENDINGSETS:
-            _set_aside_pendingsets(url, kept_dir, adopted, mode)
+            _keep_pendingsets(url, kept_dir, adopted, mode)
             return
         _abort_uploads(url, kept_dir)
         if tasks and kept_dir:
             if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
                 _keep_in_place(url, adopted)
             else:
-                _set_aside(url, kept_dir, adopted)
+                _move_into_kept_dir(url, kept_dir, adopted)
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
         print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
-def _set_aside_pendingsets(
+def _keep_pendingsets(
     url: str, kept_dir: str | None, adopted: kept_partitions.Adopted[taskfiles.TaskFolder], mode: str | None
 ) -> None:
     """Step 1 under the magic committer: the kept partitions' pendingsets (a task each, whose
@@ -258,7 +258,7 @@ def _keep(
     chosen: dict[int, taskfiles.TaskFolder] = {}
     jobs = tasklists.magic_job_dirs(target.url) if pendingsets else []
     if pendingsets and not set_aside_before:
-        # Kept in place, in the dead job's folder (_set_aside_pendingsets left only that one).
+        # Kept in place, in the dead job's folder (_keep_pendingsets left only that one).
         in_place = len(jobs) == 1
         place = jobs[0] if in_place else None
     if manifests:
@@ -276,7 +276,7 @@ def _keep(
         return
     if manifests:  # a path of the data filesystem already
         folders, kept_path = {p: [f] for p, f in chosen.items()}, place
-    elif pendingsets:  # read by _set_aside_pendingsets: listed here, one read for the job's UUID
+    elif pendingsets:  # read by _keep_pendingsets: listed here, one read for the job's UUID
         kept_path = place if in_place else storage.data_filesystem(place)[1]
         folders = tasklists.kept_pendingsets(target.url, kept_path)
     else:
@@ -333,7 +333,7 @@ def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     return plan_write(target, entry)
 
 
-def _set_aside(url: str, kept_dir: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
+def _move_into_kept_dir(url: str, kept_dir: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
     if adopted.began:
         _remove(kept_dir)
         return
@@ -392,7 +392,7 @@ def _remove(url: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
+def journal_write_started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
     staging = storage.join(target.url, "_temporary", "0")
     rt.writer.emit(
         ev.WRITE_STARTED,
