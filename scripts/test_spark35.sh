@@ -59,6 +59,9 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_tables.py \
   tests/driver/test_sqlwrites.py \
   tests/driver/test_mlsaves.py \
+  tests/driver/test_recall.py \
+  tests/driver/test_recall_codec.py \
+  "tests/e2e/test_replay.py::test_a_resumed_script_runs_no_job_before_its_unfinished_write" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \
   "tests/e2e/test_post_shuffle_write.py::test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions" \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \

@@ -55,7 +55,7 @@ def test_the_driver_never_imports_the_cli_or_the_launcher():
 # the package's modules that stand above them all (the driver's entry points). The core's
 # ``humanize`` stands under its rooms: each may use it.
 ROOMS = {
-    "driver": (("process", "tasks", "lifecycle", "recording"), ("bootstrap", "api")),
+    "driver": (("process", "tasks", "lifecycle", "recording", "recall"), ("bootstrap", "api")),
     "core": (("fold", "verdicts", "views"), ()),
 }
 

@@ -251,6 +251,11 @@ def resume(
         "file:line#n an implicit write's name starts with, or any prefix of one name only.",
     ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
+    no_replay: bool = typer.Option(
+        False,
+        "--no-replay",
+        help="Run every recorded action (count, collect, show, ...) again instead of replaying its result.",
+    ),
     verify: str = typer.Option(
         "size",
         "--verify",
@@ -279,6 +284,7 @@ def resume(
             dry_run=dry_run,
             rerun=tuple(rerun),
             from_scratch=from_scratch,
+            replay=not no_replay,
             verify=verify,
             extra=list(ctx.args),
         )

@@ -203,6 +203,10 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
+    from sparkrecover.core.views.summary import action_lines
+
+    for line in action_lines(document.get("actions") or []):
+        info(line, to)
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------
@@ -375,6 +379,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         )
     for row in summary.get("shuffles_unsupported") or []:
         out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
+    _actions(out, summary.get("actions") or {}, removed=summary["status"] == "succeeded")
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
@@ -382,6 +387,24 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run", out)
     if hint:
         out.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def _actions(out: Console, actions: dict[str, Any], removed: bool) -> None:
+    """What inspect says of recorded and replayed actions (docs/replay.md)."""
+    if not actions.get("recorded"):
+        return
+    replayed = ", ".join(f"{n:,} replayed by attempt {a}" for a, n in actions["replayed"].items())
+    where = "were kept (removed when the run succeeded)" if removed else "kept"
+    line = f"actions: {actions['recorded']:,} recorded, {actions['kept']:,} results {where}"
+    if not removed:
+        line += f" ({humanize.size(actions['kept_bytes'])})"
+    if replayed:
+        line += f"; {replayed}, saving about {humanize.duration(actions['saved_s'])}"
+    out.print(Text(line), soft_wrap=True)
+    for row in actions["ran_again"][:10]:
+        out.print(Text(f"  ran again in attempt {row['attempt']}: {row['key']}: {row['reason']}", style="dim"))
+    for row in actions["not_kept"][:10]:
+        out.print(Text(f"  not kept in attempt {row['attempt']}: {row['key']}: {row['reason']}", style="dim"))
 
 
 def _brief(seconds: float) -> str:

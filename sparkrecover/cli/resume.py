@@ -21,6 +21,7 @@ def run(
     dry_run: bool,
     rerun: tuple[str, ...],
     from_scratch: bool,
+    replay: bool = True,
     verify: str,
     extra: list[str],
 ) -> int:
@@ -29,7 +30,12 @@ def run(
     root, json_output = given.root, given.json_output
     resolved = runs.resolve_run(run, storage.resolve_root(root))
     options = recovery.ResumeOptions.of(
-        given, extra_options=tuple(extra), verify_level=verify, rerun=rerun, from_scratch=from_scratch
+        given,
+        extra_options=tuple(extra),
+        verify_level=verify,
+        rerun=rerun,
+        from_scratch=from_scratch,
+        replay=replay,
     )
     if dry_run:
         with render.file_progress(enabled=not json_output) as progress:

@@ -18,7 +18,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import launcher, shuffles, spark_argv
-from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
 from sparkrecover.rundir.runs import Run
 
@@ -285,6 +285,8 @@ def run_attempt(
         (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
     if code == 0 and keep.remove(run.dir):
         notify("removed the kept shuffle map outputs: the run succeeded")
+    if code == 0 and results.remove(run.dir):
+        notify("removed the recorded action results: the run succeeded")
     return code
 
 

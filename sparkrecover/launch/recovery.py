@@ -24,7 +24,7 @@ from sparkrecover.launch import attempts
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning import reading
 from sparkrecover.planning.next_attempt import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
-from sparkrecover.rundir import keep, runs, storage
+from sparkrecover.rundir import keep, results, runs, storage
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir.runs import Run
 
@@ -53,6 +53,7 @@ class ResumeOptions:
     verify_level: str = "size"
     rerun: tuple[str, ...] = ()
     from_scratch: bool = False
+    replay: bool = True  # --no-replay: recorded action results are not offered (all run again)
     max_attempts: int = 1
     app_args_now: list[str] | None = None
     # --json: the application's stdout goes to stderr, so that stdout holds one JSON document.
@@ -132,6 +133,7 @@ def dry_run(
         verify_level=options.verify_level,
         rerun=options.rerun,
         from_scratch=options.from_scratch,
+        replay=options.replay,
         warn=warn,
         progress=progress,
     )
@@ -167,12 +169,15 @@ def resume(
             verify_level=options.verify_level,
             rerun=options.rerun,
             from_scratch=options.from_scratch,
+            replay=options.replay,
             warn=notify,
             progress=progress,
         )
         show_plan(plan)
         if options.from_scratch and keep.remove(run.dir):
             notify("removed the kept shuffle map outputs (--from-scratch)")
+        if options.from_scratch and results.remove(run.dir):
+            notify("removed the recorded action results (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, state, first, code, options, notify, show_plan, warn)
 

@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.core.verdicts import planner, schema_reuse, staleness
+from sparkrecover.core.verdicts import action_reuse, planner, schema_reuse, staleness
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.planning import reading
 from sparkrecover.planning.storage_evidence import StorageEvidence
-from sparkrecover.rundir import keep, storage
-from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir import keep, results, storage
+from sparkrecover.rundir.plans import ActionEntry, KeptShuffle, Plan, PlanEntry, SchemaEntry
 from sparkrecover.rundir.runs import Run
 
 Notify = Callable[[str], None]
@@ -38,12 +38,16 @@ class ResumePlan:
     schemas: list[SchemaEntry] = field(default_factory=list)
     # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
     shuffles: list[KeptShuffle] = field(default_factory=list)
+    # Recorded actions, each replayed or run again (core/verdicts/action_reuse.py).
+    actions: list[ActionEntry] = field(default_factory=list)
 
     def document(self) -> Plan:
-        return planner.plan_of(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles)
+        return planner.plan_of(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions)
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles)
+        return planner.dry_run_document(
+            self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions
+        )
 
 
 def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = False) -> bool:
@@ -72,6 +76,7 @@ def plan_resume(
     verify_level: str = "size",
     rerun: tuple[str, ...] = (),
     from_scratch: bool = False,
+    replay: bool = True,
     warn: Notify | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ResumePlan:
@@ -92,7 +97,10 @@ def plan_resume(
     app = state.run.get("app")
     script = staleness.script_digest(app, storage.read_bytes) if isinstance(app, str) else None
     kept = planner.plan_shuffles(state, decisions, keep.size_reader(run.dir), from_scratch=from_scratch, script=script)
-    return ResumePlan(run, state, attempt, decisions, reusable, kept)
+    actions = action_reuse.replayable(
+        state, evidence.stat, results.size_reader(run.dir), from_scratch=from_scratch, replay=replay
+    )
+    return ResumePlan(run, state, attempt, decisions, reusable, kept, actions)
 
 
 def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:

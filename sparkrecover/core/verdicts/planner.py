@@ -23,6 +23,7 @@ from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.verdicts.evidence import Evidence
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir.plans import (
+    ActionEntry,
     Committed,
     KeptShuffle,
     PartitionCount,
@@ -295,10 +296,16 @@ def plan_of(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> Plan:
     """The plan handed to the next attempt (plans/<attempt>.json)."""
     return Plan(
-        run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []), shuffles=list(kept_shuffles or [])
+        run=run_id,
+        attempt=attempt,
+        stages=decisions,
+        schemas=list(schemas or []),
+        shuffles=list(kept_shuffles or []),
+        actions=list(actions or []),
     )
 
 
@@ -308,6 +315,7 @@ def dry_run_document(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
     document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
@@ -315,4 +323,6 @@ def dry_run_document(
         document["schemas"] = [entry.summary() for entry in schemas]
     if kept_shuffles is not None:
         document["shuffles"] = [entry.summary() for entry in kept_shuffles]
+    if actions is not None:
+        document["actions"] = [entry.summary() for entry in actions]
     return document

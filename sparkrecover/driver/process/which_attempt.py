@@ -37,7 +37,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader, runinfo, segments
 from sparkrecover.journal.writer import JournalWriter
 from sparkrecover.planning.next_attempt import finished, plan_resume, read_run, sweep_unjournaled
-from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir.runs import Run
 
@@ -145,6 +145,8 @@ def journal_end(start: Start, writer: JournalWriter, exit_code: int, said: Say =
     writer.emit(ev.ATTEMPT_ENDED, exit_code=exit_code, signal=exit_code - 128 if exit_code > 128 else None)
     if exit_code == 0 and keep.remove(writer.run.dir):
         said("removed the kept shuffle map outputs: the run succeeded")
+    if exit_code == 0 and results.remove(writer.run.dir):
+        said("removed the recorded action results: the run succeeded")
 
 
 def take_lease(run: Run, said: Say) -> leases.Lease:

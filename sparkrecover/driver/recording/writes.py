@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.lifecycle import fingerprints, stages
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import tables
 from sparkrecover.driver.tasks import taskresume
@@ -156,7 +156,7 @@ class WriteStage:
 
 def _input_files(frame: Any) -> list[str]:
     try:
-        return list(frame.inputFiles())
+        return fingerprints.input_files(frame)
     except Exception:
         return []
 
