@@ -1,19 +1,29 @@
 """Task-level resume inside one implicit write (docs/design.md §4a): which partitions an unfinished
-write keeps, setting their committed task folders aside, and running the write so that only the
-other partitions are computed.
+write keeps of the tasks its committer committed, and running the write so that only the other
+partitions are computed.
 
 The protocol, step by step (docs/decisions/0009-task-level-resume.md lists what a crash between
 any two leaves):
-1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
-   that still have exactly one usable committed task folder (committer evidence; the rule, the one
-   the plan was made with, is ``core/fold/kept_partitions.adopt``) are renamed into
-   the hidden ``kept`` folder beside the target; folders of other partitions stay where they are
-   and die with the cleanup. Found again there by the next resume if this attempt dies too.
-2. ``write.started`` names the partition count, the write's shape and the kept partitions.
-3. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
+1. ``set_aside``, before anything of the target is cleaned: the one rule the plan was made with
+   (``core/fold/kept_partitions.adopt``) adopts one committer's committed tasks, and each kind
+   keeps them its own way:
+   - FileOutputCommitter's task folders (``_temporary/0/task_*``) are renamed into the hidden
+     ``kept`` folder beside the target (``_move_into_kept_dir``), or, where the write's mode lets
+     them stay on an object store, kept where they are with the rest of the job attempt folder
+     removed (``_keep_in_place``); the dead writer's open multipart uploads are aborted;
+   - the S3A magic committer's pendingsets stay in the dead job's folder for an overwrite or
+     append (the resumed write runs under that job's UUID), or move into the ``kept`` folder;
+     every other task's uploads are aborted (``_keep_pendingsets``);
+   - the manifest committer's task manifests stay in the dead job's manifests folder, with other
+     jobs' folders and the manifests not kept removed (``_keep_manifests``).
+   Tasks of other partitions die with the cleanup; what is kept is found again by the next resume
+   if this attempt dies too.
+2. ``plan_write``: which of the tasks waiting there the write keeps, checked against its shape.
+3. ``write.started`` names the partition count, the write's shape and the kept partitions.
+4. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
    empty, never computed) and, when something is kept, ``ResumingCommitProtocol`` brings the kept
-   folders into the job's ``_temporary/0`` at job setup, so FileOutputCommitter's own job commit
-   merges them before ``_SUCCESS``.
+   tasks into the job before the committer's own job commit (task folders into its
+   ``_temporary/0`` at job setup), which then publishes them with the rest before ``_SUCCESS``.
 """
 
 from __future__ import annotations
