@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 import orjson
 
 from sparkrecover.journal import read_journal
+from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
     from sparkrecover.driver.process.runtime import Runtime
@@ -349,7 +350,7 @@ def freeze_group(pid: int, run_dir: str) -> None:
     outside both."""
     from sparkrecover.rundir import lease_lock
 
-    with lease_lock.held(run_dir, os.path.basename(run_dir)):
+    with lease_lock.held(Run(os.path.basename(run_dir), run_dir)):
         os.killpg(pid, signal.SIGSTOP)
 
 
@@ -377,7 +378,7 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
         plan = plans.parse_plan({"run": "run1", "attempt": attempt, **plan})
     run_dir = str(tmp_path / "root" / "run1")
-    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
+    writer = JournalWriter(Run("run1", run_dir), attempt, ev.WRITER_DRIVER, flush_interval=0)
     rt = Runtime(writer, run_dir, plan)
     runtime.install(rt)
     return rt

@@ -141,13 +141,13 @@ def command_summary(outcome: Outcome, json_output: bool) -> None:
     from sparkrecover.core.views import summary
 
     if outcome.state is None:  # the run happened; only its summary cannot be read back
-        warning(f"no summary: the journal of run {outcome.run_id} cannot be read back: {outcome.unreadable}")
+        warning(f"no summary: the journal of run {outcome.run.id} cannot be read back: {outcome.unreadable}")
         if json_output:
-            emit_json({"run": outcome.run_id, "run_dir": outcome.run_dir, "exit_code": outcome.exit_code})
+            emit_json({"run": outcome.run.id, "run_dir": outcome.run.dir, "exit_code": outcome.exit_code})
         return
     document = {
         **summary.command_summary(outcome.state, outcome.first_attempt, outcome.exit_code),
-        "run_dir": outcome.run_dir,
+        "run_dir": outcome.run.dir,
     }
     if outcome.complete:
         document["complete"] = True

@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter, runinfo
     from sparkrecover.journal import events as ev
+    from sparkrecover.rundir.runs import Run
 
     try:
         start = which_attempt.begin(options)
@@ -199,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code
     writer = JournalWriter(
-        options.run_dir,
-        options.run_id,
+        Run(options.run_id, options.run_dir),
         start.attempt,
         ev.WRITER_DRIVER,
         buffer_size=options.buffer_size,

@@ -132,7 +132,7 @@ def resume(
         if began is not None:  # the dead job commit had moved a file of that write into the target
             open(os.path.join(out, f"part-00000-{WRITES[began]}-c000.snappy.parquet"), "wb").close()
 
-        (entry,) = [d for d in plan_resume(run.state(), run.dir, 2).decisions if d.stage == "w"]
+        (entry,) = [d for d in plan_resume(run.state(), run.ref, 2).decisions if d.stage == "w"]
         promised = entry.tasks.kept if entry.decision == Verdict.CONTINUE and entry.tasks else []
 
         patches.enter_context(mock.patch.object(taskresume, "_committer", lambda target: (committer, None)))

@@ -97,7 +97,7 @@ class WriteProgress:
 # -- the fold ----------------------------------------------------------------------------------
 
 
-def started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
+def on_write_started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
     """A ``write.started``: what the previous unfinished write computed carries over when
     partition i holds the same rows in both."""
     progress = WriteProgress(record, ever_kept=bool(previous and previous.ever_kept) or bool(record.get("kept")))

@@ -351,7 +351,7 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     state.saved.apply(record)
     stage = state._stage(record["stage"])
-    stage.write_progress = kept_partitions.started(stage.write_progress, record)
+    stage.write_progress = kept_partitions.on_write_started(stage.write_progress, record)
 
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:

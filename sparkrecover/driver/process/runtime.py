@@ -93,7 +93,7 @@ class Runtime:
         from urllib.parse import quote
 
         if self.checkpoint_root:
-            return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
+            return storage.join(self.checkpoint_root, self.writer.run.id, quote(name, safe=""))
         return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
 
     def decision(self, name: str) -> PlanEntry | None:

@@ -135,7 +135,7 @@ class WriteStage:
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
         if tasks is not None and self.target is not None:
-            taskresume.started(self.rt, self.name, self.target, tasks)
+            taskresume.journal_write_started(self.rt, self.name, self.target, tasks)
             return taskresume.run(self.target, tasks, self.write.writer, self.do_write)
         return self.do_write()
 
