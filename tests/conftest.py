@@ -152,6 +152,9 @@ def isolated(tmp_path, monkeypatch, listener_cache):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SPARKRECOVER_CACHE", listener_cache)
     monkeypatch.delenv("SPARKRECOVER_NO_JVM_LISTENER", raising=False)
+    # The drivers map the tests' own class archive (tests/jvm_archive.py), not one the CLI would
+    # make in the background for each new setting: a test of that archive turns this off.
+    monkeypatch.setenv("SPARKRECOVER_NO_CLASS_ARCHIVE", "1")
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "120")
     monkeypatch.setenv("TERM", "dumb")

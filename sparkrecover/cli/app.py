@@ -134,6 +134,14 @@ CHECKPOINT_ROOT = typer.Option(
 )
 
 
+CLASS_ARCHIVE = typer.Option(
+    True,
+    "--class-archive/--no-class-archive",
+    help="Start the driver JVM from a class-data-sharing archive of Spark's classes, made once in the "
+    "background per Java, Spark and class path (docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
+)
+
+
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
@@ -204,6 +212,7 @@ def submit(
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
     ),
+    class_archive: bool = CLASS_ARCHIVE,
     json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -251,6 +260,7 @@ def resume(
     spark_submit: Optional[str] = typer.Option(
         None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
     ),
+    class_archive: bool = CLASS_ARCHIVE,
     json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -391,6 +401,7 @@ def spark_submit_args(
         help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
         "spark.master of spark-defaults.conf, and keeps nothing when none is named.",
     ),
+    class_archive: bool = CLASS_ARCHIVE,
     json_output: bool = typer.Option(
         False,
         "--json",
