@@ -27,8 +27,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from sparkrecover.launch import java_options as jo
-from sparkrecover.launch import launcher
+from sparkrecover.launch import spark_argv
 
 DISABLE_ENV = "SPARKRECOVER_NO_CLASS_ARCHIVE"
 FOLDER = "class-archives"
@@ -148,7 +147,7 @@ def needs_build(archive: ClassArchive) -> bool:
     return not archive.usable() and not archive.building() and archive.failed_reason() is None
 
 
-def archive_for(spark_submit: str, parsed: launcher.SubmitArgs, listener_jar: str | None) -> ClassArchive | None:
+def archive_for(spark_submit: str, parsed: spark_argv.SubmitArgs, listener_jar: str | None) -> ClassArchive | None:
     """The archive for a client-mode driver launched with ``parsed`` by ``spark_submit``, or None
     where there can be none (turned off, the driver elsewhere, the user's own CDS options, no
     Spark jars or Java found, a path the JVM's options cannot hold). Stats a few hundred files."""
@@ -156,8 +155,8 @@ def archive_for(spark_submit: str, parsed: launcher.SubmitArgs, listener_jar: st
 
     if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0") or parsed.deploy_mode != "client":
         return None
-    sources = launcher.defaults_files(parsed, spark_submit)
-    java_options = jo.driver_setting(parsed.options, sources, jo.JAVA_OPTIONS_CONF, jo.JAVA_OPTIONS_OPTION)
+    sources = spark_argv.defaults_files(parsed, spark_submit)
+    java_options = spark_argv.driver_setting(parsed.options, sources, spark_argv.DRIVER_JAVA_OPTIONS)
     given_everywhere = " ".join([java_options, os.environ.get("SPARK_SUBMIT_OPTS", "")])
     if any(flag in given_everywhere for flag in _USERS_OWN):
         return None
@@ -165,8 +164,8 @@ def archive_for(spark_submit: str, parsed: launcher.SubmitArgs, listener_jar: st
     java = _java()
     if jars_dir is None or java is None:
         return None
-    class_path = jo.driver_setting(parsed.options, sources, jo.CLASS_PATH_CONF, jo.CLASS_PATH_OPTION)
-    memory = jo.driver_setting(parsed.options, sources, "spark.driver.memory", "--driver-memory") or None
+    class_path = spark_argv.driver_setting(parsed.options, sources, spark_argv.DRIVER_CLASS_PATH)
+    memory = spark_argv.driver_setting(parsed.options, sources, spark_argv.DRIVER_MEMORY) or None
     digest = hashlib.sha256()
     for part in _key_parts(java, jars_dir, class_path, memory or "", listener_jar):
         digest.update(part.encode("utf-8", "surrogateescape") + b"\0")

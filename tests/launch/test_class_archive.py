@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sparkrecover.launch import class_archive, java_options, launcher
+from sparkrecover.launch import class_archive, spark_argv
 from tests.helpers import fake_executable
 
 
@@ -31,7 +31,7 @@ def setup(tmp_path, monkeypatch):
 
 
 def archive_of(spark_submit: str, *options: str) -> class_archive.ClassArchive:
-    found = class_archive.archive_for(spark_submit, launcher.split_submit_args([*options, "app.py"]), None)
+    found = class_archive.archive_for(spark_submit, spark_argv.split_submit_args([*options, "app.py"]), None)
     assert found is not None
     return found
 
@@ -47,7 +47,7 @@ def put_whole(archive: class_archive.ClassArchive, content: bytes = b"archive") 
 
 def driver_java_options(argv_file) -> str | None:
     argv = argv_file.read_text().splitlines()
-    return launcher.split_submit_args(argv).option("--driver-java-options")
+    return spark_argv.split_submit_args(argv).option("--driver-java-options")
 
 
 def test_submit_gives_the_driver_a_whole_archive_after_the_users_own_java_options(cli, setup):
@@ -92,7 +92,7 @@ def test_spark_submit_args_hands_the_archive_on_in_the_line(cli, setup):
         "--master", "local[2]", "--conf", "spark.driver.extraJavaOptions=-Dmine=1", "app.py",
     )  # fmt: skip
     assert code == 0, err
-    parsed = launcher.split_submit_args(shlex.split(out))
+    parsed = spark_argv.split_submit_args(shlex.split(out))
     assert parsed.option("--driver-java-options") is None  # the user's setting holds both
     assert parsed.conf("spark.driver.extraJavaOptions") == f"-Dmine=1 {archive.driver_options()}"
 
@@ -111,7 +111,7 @@ def test_no_archive_where_the_driver_runs_elsewhere_or_the_user_chose_class_shar
     spark_submit, _ = setup
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert class_archive.archive_for(spark_submit, launcher.split_submit_args([*options, "app.py"]), None) is None
+    assert class_archive.archive_for(spark_submit, spark_argv.split_submit_args([*options, "app.py"]), None) is None
 
 
 def test_the_key_follows_the_class_path_and_the_listener_jar_not_plain_java_options(setup):
@@ -121,7 +121,7 @@ def test_the_key_follows_the_class_path_and_the_listener_jar_not_plain_java_opti
     assert archive_of(spark_submit, "--driver-class-path", "/x.jar").path != plain
     assert archive_of(spark_submit, "--conf", "spark.driver.extraClassPath=/x.jar").path != plain
     assert archive_of(spark_submit, "--driver-memory", "48g").path != plain
-    with_jar = class_archive.archive_for(spark_submit, launcher.split_submit_args(["app.py"]), "/cache/l-1.jar")
+    with_jar = class_archive.archive_for(spark_submit, spark_argv.split_submit_args(["app.py"]), "/cache/l-1.jar")
     assert with_jar is not None and with_jar.path != plain
 
 
@@ -200,4 +200,4 @@ def test_a_warm_up_that_fails_leaves_a_note_and_the_next_runs_try_no_more(cli, s
 def test_java_options_are_added_to_the_setting_spark_submit_takes(tmp_path, options, defaults, expected):
     properties = tmp_path / "spark.properties"
     properties.write_text(f"spark.driver.extraJavaOptions {defaults}\n" if defaults else "")
-    assert java_options.with_java_options(options, [str(properties)], "-Dours") == expected
+    assert spark_argv.with_java_options(options, [str(properties)], "-Dours") == expected
