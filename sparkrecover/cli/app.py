@@ -134,11 +134,11 @@ CHECKPOINT_ROOT = typer.Option(
 )
 
 
-CLASS_ARCHIVE = typer.Option(
-    True,
-    "--class-archive/--no-class-archive",
-    help="Start the driver JVM from a class-data-sharing archive of Spark's classes, made once in the "
-    "background per Java, Spark and class path (docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
+NO_CLASS_ARCHIVE = typer.Option(
+    False,
+    "--no-class-archive",
+    help="Start the driver JVM without the class-data-sharing archive of Spark's classes that sparkrecover "
+    "otherwise makes once in the background and gives it (docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
 )
 
 
@@ -222,7 +222,7 @@ def submit(
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
     ),
-    class_archive: bool = CLASS_ARCHIVE,
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = RUN_JSON,
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -268,7 +268,7 @@ def resume(
     spark_submit: Optional[str] = typer.Option(
         None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
     ),
-    class_archive: bool = CLASS_ARCHIVE,
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = RUN_JSON,
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -405,7 +405,7 @@ def spark_submit_args(
         help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
         "spark.master of spark-defaults.conf, and keeps nothing when none is named.",
     ),
-    class_archive: bool = CLASS_ARCHIVE,
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = typer.Option(
         False,
         "--json",

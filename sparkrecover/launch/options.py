@@ -31,7 +31,7 @@ class RunOptions:
     checksums: bool = False
     checkpoint_root: str | None = None  # normalized: an fsspec URL
     keep_shuffles: str = shuffles.DEFAULT_MODE
-    class_archive: bool = True  # --no-class-archive turns the driver JVM's class archive off
+    no_class_archive: bool = False  # the driver JVM without its class archive
 
     def __post_init__(self) -> None:
         if self.keep_shuffles not in shuffles.MODES:
@@ -69,7 +69,7 @@ class RunOptions:
             checksums=self.checksums,
             checkpoint_root=self.checkpoint_root,
             keep_shuffles=self.keep_shuffles,
-            class_archive=self.class_archive,
+            class_archive=not self.no_class_archive,
         )
 
 

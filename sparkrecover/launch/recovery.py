@@ -68,7 +68,7 @@ class ResumeOptions:
             spark_submit=given.spark_submit,
             max_attempts=given.max_attempts,
             stdout_to_stderr=given.json_output,
-            class_archive=given.class_archive,
+            class_archive=not given.no_class_archive,
             **own,
         )
 
