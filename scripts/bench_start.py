@@ -62,14 +62,22 @@ def main() -> None:
         _untimed(command, log, env)
         return _bench.timed_cpu(_bench.sparkrecover("resume", run_id, "--root", root, *own), log, env)
 
-    print(f"driver start: sparkrecover submit vs plain spark-submit of {os.path.basename(APP)}, local[2] {_bench.load_note()}")
+    print(
+        f"driver start: sparkrecover submit vs plain spark-submit of {os.path.basename(APP)}, local[2]",
+        _bench.load_note(),
+    )
     first = submit(os.path.join(work, "first"))
     reference = plain()
-    print(f"first use (no archive yet): submit {first[0]:.2f} s wall, {first[1]:.2f} s CPU; "
-          f"plain {reference[0]:.2f} s, {reference[1]:.2f} s CPU ({first[0] / reference[0]:.3f}x wall)")
+    print(
+        f"first use (no archive yet): submit {first[0]:.2f} s wall, {first[1]:.2f} s CPU; "
+        f"plain {reference[0]:.2f} s, {reference[1]:.2f} s CPU ({first[0] / reference[0]:.3f}x wall)"
+    )
     if not args.no_class_archive:
         print(f"archive made in the background in {_wait_for_archive(env):.0f} s after the first use")
-    for name, measured in (("submit", lambda: submit(os.path.join(work, f"submit-{next(counter)}"))), ("resume", resume)):
+    for name, measured in (
+        ("submit", lambda: submit(os.path.join(work, f"submit-{next(counter)}"))),
+        ("resume", resume),
+    ):
         walls, cpus = [], []
         for pair in range(args.pairs):
             if pair % 2 == 0:
@@ -78,11 +86,15 @@ def main() -> None:
                 theirs, ours = plain(), measured()
             walls.append(ours[0] / theirs[0])
             cpus.append(ours[1] / theirs[1])
-            print(f"  {name} pair {pair + 1}: {ours[0]:.2f} s vs {theirs[0]:.2f} s wall ({walls[-1]:.3f}x), "
-                  f"{ours[1]:.2f} s vs {theirs[1]:.2f} s CPU ({cpus[-1]:.3f}x)")
+            print(
+                f"  {name} pair {pair + 1}: {ours[0]:.2f} s vs {theirs[0]:.2f} s wall ({walls[-1]:.3f}x), "
+                f"{ours[1]:.2f} s vs {theirs[1]:.2f} s CPU ({cpus[-1]:.3f}x)"
+            )
         wall, cpu = _bench.median(walls), _bench.median(cpus)
-        print(f"{name}: median {wall:.3f}x wall, {cpu:.3f}x CPU of plain spark-submit "
-              f"(goal <= {GOAL_RATIO}: {_bench.verdict(max(wall, cpu), GOAL_RATIO)}) {_bench.load_note()}")
+        print(
+            f"{name}: median {wall:.3f}x wall, {cpu:.3f}x CPU of plain spark-submit "
+            f"(goal <= {GOAL_RATIO}: {_bench.verdict(max(wall, cpu), GOAL_RATIO)}) {_bench.load_note()}"
+        )
     print(f"log: {log}")
 
 

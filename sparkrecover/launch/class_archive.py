@@ -87,8 +87,10 @@ class ClassArchive:
             found = os.stat(self.path)
         except (OSError, ValueError):
             return False
-        return isinstance(recorded, dict) and recorded.get("size") == found.st_size and (
-            recorded.get("mtime_ns") == found.st_mtime_ns
+        return (
+            isinstance(recorded, dict)
+            and recorded.get("size") == found.st_size
+            and (recorded.get("mtime_ns") == found.st_mtime_ns)
         )
 
     def driver_options(self) -> str:
@@ -190,7 +192,11 @@ def _key_parts(java: str, jars_dir: str, class_path: str, memory: str, listener_
     (-D, -Xlog) change nothing the JVM checks, and one that does has the archive refused, and
     made again."""
     java_home = os.path.dirname(os.path.dirname(java))
-    parts = [FORMAT, java, *(_stamp(path) for path in sorted(glob.glob(os.path.join(java_home, "lib", "*", "libjvm.so"))))]
+    parts = [
+        FORMAT,
+        java,
+        *(_stamp(path) for path in sorted(glob.glob(os.path.join(java_home, "lib", "*", "libjvm.so")))),
+    ]
     for name in sorted(os.listdir(jars_dir)):
         parts.append(_stamp(os.path.join(jars_dir, name)))
     parts += [class_path, memory, listener_jar or ""]
@@ -235,10 +241,10 @@ def start_build(archive: ClassArchive, command: list[str], env: dict[str, str], 
         with contextlib.suppress(FileNotFoundError):
             if not archive.building():
                 os.remove(archive.lock)  # a build that died: its lock is stale
-        handle = os.open(archive.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        descriptor = os.open(archive.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
     except OSError:
         return False
-    with os.fdopen(handle, "w") as lock:
+    with os.fdopen(descriptor, "w") as lock:
         lock.write(json.dumps({"started": time.time(), "command": command}))
     job = os.path.join(work, "job.json")
     with open(job, "w", encoding="utf-8") as handle:
@@ -280,7 +286,9 @@ def build(job_path: str) -> int:
             os.remove(archive.log)  # the verdict on a former archive
         os.replace(dumped, archive.path)
         found = os.stat(archive.path)
-        write_whole(archive.record, json.dumps({"size": found.st_size, "mtime_ns": found.st_mtime_ns, "built": time.time()}))
+        write_whole(
+            archive.record, json.dumps({"size": found.st_size, "mtime_ns": found.st_mtime_ns, "built": time.time()})
+        )
         return 0
     finally:
         with contextlib.suppress(OSError):

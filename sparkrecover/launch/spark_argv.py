@@ -281,7 +281,9 @@ DRIVER_MEMORY = ("spark.driver.memory", "--driver-memory")
 
 
 def _last_driver_value(options: list[str], setting: tuple[str, str]) -> tuple[int, int] | None:
-    given = [found for found in (_last_conf_value(options, setting[0]), _last_option_value(options, setting[1])) if found]
+    given = [
+        found for found in (_last_conf_value(options, setting[0]), _last_option_value(options, setting[1])) if found
+    ]
     return max(given) if given else None
 
 

@@ -30,7 +30,7 @@ if not os.path.exists(marker):  # the first run fails after its work: a resume h
     open(marker, "w").close()
     sys.exit(3)
 """
-SHARED = "source: shared objects file (top)"
+SHARED = "shared objects file (top)"
 BUILD_TIMEOUT = 900
 
 
@@ -100,7 +100,7 @@ def made(tmp_path_factory):
 
 
 def test_the_archive_made_after_the_first_driver_is_mapped_by_the_resumed_one(made):
-    folder, env, options, archive = made
+    folder, env, _, archive = made
     log = str(folder / "classes.log")
     done = run_cli(
         "resume", "first", "--root", str(folder / "runs"), "--",
@@ -118,7 +118,7 @@ def test_an_archive_the_jvm_refuses_is_made_again_without_a_word(made, tmp_path)
     """An archive made for another class path, put where the archive of this one goes (as an
     unseen change would leave it): the driver runs without it, quietly, and the next one maps
     classes from the archive made again after it."""
-    folder, env, options, made_archive = made
+    _, env, options, made_archive = made
     extra = tmp_path / "extra.jar"
     with zipfile.ZipFile(extra, "w") as jar:
         jar.writestr("extra.txt", "on the driver's class path")

@@ -168,9 +168,11 @@ def test_a_folder_with_files_before_sparks_jars_makes_no_archive(setup, tmp_path
 
 
 def test_a_warm_up_that_fails_leaves_a_note_and_the_next_runs_try_no_more(cli, setup):
-    spark_submit, argv = setup  # the fake spark-submit writes no archive: the build fails
+    spark_submit, _ = setup  # the fake spark-submit writes no archive: the build fails
     archive = archive_of(spark_submit, "--master", "local[2]")
-    code, _, err = cli("submit", "--root", "runs", "--spark-submit", spark_submit, "--", "--master", "local[2]", "app.py")
+    code, _, err = cli(
+        "submit", "--root", "runs", "--spark-submit", spark_submit, "--", "--master", "local[2]", "app.py"
+    )
     assert code == 0, err
     deadline = time.monotonic() + 120
     while archive.failed_reason() is None and time.monotonic() < deadline:
@@ -178,7 +180,9 @@ def test_a_warm_up_that_fails_leaves_a_note_and_the_next_runs_try_no_more(cli, s
     assert "wrote no archive" in (archive.failed_reason() or "")
     assert not os.path.exists(archive.lock)
     assert not class_archive.needs_build(archive)
-    code, _, err = cli("submit", "--root", "runs", "--spark-submit", spark_submit, "--", "--master", "local[2]", "app.py")
+    code, _, err = cli(
+        "submit", "--root", "runs", "--spark-submit", spark_submit, "--", "--master", "local[2]", "app.py"
+    )
     assert code == 0 and "archive" not in err.lower()
     assert not os.path.exists(archive.lock)  # no build started again
 
