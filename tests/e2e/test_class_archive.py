@@ -12,6 +12,7 @@ import zipfile
 
 import pytest
 
+from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import class_archive, launcher, spark_argv
 from tests import conftest
 from tests.helpers import run_cli
@@ -109,7 +110,7 @@ def test_the_archive_made_after_the_first_driver_is_mapped_by_the_resumed_one(ma
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert loaded_from(log, "org.apache.spark.SparkContext") == SHARED
-    assert loaded_from(log, "sparkrecover.jvm.SparkRecoverListener") == SHARED  # --jars: Spark's own loader
+    assert loaded_from(log, LISTENER_CLASS) == SHARED  # from --jars: Spark's own class loader
     assert not class_archive.needs_build(archive) and not os.path.exists(archive.lock)
     assert "[cds" not in done.stdout + done.stderr
 
@@ -131,7 +132,7 @@ def test_an_archive_the_jvm_refuses_is_made_again_without_a_word(made, tmp_path)
     (tmp_path / "app.py").write_text(APP)
     (tmp_path / "marker").write_text("")
     logs = []
-    for attempt in ("refused", "made again"):
+    for attempt in ("refused", "made-again"):
         log = str(tmp_path / f"{attempt}.log")
         logs.append(log)
         done = run_cli(
