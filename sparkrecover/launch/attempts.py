@@ -198,7 +198,9 @@ def bootstrap_launch(
     archive = class_archive.archive_for(spec.spark_submit, spec.submit_args, jar) if spec.class_archive else None
     if archive is not None and class_archive.ready(archive):
         defaults = spark_argv.defaults_files(submit_args, spec.spark_submit)
-        options = spark_argv.with_java_options(submit_args.options, defaults, archive.driver_options())
+        # A spark-submit-args line (no attempt) names no verdict file: it may run anywhere.
+        given = archive.driver_options(verdict=attempt is not None)
+        options = spark_argv.with_java_options(submit_args.options, defaults, given)
         submit_args = replace(submit_args, options=options)
     command = launcher.bootstrap_command(
         spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
@@ -222,22 +224,9 @@ def make_class_archive(launch: BootstrapLaunch, spec: LaunchSpec) -> None:
         work = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(archive.path))
     except OSError:
         return
-    options = []
-    properties = spec.submit_args.option("--properties-file")
-    if properties:
-        options += ["--properties-file", properties]
-    if "--load-spark-defaults" in spec.submit_args.options:
-        options.append("--load-spark-defaults")
-    if archive.class_path:
-        options += ["--driver-class-path", archive.class_path]
-    if archive.driver_memory:
-        options += ["--driver-memory", archive.driver_memory]
-    dump = f"-XX:ArchiveClassesAtExit={os.path.join(work, class_archive.DUMPED)} {class_archive.QUIET}"
-    options += ["--driver-java-options", dump]
-    options += ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
     warmup = LaunchSpec(
         spark_submit=spec.spark_submit,
-        submit_args=spark_argv.SubmitArgs(options, class_archive.WARMUP_APP, [os.path.join(work, "data")]),
+        submit_args=class_archive.warmup_args(archive, spec.submit_args, work),
         cwd=work,
         class_archive=False,
     )

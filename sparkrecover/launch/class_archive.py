@@ -93,9 +93,13 @@ class ClassArchive:
             and (recorded.get("mtime_ns") == found.st_mtime_ns)
         )
 
-    def driver_options(self) -> str:
-        """The Java options that give a driver the archive, its CDS messages off but a refusal."""
-        return f"-XX:SharedArchiveFile={self.path} {QUIET} -Xlog:cds+dynamic=warning:file={self.log}::filecount=0"
+    def driver_options(self, verdict: bool = True) -> str:
+        """The Java options that give a driver the archive, its CDS messages off; with ``verdict``,
+        a refusal written to ``log``. Only for a driver started here and now: a JVM whose log
+        file's folder is missing does not start, and a line handed to a launcher may run on
+        another machine, or after the folder was removed."""
+        options = f"-XX:SharedArchiveFile={self.path} {QUIET}"
+        return f"{options} -Xlog:cds+dynamic=warning:file={self.log}::filecount=0" if verdict else options
 
     def refused(self) -> bool:
         """The last driver given the archive said the JVM could not use it."""
@@ -229,6 +233,23 @@ def unarchivable(archive: ClassArchive, spark_submit: str) -> str | None:
                 "the JVM cannot archive classes behind one"
             )
     return None
+
+
+def warmup_args(archive: ClassArchive, parsed: spark_argv.SubmitArgs, work: str) -> spark_argv.SubmitArgs:
+    """The warm-up application's spark-submit arguments: on ``local[2]``, with what shapes the
+    driver's class path and memory as ``parsed`` has it, its JVM dumping the archive into ``work``."""
+    options = []
+    if parsed.option("--properties-file"):
+        options += ["--properties-file", parsed.option("--properties-file") or ""]
+    if "--load-spark-defaults" in parsed.options:
+        options.append("--load-spark-defaults")
+    if archive.class_path:
+        options += ["--driver-class-path", archive.class_path]
+    if archive.driver_memory:
+        options += ["--driver-memory", archive.driver_memory]
+    dump = f"-XX:ArchiveClassesAtExit={os.path.join(work, DUMPED)} {QUIET}"
+    options += ["--driver-java-options", dump, "--master", "local[2]", "--conf", "spark.ui.enabled=false"]
+    return spark_argv.SubmitArgs(options, WARMUP_APP, [os.path.join(work, "data")])
 
 
 def start_build(archive: ClassArchive, command: list[str], env: dict[str, str], work: str) -> bool:
