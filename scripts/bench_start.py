@@ -1,4 +1,4 @@
-"""Driver start (docs/design.md §9, issue 38): a trivial application under ``sparkrecover submit``
+"""Driver start (docs/design.md §9): a trivial application under ``sparkrecover submit``
 and a resume with nothing left to do, each against plain spark-submit of the same application.
 
     .venv/bin/python scripts/bench_start.py [--pairs 4] [--no-class-archive]

@@ -137,8 +137,8 @@ CHECKPOINT_ROOT = typer.Option(
 NO_CLASS_ARCHIVE = typer.Option(
     False,
     "--no-class-archive",
-    help="Start the driver JVM without the class-data-sharing archive of Spark's classes that sparkrecover "
-    "otherwise makes once in the background and gives it (docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
+    help="Start the driver JVM without its class-data-sharing archive of Spark's classes (made once in the "
+    "background and given to every driver: docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
 )
 
 
