@@ -8,7 +8,8 @@ beside the listener's jar, by a warm-up run in the background after the first dr
 (dumping at the exit of the user's own driver doubled its CPU:
 docs/decisions/0043-driver-class-archive.md). Only a whole archive is used: it is written under a
 temporary name, renamed into place, and its size and time are recorded beside it; a file that
-differs (a truncated archive crashes the JVM that maps it) is made again. Each driver writes the JVM's verdict on the archive
+differs (a truncated archive crashes the JVM that maps it) is made again. Each driver that
+``submit`` or ``resume`` starts writes the JVM's verdict on the archive
 (``-Xlog:cds+dynamic=warning``) beside it; an archive the JVM refused is made again, once.
 
 Nothing here imports pyspark; the warm-up application is ``sparkrecover/demo/warmup.py``.
