@@ -37,3 +37,8 @@ class CommitKind(TextEnum):
     FOLDERS = "folders"
     PENDINGSETS = "pendingsets"
     MANIFESTS = "manifests"
+
+
+# The kind (``stage.started``'s ``kind``) of a ``foreach``/``foreachPartition`` stage: nothing of
+# ours holds its side effects, so the journal alone says which of its partitions finished.
+FOREACH = "foreach"

@@ -6,7 +6,7 @@ holds them already parsed; a driver given it (``-XX:SharedArchiveFile``) maps th
 One archive is made per Java, Spark installation, driver class path and listener jar (the key),
 beside the listener's jar, by a warm-up run in the background after the first driver that had none
 (dumping at the exit of the user's own driver doubled its CPU:
-docs/decisions/0043-driver-class-archive.md). Only a whole archive is used: it is written under a
+docs/decisions/0045-driver-class-archive.md). Only a whole archive is used: it is written under a
 temporary name, renamed into place, and its size and time are recorded beside it; a file that
 differs (a truncated archive crashes the JVM that maps it) is made again. Each driver that
 ``submit`` or ``resume`` starts writes the JVM's verdict on the archive

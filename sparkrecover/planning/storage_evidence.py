@@ -36,7 +36,7 @@ class StorageEvidence:
         progress = stage.write_progress
         wanted = progress.unfinished if progress is not None else {}
         empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
-        try:  # what the driver will keep, decided by the rule it follows (core/kept_partitions.adopt)
+        try:  # what the driver will keep, decided by the rule it follows (core/fold/kept_partitions.adopt)
             adopted = kept_partitions.adopt(
                 partial(tasklists.committed, out), wanted, empty_ok, partial(taskfiles.job_commit_began, out)
             )

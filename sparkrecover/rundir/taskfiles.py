@@ -12,7 +12,7 @@ its task commit (or a set-aside) was cut short. The journal's ``task.committed``
 the task's commit returned, is what says a folder is whole; a half-moved set-aside leaves files in
 both places, and a partition with two folders holding files is never kept.
 
-A partition counts as committed only with exactly one usable folder (``core/kept_partitions.usable``):
+A partition counts as committed only with exactly one usable folder (``core/fold/kept_partitions.usable``):
 data files whose names carry the partition (``part-<partition:05d>-<write uuid>…``), all of one
 write; or no file at all when the journal says the task wrote no rows (Spark writes nothing for an
 empty partition other than 0).
@@ -20,7 +20,7 @@ Anything else is not kept: that partition is computed again, which is always saf
 
 The S3A magic committer's pendingsets and the manifest committer's task manifests are read in
 ``tasklists`` as ``TaskFolder``s too: the same rule chooses what a resumed write keeps of each
-(``core/kept_partitions.adopt``, for the plan and the driver alike). This module and ``tasklists``
+(``core/fold/kept_partitions.adopt``, for the plan and the driver alike). This module and ``tasklists``
 only read.
 
 Read through ``storage.data_filesystem``: fsspec on the command line (s3fs for ``s3://``, pyarrow

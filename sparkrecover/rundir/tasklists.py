@@ -1,6 +1,6 @@
 """The committed tasks of the committers that record them as lists of files, read as
 ``taskfiles.TaskFolder``s (docs/task-resume.md, "On HDFS and object stores"; what a resumed write
-keeps of them is decided with the task folders', by ``core/kept_partitions.adopt``).
+keeps of them is decided with the task folders', by ``core/fold/kept_partitions.adopt``).
 
 Under hadoop-aws's magic committer a committed task is a pendingset:
 ``<target>/__magic/job-<uuid>/task_<job>_m_<partition>.pendingset`` (``__magic_job-<uuid>/`` from
@@ -72,7 +72,7 @@ def pendingsets(target_url: str) -> dict[int, list[TaskFolder]]:
 
 def committed(target_url: str, kind: CommitKind) -> dict[int, list[TaskFolder]]:
     """The committed tasks of one kind of committer below the target (and set aside), by partition:
-    the reader ``core/kept_partitions.adopt`` is given. No pendingset is looked for off S3."""
+    the reader ``core/fold/kept_partitions.adopt`` is given. No pendingset is looked for off S3."""
     if kind == CommitKind.PENDINGSETS:
         return pendingsets(target_url) if on_s3(target_url) else {}
     if kind == CommitKind.MANIFESTS:

@@ -39,11 +39,11 @@ def test_only_what_the_journal_and_the_evidence_agree_on_is_kept():
 
 
 def test_computed_by_attempt_n_kept_by_n_plus_1():
-    progress = kp.started(None, write_started(1))
+    progress = kp.on_write_started(None, write_started(1))
     kp.task_committed(progress, task(1, 0))
     kp.task_committed(progress, task(1, 2, rows=0))
     kp.task_committed(progress, task(2, 3))  # another attempt's task: not this write's
-    progress = kp.started(progress, write_started(2, kept=[0, 2]))
+    progress = kp.on_write_started(progress, write_started(2, kept=[0, 2]))
     kp.task_committed(progress, task(2, 0, rows=0))  # a kept partition's empty task: not computed again
     kp.task_committed(progress, task(2, 1))
     assert progress.unfinished == {0: (1, 10), 2: (1, 0), 1: (2, 10)}
@@ -60,7 +60,7 @@ def test_computed_by_attempt_n_kept_by_n_plus_1():
     )
     assert progress.unfinished == {} and kp.to_keep(progress, {0, 1, 2}) is None
     # A write after the commit starts from nothing, whatever its shape.
-    assert kp.started(progress, write_started(3)).computed == {}
+    assert kp.on_write_started(progress, write_started(3)).computed == {}
 
 
 # -- what a resumed write adopts of the committers' evidence (kp.adopt) ------------------------

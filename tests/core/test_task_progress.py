@@ -413,3 +413,59 @@ def test_the_plan_keeps_what_the_driver_keeps_of_pendingsets_and_manifests(tmp_p
     assert kept_by_the_plan(0, 1, 2) == ({0, 1}, None)
     assert kept_by_the_plan(1, 2) == ({1}, None)  # a tie: the first job folder by name
     assert kept_by_the_plan(2) == ({2}, None)  # the folder holding most of what the journal agrees on
+
+
+def foreach_started(run, stage="f", reusable=True, reason=None):
+    """A foreachPartition stage's start, as driver/recording/foreach.py journals it: no output, nothing to verify."""
+    run.driver.emit(
+        "stage.started",
+        stage=stage,
+        kind="foreach",
+        outputs=[],
+        upstream=[],
+        fingerprint={"version": None},
+        mode="foreachPartition",
+        target="RDD",
+        verifiable=False,
+    )
+    run.driver.emit(
+        "write.started", stage=stage, partitions=8, shape="s1", reusable=reusable, reason=reason, kept=[], staging=None
+    )
+    return run
+
+
+def test_a_killed_foreach_continues_with_the_partitions_the_journal_says_finished(run):
+    """A side effect leaves no files of ours: the journal's finished tasks alone are kept (a record
+    lost only makes a finished partition run again)."""
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, 5, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (finished in attempt 1)")
+    assert decision.partitions == PartitionCount(kept=4, total=8)
+    assert decision.tasks is not None and decision.tasks.kept == [0, 1, 2, 5] and decision.tasks.shape == "s1"
+
+
+def test_inspect_says_a_foreach_s_partitions_finished_and_the_others_run(run, cli, tmp_path):
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, records=0).end(137, 9)
+    code, out, _err = cli("inspect", "r1", "--root", os.path.dirname(run.dir))
+    assert code == 0
+    assert "f: 3/8 partitions finished before it stopped (resume runs only the others)" in out
+
+
+def test_a_foreach_whose_partitions_may_differ_runs_whole_and_the_plan_says_why(run):
+    foreach_started(run, reusable=False, reason="its RDD is INDETERMINATE in Spark's terms")
+    committed_tasks(run, "f", 0, 1, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == (
+        "run",
+        "started in attempt 1 but not committed; no partition is kept: its RDD is INDETERMINATE in Spark's terms",
+    )
+
+
+def test_a_finished_foreach_is_skipped_with_nothing_to_verify(run):
+    foreach_started(run)
+    committed_tasks(run, "f", *range(8), records=0)
+    run.committed("f").end(0)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("skip", "committed in attempt 1")

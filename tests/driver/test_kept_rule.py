@@ -21,10 +21,10 @@ from unittest import mock
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from sparkrecover.core import staleness
-from sparkrecover.driver import partitions, taskresume
+from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.tasks import partitions, taskresume
 from sparkrecover.kinds import Verdict
-from sparkrecover.planning.resume import plan_resume
+from sparkrecover.planning.next_attempt import plan_resume
 from sparkrecover.rundir import taskfiles, tasklists
 from tests.journals import Run
 from tests.task_evidence import manifest, pendingset, task_folder
@@ -132,7 +132,7 @@ def resume(
         if began is not None:  # the dead job commit had moved a file of that write into the target
             open(os.path.join(out, f"part-00000-{WRITES[began]}-c000.snappy.parquet"), "wb").close()
 
-        (entry,) = [d for d in plan_resume(run.state(), run.dir, 2).decisions if d.stage == "w"]
+        (entry,) = [d for d in plan_resume(run.state(), run.ref, 2).decisions if d.stage == "w"]
         promised = entry.tasks.kept if entry.decision == Verdict.CONTINUE and entry.tasks else []
 
         patches.enter_context(mock.patch.object(taskresume, "_committer", lambda target: (committer, None)))

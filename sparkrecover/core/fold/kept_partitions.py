@@ -8,7 +8,7 @@ evidence still holds its files. Every rule of it is here, once:
   state's fold: ``started``, ``task_committed``, ``stage_committed``);
 - which committed tasks a resumed write keeps (``adopt``: one committer's evidence, the job-commit
   check, usable tasks, the journal's agreement, one job or one place), asked in the same words by
-  `resume --dry-run` (``planning/evidence.py``) and by the driver (``driver/taskresume.py``), so
+  `resume --dry-run` (``planning/storage_evidence.py``) and by the driver (``driver/tasks/taskresume.py``), so
   the plan promises what the driver keeps; handed to the driver as ``KeptTasks``;
 - the views: progress by attempt (``inspect``), what a commit kept (``KeptWrite``), and each
   partition's state in ``report``'s grid (``cells``).
@@ -97,7 +97,7 @@ class WriteProgress:
 # -- the fold ----------------------------------------------------------------------------------
 
 
-def started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
+def on_write_started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
     """A ``write.started``: what the previous unfinished write computed carries over when
     partition i holds the same rows in both."""
     progress = WriteProgress(record, ever_kept=bool(previous and previous.ever_kept) or bool(record.get("kept")))

@@ -1,6 +1,6 @@
 """What the core needs to know of storage, as one parameter: the planner and the views never read
 storage themselves (they are pure: a fold of the journal and what they are told). The command line
-and a restarted driver pass ``planning/evidence.StorageEvidence``; tests may pass their own."""
+and a restarted driver pass ``planning/storage_evidence.StorageEvidence``; tests may pass their own."""
 
 from __future__ import annotations
 

@@ -1,19 +1,29 @@
 """Task-level resume inside one implicit write (docs/design.md §4a): which partitions an unfinished
-write keeps, setting their committed task folders aside, and running the write so that only the
-other partitions are computed.
+write keeps of the tasks its committer committed, and running the write so that only the other
+partitions are computed.
 
 The protocol, step by step (docs/decisions/0009-task-level-resume.md lists what a crash between
 any two leaves):
-1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
-   that still have exactly one usable committed task folder (committer evidence; the rule, the one
-   the plan was made with, is ``core/kept_partitions.adopt``) are renamed into
-   the hidden ``kept`` folder beside the target; folders of other partitions stay where they are
-   and die with the cleanup. Found again there by the next resume if this attempt dies too.
-2. ``write.started`` names the partition count, the write's shape and the kept partitions.
-3. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
+1. ``set_aside``, before anything of the target is cleaned: the one rule the plan was made with
+   (``core/fold/kept_partitions.adopt``) adopts one committer's committed tasks, and each kind
+   keeps them its own way:
+   - FileOutputCommitter's task folders (``_temporary/0/task_*``) are renamed into the hidden
+     ``kept`` folder beside the target (``_move_into_kept_dir``), or, where the write's mode lets
+     them stay on an object store, kept where they are with the rest of the job attempt folder
+     removed (``_keep_in_place``); the dead writer's open multipart uploads are aborted;
+   - the S3A magic committer's pendingsets stay in the dead job's folder for an overwrite or
+     append (the resumed write runs under that job's UUID), or move into the ``kept`` folder;
+     every other task's uploads are aborted (``_keep_pendingsets``);
+   - the manifest committer's task manifests stay in the dead job's manifests folder, with other
+     jobs' folders and the manifests not kept removed (``_keep_manifests``).
+   Tasks of other partitions die with the cleanup; what is kept is found again by the next resume
+   if this attempt dies too.
+2. ``plan_write``: which of the tasks waiting there the write keeps, checked against its shape.
+3. ``write.started`` names the partition count, the write's shape and the kept partitions.
+4. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
    empty, never computed) and, when something is kept, ``ResumingCommitProtocol`` brings the kept
-   folders into the job's ``_temporary/0`` at job setup, so FileOutputCommitter's own job commit
-   merges them before ``_SUCCESS``.
+   tasks into the job before the committer's own job commit (task folders into its
+   ``_temporary/0`` at job setup), which then publishes them with the rest before ``_SUCCESS``.
 """
 
 from __future__ import annotations
@@ -117,19 +127,19 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
             _keep_manifests(url, adopted)
             return
         if adopted.kind == CommitKind.PENDINGSETS:
-            _set_aside_pendingsets(url, kept_dir, adopted, mode)
+            _keep_pendingsets(url, kept_dir, adopted, mode)
             return
         _abort_uploads(url, kept_dir)
         if tasks and kept_dir:
             if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
                 _keep_in_place(url, adopted)
             else:
-                _set_aside(url, kept_dir, adopted)
+                _move_into_kept_dir(url, kept_dir, adopted)
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
         print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
-def _set_aside_pendingsets(
+def _keep_pendingsets(
     url: str, kept_dir: str | None, adopted: kept_partitions.Adopted[taskfiles.TaskFolder], mode: str | None
 ) -> None:
     """Step 1 under the magic committer: the kept partitions' pendingsets (a task each, whose
@@ -258,7 +268,7 @@ def _keep(
     chosen: dict[int, taskfiles.TaskFolder] = {}
     jobs = tasklists.magic_job_dirs(target.url) if pendingsets else []
     if pendingsets and not set_aside_before:
-        # Kept in place, in the dead job's folder (_set_aside_pendingsets left only that one).
+        # Kept in place, in the dead job's folder (_keep_pendingsets left only that one).
         in_place = len(jobs) == 1
         place = jobs[0] if in_place else None
     if manifests:
@@ -276,7 +286,7 @@ def _keep(
         return
     if manifests:  # a path of the data filesystem already
         folders, kept_path = {p: [f] for p, f in chosen.items()}, place
-    elif pendingsets:  # read by _set_aside_pendingsets: listed here, one read for the job's UUID
+    elif pendingsets:  # read by _keep_pendingsets: listed here, one read for the job's UUID
         kept_path = place if in_place else storage.data_filesystem(place)[1]
         folders = tasklists.kept_pendingsets(target.url, kept_path)
     else:
@@ -333,7 +343,7 @@ def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     return plan_write(target, entry)
 
 
-def _set_aside(url: str, kept_dir: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
+def _move_into_kept_dir(url: str, kept_dir: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
     if adopted.began:
         _remove(kept_dir)
         return
@@ -392,7 +402,7 @@ def _remove(url: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
+def journal_write_started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
     staging = storage.join(target.url, "_temporary", "0")
     rt.writer.emit(
         ev.WRITE_STARTED,
