@@ -61,6 +61,9 @@ E2E_FILE_SECONDS = {
     "tests/e2e/test_e2e_examples.py": 233,
     "tests/e2e/test_signals.py": 193,
     "tests/e2e/test_e2e_tables.py": 165,
+    # Not measured in the whole suite yet: alone on a loaded machine (2026-11-28), two tests, four
+    # driver runs and two archive builds.
+    "tests/e2e/test_class_archive.py": 300,
 }
 E2E_TEST_SECONDS = 35
 
