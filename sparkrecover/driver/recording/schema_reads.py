@@ -1,10 +1,10 @@
 """Inferred schemas (docs/resume.md): a resumed attempt does not pay Spark's inference pass again.
 
-``spark.read.json(p)`` and ``xml(p)`` without a schema, ``csv`` without one (with ``inferSchema=true``
-a pass over the data; without it, a job that reads the first line for the column names) and
-``parquet`` and ``orc`` (their footers; all of them with ``mergeSchema=true``) (also through
-``.format(x).load(p)``) run Spark jobs just to learn the schema. The driver journals what a read inferred (``schema.inferred``, with the input files it
-read); a resumed attempt whose plan carries the schema of the same read reads with it instead,
+Reads without a schema run Spark jobs just to learn it (also through ``.format(x).load(p)``):
+``json(p)`` and ``xml(p)`` a pass over the data, ``csv`` one too with ``inferSchema=true`` and a job
+for its first line without, ``parquet`` and ``orc`` one over their footers (all of them with
+``mergeSchema=true``). The driver journals what a read inferred (``schema.inferred``, with the
+input files it read); a resumed attempt whose plan carries the schema of the same read reads with it instead,
 after checking that the read lists the same files with the same sizes and times, and journals
 ``schema.reused``. Anything else reads as pyspark would.
 
