@@ -155,16 +155,22 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--at", type=float, default=0.7)
     parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--only-resume", action="store_true", help="skip the recording-cost pairs")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (its path is printed)")
     options = parser.parse_args()
     _bench.warm_jar()
     work = tempfile.mkdtemp(prefix="bench-replay-")
     log = os.path.join(work, "bench.log")
     try:
         resume_cost(work, options.at, log)
-        recording_cost(work, options.rows, options.pairs, log)
+        if not options.only_resume:
+            recording_cost(work, options.rows, options.pairs, log)
         print(_bench.load_note())
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if options.keep:
+            print(f"work folder kept: {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
