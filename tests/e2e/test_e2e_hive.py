@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.e2e.support import submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 from tests.references import plain_env
 
 pytestmark = pytest.mark.e2e

@@ -30,7 +30,8 @@ from sparkrecover.journal.segments import list_segments
 from sparkrecover.launch.launcher import find_spark_submit
 from sparkrecover.rundir import storage
 from tests import journals
-from tests.helpers import SPARK_OPTIONS, events_of, freeze_group, run_cli, sparkrecover_command
+from tests.e2e.support import freeze_group
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")

@@ -10,7 +10,8 @@ import os
 import orjson
 import pytest
 
-from tests.helpers import events_of, line_of, run_cli, submit_and_kill
+from tests.e2e.support import submit_and_kill
+from tests.helpers import events_of, line_of, run_cli
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "schema_app.py")

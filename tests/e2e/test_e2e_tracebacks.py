@@ -12,7 +12,8 @@ import pytest
 
 import sparkrecover
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, run_cli, side_by_side
+from tests.e2e.support import side_by_side
+from tests.helpers import SPARK_OPTIONS, run_cli
 
 pytestmark = pytest.mark.e2e
 FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "failing.py")

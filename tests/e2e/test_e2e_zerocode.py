@@ -13,16 +13,8 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import (
-    SPARK_OPTIONS,
-    events_of,
-    implicit_stage,
-    run_cli,
-    side_by_side,
-    sparkrecover_command,
-    submit_and_kill,
-    wait_for,
-)
+from tests.e2e.support import side_by_side, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, sparkrecover_command, wait_for
 from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e

@@ -15,7 +15,8 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.helpers import dry_run, kill_tree, run_cli, sparkrecover_command
+from tests.e2e.support import kill_tree
+from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
