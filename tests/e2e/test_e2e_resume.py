@@ -13,11 +13,10 @@ import orjson
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.e2e.support import PIPELINE, freeze_group, side_by_side, submit_and_kill
+from tests.e2e.support import PIPELINE, TINY, freeze_group, side_by_side, submit_and_kill
 from tests.helpers import SPARK_OPTIONS, decisions, events_of, run_cli, sparkrecover_command, wait_for
 
 pytestmark = pytest.mark.e2e
-TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "tiny.py")
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.e2e.support import side_by_side, submit_and_kill
+from tests.e2e.support import APPS, side_by_side, submit_and_kill
 from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, sparkrecover_command, wait_for
 from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "zerocode_app.py")
+APP = os.path.join(APPS, "zerocode_app.py")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "examples", "src", "main", "python")
 SEED = '{"id": 1}\n{"id": 2}\n'
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -15,13 +14,11 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.support import kill_tree
+from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_JOB, SHUFFLING, run_and_kill, submit_command
 from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
 MAPS, ROWS = 12, 1000
-OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
 
 
 @pytest.fixture
@@ -39,37 +36,19 @@ def job(spark, tmp_path):
     }
 
 
-def app_args(job: dict, variant: str, sink: str = "collect") -> list[str]:
-    return [APP, job["source"], job["out"], job["markers"], variant, sink]
-
-
 def markers(job: dict, prefix: str, since_ns: int = 0) -> list[str]:
     if not os.path.isdir(job["markers"]):
         return []
     return [m for m in os.listdir(job["markers"]) if m.startswith(prefix) and int(m.rsplit("-", 1)[1]) > since_ns]
 
 
-def run_until(command: list[str], done: Callable[[], bool]) -> int:
-    """Run ``command`` in its own process group, SIGKILL the group once ``done()``; returns the
-    time of the kill (ns)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not done():
-            assert process.poll() is None, f"the run ended (exit {process.returncode}) before the kill point"
-            assert time.monotonic() < deadline, "the kill point was not reached in time"
-            time.sleep(0.05)
-    finally:
-        kill_tree(process.pid)
-        process.wait(timeout=60)
-    return time.time_ns()
-
-
 def submit_until(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
-    command = sparkrecover_command(
-        "submit", "--root", job["root"], "--run-id", "night", "--flush-interval", "0.2", "--", *OPTIONS
+    """Submit the job and SIGKILL it once ``done()``; returns the time of the kill (ns)."""
+    app_args = [job["source"], job["out"], job["markers"], variant, sink]
+    command = submit_command(
+        job["root"], "night", SHUFFLE_JOB, *app_args, spark_options=SHUFFLING, submit_options=FLUSH_OFTEN
     )
-    return run_until(command + app_args(job, variant, sink), done)
+    return run_and_kill(command, done, "the kill point", timeout=300)
 
 
 def resume(job: dict, env: dict | None = None) -> str:
@@ -132,8 +111,11 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
 
     # Its resume runs only the missing map tasks: killed again during that map stage.
     command = sparkrecover_command("resume", "night", "--root", job["root"])
-    second_kill = run_until(
-        command, lambda: len(events(job, "shuffle.committed", 2)) >= 1 and len(markers(job, "m-")) >= 9
+    second_kill = run_and_kill(
+        command,
+        lambda: len(events(job, "shuffle.committed", 2)) >= 1 and len(markers(job, "m-")) >= 9,
+        "the kill point",
+        timeout=300,
     )
     # (The markers name input files, the journal map partitions: they are compared by count.)
     assert len(markers(job, "m-", first_kill)) <= MAPS - kept, "the resume computed a kept map output again"
@@ -242,7 +224,7 @@ def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job):
     # The resume reuses the first map stage whole and still reaches the write: had adaptive
     # execution taken the reused stage for empty, no result row (no w- marker) would come.
     command = sparkrecover_command("resume", "night", "--root", job["root"])
-    second_kill = run_until(command, lambda: len(markers(job, "w-", first_kill)) >= 2)
+    second_kill = run_and_kill(command, lambda: len(markers(job, "w-", first_kill)) >= 2, "the kill point", timeout=300)
     assert markers(job, "m-", first_kill) == []
     reused = events(job, "shuffle.registered", 2)
     assert reused[0]["reused"] == reused[0]["maps"] == MAPS, reused
