@@ -14,8 +14,8 @@ import orjson
 import pytest
 
 from sparkrecover.rundir import storage
-from tests.e2e.support import PIPELINE, needs_s3a, s3a_options, submit_and_kill
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command, wait_for
+from tests.e2e.support import PIPELINE, needs_s3a, s3a_options, submit_and_kill, submit_command
+from tests.helpers import events_of, run_cli, wait_for
 
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
 SECRET = "sparkrecover-test-secret-7f3a"  # moto takes any key: a distinctive one to look for
@@ -63,21 +63,9 @@ def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_pat
 def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, s3, pipeline_reference):
     root, out = s3.prefix, str(tmp_path / "out")
     run_dir = storage.join(root, "outage")
+    checkpoints = ("--checkpoint-root", str(tmp_path / "checkpoints"))
     process = subprocess.Popen(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "outage",
-            "--checkpoint-root",
-            str(tmp_path / "checkpoints"),
-            "--",
-            *SPARK_OPTIONS,
-            PIPELINE,
-            out,
-            *APP_ARGS,
-        ),
+        submit_command(root, "outage", PIPELINE, out, *APP_ARGS, submit_options=checkpoints),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
