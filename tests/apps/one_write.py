@@ -71,7 +71,7 @@ def hold():
 
 
 def payload(value):
-    """What a test can compute again: ``payload_of`` in tests/e2e/test_task_resume_stores.py."""
+    """What a test can compute again: ``expected_rows`` in tests/e2e/test_task_resume_stores.py."""
     if value // ROWS < PAYLOAD_FROM or value % ROWS >= 100:
         return b""
     return hashlib.shake_256(str(value).encode()).digest(PAYLOAD)

@@ -80,7 +80,7 @@ def test_submit_computes_exactly_the_partitions_plain_spark_submit_computes(shap
     assert len(counts["plain"][0]) >= MAPS  # every map partition at least once (a sort samples first)
 
 
-def submit_until(tmp_path, shape: str, commits: int) -> int:
+def submit_shape_and_kill(tmp_path, shape: str, commits: int) -> int:
     """Submit ``shape``, its write tasks from partition ``commits`` on held, and SIGKILL it once
     ``commits`` partitions committed; returns the time of the kill (ns)."""
     root = str(tmp_path / "root")
@@ -95,7 +95,7 @@ def submit_until(tmp_path, shape: str, commits: int) -> int:
 
 def test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(tmp_path, "etl", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "etl", commits=4)
     stage = planned(root)
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
@@ -122,7 +122,7 @@ def test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_part
 
 def test_an_indeterminate_write_after_a_shuffle_reruns_whole_and_exact(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(tmp_path, "indeterminate", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "indeterminate", commits=4)
     stage = planned(root)
     assert stage["decision"] == "run" and "INDETERMINATE" in stage["reason"], stage
     resumed = run_cli("resume", "night", "--root", root, env=UNSLOWED)
@@ -133,7 +133,7 @@ def test_an_indeterminate_write_after_a_shuffle_reruns_whole_and_exact(spark, tm
 
 def test_other_partition_specs_from_adaptive_execution_keep_nothing_and_say_why(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(tmp_path, "etl", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "etl", commits=4)
     assert planned(root)["decision"] == "continue"
     # Coalescing on: adaptive execution merges the small reducers into fewer partitions.
     env = {**UNSLOWED, "ADVISORY": "64m"}

@@ -42,7 +42,7 @@ def markers(job: dict, prefix: str, since_ns: int = 0) -> list[str]:
     return [m for m in os.listdir(job["markers"]) if m.startswith(prefix) and int(m.rsplit("-", 1)[1]) > since_ns]
 
 
-def submit_until(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
+def submit_job_and_kill(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
     """Submit the job and SIGKILL it once ``done()``; returns the time of the kill (ns)."""
     app_args = [job["source"], job["out"], job["markers"], variant, sink]
     command = submit_command(
@@ -102,7 +102,7 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
     """One scenario for two claims (each would need its own killed run): a kill in the map stage
     runs only the missing map tasks, and a second kill during the resumed map stage loses nothing."""
     # A kill in the map stage: what was journaled before it is kept, and the plan says so.
-    first_kill = submit_until(job, "agg", lambda: len(markers(job, "m-")) >= MAPS // 2)
+    first_kill = submit_job_and_kill(job, "agg", lambda: len(markers(job, "m-")) >= MAPS // 2)
     kept = kept_maps(job)
     started = len(markers(job, "m-"))
     assert kept >= started - 4  # on local[2]: at most 2 running, at most 2 not yet journaled
@@ -135,7 +135,7 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
 
 
 def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
-    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
+    submit_job_and_kill(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
     (stage,) = dry_run(job["root"], "night")["stages"]
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
@@ -156,7 +156,7 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
 
 
 def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
-    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "agg", lambda: len(markers(job, "w-")) >= 2)
     maps = sorted((m for e in events(job, "shuffle.committed", 1) for m in e["maps"]), key=lambda m: m["map"])
     assert len(maps) == MAPS
     keep = os.path.join(job["run_dir"], "shuffles")
@@ -173,7 +173,7 @@ def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
 def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
     # Killed in the write, once the refusal is journaled: the JVM's line for it waits for the next
     # drain (the flush interval), which under load can come after the first results.
-    submit_until(
+    submit_job_and_kill(
         job, "indeterminate", lambda: len(markers(job, "w-")) >= 2 and bool(events(job, "shuffle.unsupported", 1))
     )
     refused = [e for e in events(job, "shuffle.unsupported", 1) if "INDETERMINATE" in e["reason"]]
@@ -188,7 +188,7 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
 def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_range_one(job):
     """The sort's shuffle partitions by range: its bounds are kept with its map outputs, and the
     resumed application partitions by them, so both shuffles are reused whole."""
-    submit_until(job, "sorted", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "sorted", lambda: len(markers(job, "w-")) >= 2)
     assert events(job, "shuffle.unsupported", 1) == []
     first = events(job, "shuffle.registered", 1)
     assert [e.get("bounds") is not None for e in first] == [False, True]
@@ -203,7 +203,7 @@ def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_r
 
 
 def test_a_sort_merge_join_keeps_both_sides(job):
-    submit_until(job, "join", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "join", lambda: len(markers(job, "w-")) >= 2)
     since = time.time_ns()
     resume(job)
     assert markers(job, "m-", since) == []
@@ -218,7 +218,7 @@ def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job):
     run killed twice: after the first map stage, then (its resume) after the second."""
     # Killed after the first map stage: the second shuffle is registered once the first map stage
     # is done; its map outputs are all journaled a moment later.
-    first_kill = submit_until(
+    first_kill = submit_job_and_kill(
         job, "two", lambda: len(events(job, "shuffle.registered", 1)) >= 2 and kept_maps(job) >= MAPS
     )
     # The resume reuses the first map stage whole and still reaches the write: had adaptive
