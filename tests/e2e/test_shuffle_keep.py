@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_JOB, SHUFFLING, run_and_kill, submit_command
+from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_JOB, SHUFFLING, Hold, run_and_kill, submit_command
 from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
@@ -43,12 +43,35 @@ def markers(job: dict, prefix: str, since_ns: int = 0) -> list[str]:
 
 
 def submit_job_and_kill(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
-    """Submit the job and SIGKILL it once ``done()``; returns the time of the kill (ns)."""
+    """Submit the job, its result tasks from partition 1 on held (the result stage stays in flight
+    until the kill), and SIGKILL it once ``done()``; returns the time of the kill (ns)."""
     app_args = [job["source"], job["out"], job["markers"], variant, sink]
     command = submit_command(
         job["root"], "night", SHUFFLE_JOB, *app_args, spark_options=SHUFFLING, submit_options=FLUSH_OFTEN
     )
-    return run_and_kill(command, done, "the kill point", timeout=300)
+    return run_and_kill(command, done, "the kill point", env=held(job), timeout=300)
+
+
+def held(job: dict) -> dict[str, str]:
+    return Hold(os.path.dirname(job["root"])).env(1)
+
+
+def in_the_result_stage(job: dict, results: int = 2, since_ns: int = 0) -> Callable[[], bool]:
+    """The predicate "``results`` result rows marked (since ``since_ns``) and every map output of
+    every shuffle the latest attempt registered journaled, by it or an earlier attempt": all a
+    kill in the (held) result stage keeps."""
+
+    def ready() -> bool:
+        if len(markers(job, "w-", since_ns)) < results:
+            return False
+        records = read_journal(job["run_dir"])
+        registered = [e for e in records if e["type"] == "shuffle.registered"]
+        latest = max((e["attempt"] for e in registered), default=0)
+        committed = [e for e in records if e["type"] == "shuffle.committed"]
+        kept = Counter(shuffle for shuffle, _ in {(e["shuffle"], m["map"]) for e in committed for m in e["maps"]})
+        return bool(registered) and all(kept[e["shuffle"]] >= e["maps"] for e in registered if e["attempt"] == latest)
+
+    return ready
 
 
 def resume(job: dict, env: dict | None = None) -> str:
@@ -135,7 +158,7 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
 
 
 def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
-    submit_job_and_kill(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
+    submit_job_and_kill(job, "agg", in_the_result_stage(job), sink="write")
     (stage,) = dry_run(job["root"], "night")["stages"]
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
@@ -156,7 +179,7 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
 
 
 def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
-    submit_job_and_kill(job, "agg", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "agg", in_the_result_stage(job))
     maps = sorted((m for e in events(job, "shuffle.committed", 1) for m in e["maps"]), key=lambda m: m["map"])
     assert len(maps) == MAPS
     keep = os.path.join(job["run_dir"], "shuffles")
@@ -174,7 +197,9 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
     # Killed in the write, once the refusal is journaled: the JVM's line for it waits for the next
     # drain (the flush interval), which under load can come after the first results.
     submit_job_and_kill(
-        job, "indeterminate", lambda: len(markers(job, "w-")) >= 2 and bool(events(job, "shuffle.unsupported", 1))
+        job,
+        "indeterminate",
+        lambda: len(markers(job, "w-")) >= 2 and bool(events(job, "shuffle.unsupported", 1)) and kept_maps(job) >= MAPS,
     )
     refused = [e for e in events(job, "shuffle.unsupported", 1) if "INDETERMINATE" in e["reason"]]
     assert len(refused) == 1  # the round-robin repartition after the groupBy
@@ -188,7 +213,7 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
 def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_range_one(job):
     """The sort's shuffle partitions by range: its bounds are kept with its map outputs, and the
     resumed application partitions by them, so both shuffles are reused whole."""
-    submit_job_and_kill(job, "sorted", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "sorted", in_the_result_stage(job))
     assert events(job, "shuffle.unsupported", 1) == []
     first = events(job, "shuffle.registered", 1)
     assert [e.get("bounds") is not None for e in first] == [False, True]
@@ -203,7 +228,7 @@ def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_r
 
 
 def test_a_sort_merge_join_keeps_both_sides(job):
-    submit_job_and_kill(job, "join", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "join", in_the_result_stage(job))
     since = time.time_ns()
     resume(job)
     assert markers(job, "m-", since) == []
@@ -224,7 +249,8 @@ def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job):
     # The resume reuses the first map stage whole and still reaches the write: had adaptive
     # execution taken the reused stage for empty, no result row (no w- marker) would come.
     command = sparkrecover_command("resume", "night", "--root", job["root"])
-    second_kill = run_and_kill(command, lambda: len(markers(job, "w-", first_kill)) >= 2, "the kill point", timeout=300)
+    reached = in_the_result_stage(job, since_ns=first_kill)
+    second_kill = run_and_kill(command, reached, "the kill point", env=held(job), timeout=300)
     assert markers(job, "m-", first_kill) == []
     reused = events(job, "shuffle.registered", 2)
     assert reused[0]["reused"] == reused[0]["maps"] == MAPS, reused
