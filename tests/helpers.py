@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from sparkrecover.driver.runtime import Runtime
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout the tests run from
+APPS = os.path.join(REPO, "tests", "apps")  # the scripts the tests submit (tests/e2e/support.py names them)
 SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2"]
 
 

@@ -34,12 +34,11 @@ import pytest
 
 from sparkrecover.core.runstate import RunState
 from sparkrecover.journal import read_journal
-from tests.helpers import REPO, SPARK_OPTIONS, dry_run, journaled, sparkrecover_command
+from tests.helpers import APPS, REPO, SPARK_OPTIONS, dry_run, journaled, sparkrecover_command
 
 T = TypeVar("T")
 
 # -- the apps ---------------------------------------------------------------------------------------
-APPS = os.path.join(REPO, "tests", "apps")
 PIPELINE = os.path.join(REPO, "sparkrecover", "demo", "pipeline.py")  # the demo a user runs first
 ONE_WRITE = os.path.join(APPS, "one_write.py")
 SHUFFLE_WRITE = os.path.join(APPS, "shuffle_write.py")
