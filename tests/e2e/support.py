@@ -7,8 +7,8 @@ subprocess, the journal's records, ``SPARK_OPTIONS``.)
   and SIGKILLs it (or stops it as ``stop`` says) once a predicate holds. ``submit_and_kill`` and
   ``resume_and_kill`` are it with the predicate "this journal record is there"; ``commits_reach``
   is the predicate "this many task commits".
-- ``Hold``: tasks of tests/apps/one_write.py and shuffle_write.py that wait for a file the test
-  writes. A test whose kill must land while a task is in flight (a file half written, an upload
+- ``Hold``: tasks of tests/apps/one_write.py, shuffle_write.py and shuffle_job.py that wait for a
+  file the test writes. A test whose kill must land while a task is in flight (a file half written, an upload
   open) holds the tasks after the ones it waits for: the kill then lands in that moment by
   construction, however slow the machine, instead of in a sleep that usually lasts long enough.
 - What a run of those apps left: its task commits, the partitions it computed (marker files),
@@ -221,8 +221,10 @@ def side_by_side(*calls: Callable[[], T]) -> list[T]:
 # -- holds ------------------------------------------------------------------------------------------
 class Hold:
     """Tasks that wait for a signal: under ``env(first)``, the tasks of tests/apps/one_write.py
-    (at their sleep row) and the write tasks of tests/apps/shuffle_write.py (after their marker)
-    whose partition is ``first`` or later wait until the test writes the file (``release``).
+    (at their sleep row; its shuffled variant's after the shuffle), the write tasks of
+    tests/apps/shuffle_write.py and the result tasks of tests/apps/shuffle_job.py (after their
+    marker) whose partition is ``first`` or later wait until the test writes the file (``release``;
+    a released hold stays released).
     On local[2] the partitions before ``first`` then commit, the next two stay in flight, and
     nothing else happens until the kill: a run killed once ``first`` partitions committed has
     exactly those, whenever the predicate is seen."""
