@@ -25,12 +25,14 @@ import time
 import _bench
 import orjson
 
+from sparkrecover.rundir.runs import Run
+
 GOAL_SECONDS = 3.0
 RUN = "planner-bench"
 
 
 def stage_summary(name: str, spark_stage: int) -> dict:
-    """What the JVM listener writes for one Spark stage (driver/telemetry.py turns it into this event)."""
+    """What the JVM listener writes for one Spark stage (driver/process/telemetry.py turns it into this event)."""
     return {
         "spark_stage": spark_stage,
         "spark_attempt": 0,
@@ -63,7 +65,7 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
     from sparkrecover.rundir import manifests
 
     run_dir = os.path.join(root, RUN)
-    cli = JournalWriter(run_dir, RUN, 1, "cli", flush_interval=0)
+    cli = JournalWriter(Run(RUN, run_dir), 1, "cli", flush_interval=0)
     cli.emit(
         "run.started",
         app=os.path.join(root, "etl.py"),
@@ -77,7 +79,7 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
     )
     cli.emit("attempt.started", pid=1, command=["spark-submit", "bootstrap.py"])
     cli.close()
-    driver = JournalWriter(run_dir, RUN, 1, "driver", flush_interval=0)
+    driver = JournalWriter(Run(RUN, run_dir), 1, "driver", flush_interval=0)
     driver.emit(
         "driver.started",
         app_id="local-1",

@@ -5,11 +5,11 @@
 # without the jar the Py4J listener takes over and writes run whole; the demo pipeline and an
 # unmodified (zero-code) script are SIGKILLed and resumed; task-level resume keeps a killed write's
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
-# driver/partitions.py and driver/taskresume.py), also after a join and an aggregation
+# driver/tasks/partitions.py and driver/tasks/taskresume.py), also after a join and an aggregation
 # (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
 # under the lease's lock on a local run directory
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
-# come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
+# come back with their type, partitions and properties (the Py4J calls of driver/recording/tables.py:
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
@@ -23,13 +23,15 @@
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
 # at its own settings through system properties before the script's SparkContext, with Spark's harmless
-# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/spark_log.py); a narrow write to
+# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/process/log_filter.py); a narrow write to
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3); a Parquet write through hadoop-aws's magic committer, bound as Spark's
 # docs bind it (PathOutputCommitProtocol, which FencedCommitProtocol stands in for: the committer from
 # the factory, its work path through HadoopMapReduceCommitProtocol's getFilename), stopped by SIGTERM,
-# keeps its pendingsets and the resumed write adopts them. Extra arguments go to pytest.
+# keeps its pendingsets and the resumed write adopts them; a foreachPartition killed at 70 % runs
+# only its unfinished partitions again (runJob over some partitions, the probe of a Python RDD's
+# lineage, 3.5's DataFrame class hooked). Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
 # docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
@@ -59,6 +61,11 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_tables.py \
   tests/driver/test_sqlwrites.py \
   tests/driver/test_mlsaves.py \
+  tests/driver/test_foreach.py \
+  tests/e2e/test_foreach.py \
+  tests/driver/test_recall.py \
+  tests/driver/test_recall_codec.py \
+  "tests/e2e/test_replay.py::test_a_resumed_script_runs_no_job_before_its_unfinished_write" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \
   "tests/e2e/test_post_shuffle_write.py::test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions" \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 import orjson
 
 from sparkrecover.journal import read_journal
+from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
-    from sparkrecover.driver.runtime import Runtime
+    from sparkrecover.driver.process.runtime import Runtime
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout the tests run from
 APPS = os.path.join(REPO, "tests", "apps")  # the scripts the tests submit (tests/e2e/support.py names them)
@@ -97,6 +98,33 @@ def _segment_contents(run_dir: str):
             continue
 
 
+def spark_events(event_logs: str, app_id: str, kind: str) -> list[dict]:
+    """The events of one kind (``SparkListenerJobStart``) an application wrote to Spark's event log
+    (uncompressed; a file, or Spark 4's rolling folder of ``events_*`` files), in order."""
+    import glob
+    import json
+
+    found = []
+    for path in glob.glob(os.path.join(event_logs, f"*{app_id}*")):
+        files = sorted(glob.glob(os.path.join(path, "events_*"))) if os.path.isdir(path) else [path]
+        for name in files:
+            with open(name) as handle:
+                found += [json.loads(line) for line in handle if f'"Event":"{kind}"' in line]
+    return found
+
+
+def journaled_records(run_dir: str) -> list[dict]:
+    """Every whole record of a run's journal so far, as a live run leaves it (a torn last line skipped)."""
+    found = []
+    for content in _segment_contents(run_dir):
+        for line in content.split(b"\n"):
+            try:
+                found.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return found
+
+
 def journaled(run_dir: str, event_type: str, stage: str | None = None, attempt: int | None = None) -> dict | None:
     """The first journal record of ``event_type`` (of ``stage``, of ``attempt``, when given), or None."""
     for content in _segment_contents(run_dir):
@@ -137,7 +165,7 @@ def wait_for(
 def zero_code_hooks(script: str):
     """pyspark's writers, RDD saves and ``SparkSession.sql`` hooked as the bootstrap hooks them for
     ``script`` (call sites relative to its folder), and put back afterwards."""
-    from sparkrecover.driver import hooks, sqlwrites, zerocode
+    from sparkrecover.driver.recording import hooks, sqlwrites, zerocode
 
     zerocode.install(script)
     sqlwrites.install()
@@ -183,8 +211,8 @@ def decisions(root: str, run_id: str) -> dict[str, tuple[str, str]]:
 
 def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     """A driver Runtime journaling to a fresh run directory under tmp_path, installed as the current one."""
-    from sparkrecover.driver import runtime
-    from sparkrecover.driver.runtime import Runtime
+    from sparkrecover.driver.process import runtime
+    from sparkrecover.driver.process.runtime import Runtime
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
     from sparkrecover.rundir import plans
@@ -192,7 +220,7 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
         plan = plans.parse_plan({"run": "run1", "attempt": attempt, **plan})
     run_dir = str(tmp_path / "root" / "run1")
-    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
+    writer = JournalWriter(Run("run1", run_dir), attempt, ev.WRITER_DRIVER, flush_interval=0)
     rt = Runtime(writer, run_dir, plan)
     runtime.install(rt)
     return rt
@@ -203,6 +231,19 @@ def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
     rt.writer.flush()
     records = read_journal(rt.run_dir)
     return [r for r in records if event_type is None or r["type"] == event_type]
+
+
+def jobs_of(spark, act):
+    """(what act() returned, the Spark jobs it ran): a job group of its own, asked afterwards."""
+    import uuid
+
+    group = f"jobs-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(group, "test")
+    try:
+        result = act()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return result, spark.sparkContext.statusTracker().getJobIdsForGroup(group)
 
 
 def numbers(spark, n=100):

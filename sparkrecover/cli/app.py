@@ -146,7 +146,7 @@ def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
     if not storage.is_local(root):
         return []
-    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+    return [run.id for run in runs.list_runs(root) if run.id.startswith(incomplete)]
 
 
 def _complete_verify(incomplete: str) -> list[str]:
@@ -161,6 +161,26 @@ def _complete_keep_shuffles(incomplete: str) -> list[str]:
     return [mode for mode in MODES if mode.startswith(incomplete)]
 
 
+# Options and the argument several commands share, declared once.
+ROOT = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP)
+RUN = typer.Argument(
+    ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
+)
+MAX_ATTEMPTS = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP)
+RUN_JSON = typer.Option(False, "--json", help=RUN_JSON_HELP)  # submit, resume: the run's outcome
+VIEW_JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")  # inspect, replay
+
+
+def spark_submit_option(help: str) -> Any:
+    """--spark-submit: each command says what it uses it for."""
+    return typer.Option(None, "--spark-submit", metavar="PATH", help=help)
+
+
+def keep_shuffles_option(help: str, **more: Any) -> Any:
+    """--keep-shuffles: submit's, and spark-submit-args' (which decides without a master)."""
+    return typer.Option("auto", "--keep-shuffles", metavar="MODE", help=help, **more)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -168,7 +188,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(
+def _top_level(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
@@ -179,32 +199,26 @@ def _main(
 @app.command(cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    root: Optional[str] = ROOT,
     run_id: Optional[str] = typer.Option(
         None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."
     ),
-    spark_submit: Optional[str] = typer.Option(
-        None,
-        "--spark-submit",
-        metavar="PATH",
-        help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's).",
+    spark_submit: Optional[str] = spark_submit_option(
+        "The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."
     ),
     flush_interval: float = FLUSH_INTERVAL,
     buffer_size: int = BUFFER_SIZE,
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    max_attempts: int = MAX_ATTEMPTS,
     checksums: bool = CHECKSUMS,
     checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
-    keep_shuffles: str = typer.Option(
-        "auto",
-        "--keep-shuffles",
-        metavar="MODE",
-        autocompletion=_complete_keep_shuffles,
-        help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
+    keep_shuffles: str = keep_shuffles_option(
+        "auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
         "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
+        autocompletion=_complete_keep_shuffles,
     ),
-    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
+    json_output: bool = RUN_JSON,
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
@@ -226,10 +240,8 @@ def submit(
 @app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
     rerun: List[str] = typer.Option(
         [],
@@ -239,6 +251,11 @@ def resume(
         "file:line#n an implicit write's name starts with, or any prefix of one name only.",
     ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
+    no_replay: bool = typer.Option(
+        False,
+        "--no-replay",
+        help="Run every recorded action (count, collect, show, ...) again instead of replaying its result.",
+    ),
     verify: str = typer.Option(
         "size",
         "--verify",
@@ -247,11 +264,9 @@ def resume(
         help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
         "bytes), checksum (also content digests recorded with submit --checksums).",
     ),
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
-    spark_submit: Optional[str] = typer.Option(
-        None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
-    ),
-    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
+    max_attempts: int = MAX_ATTEMPTS,
+    spark_submit: Optional[str] = spark_submit_option("The spark-submit to use (default: the recorded one)."),
+    json_output: bool = RUN_JSON,
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
@@ -269,6 +284,7 @@ def resume(
             dry_run=dry_run,
             rerun=tuple(rerun),
             from_scratch=from_scratch,
+            replay=not no_replay,
             verify=verify,
             extra=list(ctx.args),
         )
@@ -283,8 +299,8 @@ def inspect(
         help="A run id or run directory URL; without it, list the runs.",
         autocompletion=_complete_run,
     ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    root: Optional[str] = ROOT,
+    json_output: bool = VIEW_JSON,
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Watch a running run live until it ends, then show it as usual."
     ),
@@ -303,10 +319,8 @@ def inspect(
 
 @app.command(cls=_Command)
 def replay(
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     until: Optional[str] = typer.Option(
         None,
         "--until",
@@ -320,7 +334,7 @@ def replay(
         "--verify",
         help="Check the whole journal instead (envelopes, seq numbers, order, torn tails); exit 3 on corruption.",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = VIEW_JSON,
 ) -> None:
     """Show the journal as a timeline, one line per event, replayed as resume reads it.
 
@@ -336,10 +350,8 @@ def replay(
 
 @app.command(cls=_Command)
 def report(
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     output: Optional[str] = typer.Option(
         None,
         "--output",
@@ -367,29 +379,23 @@ def report(
 @app.command("spark-submit-args", cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def spark_submit_args(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    root: Optional[str] = ROOT,
     run_id: str = typer.Option(
         ...,
         "--run-id",
         metavar="ID",
         help="Name the run: every launch of the printed line is an attempt of this run.",
     ),
-    spark_submit: Optional[str] = typer.Option(
-        None,
-        "--spark-submit",
-        metavar="PATH",
-        help="The spark-submit whose Spark the listener's jar is built for (default: as submit finds it).",
+    spark_submit: Optional[str] = spark_submit_option(
+        "The spark-submit whose Spark the listener's jar is built for (default: as submit finds it)."
     ),
     flush_interval: float = FLUSH_INTERVAL,
     buffer_size: int = BUFFER_SIZE,
     checksums: bool = CHECKSUMS,
     checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
-    keep_shuffles: str = typer.Option(
-        "auto",
-        "--keep-shuffles",
-        metavar="MODE",
-        help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
-        "spark.master of spark-defaults.conf, and keeps nothing when none is named.",
+    keep_shuffles: str = keep_shuffles_option(
+        "auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
+        "spark.master of spark-defaults.conf, and keeps nothing when none is named."
     ),
     json_output: bool = typer.Option(
         False,

@@ -1,6 +1,6 @@
 """``inspect RUN --follow``: a live view on a terminal, a line per event on a pipe or in a CI log.
 
-Both end when the run ends (see ``sparkrecover.core.watch``); ``inspect`` then prints the run's
+Both end when the run ends (see ``sparkrecover.core.views.watch``); ``inspect`` then prints the run's
 details as it would for a finished run.
 """
 
@@ -16,10 +16,13 @@ from rich.table import Column
 from rich.text import Text
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, shuffles, summary, timeline, watch
-from sparkrecover.core.runstate import STARTED, RunState, StageState
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import kept_shuffles
+from sparkrecover.core.fold.runstate import STARTED, RunState, StageState
+from sparkrecover.core.views import summary, timeline, watch
 from sparkrecover.journal import events as ev
 from sparkrecover.planning import reading
+from sparkrecover.rundir.runs import Run
 
 STAGE_WIDTH = 16  # the least a stage name gets; a wide terminal gives it more (_name_width)
 # What the other columns of the live view need at least: icon, bar, state and a useful detail.
@@ -37,20 +40,20 @@ ICONS = {
 }
 
 
-def until_ended(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
+def until_ended(run: Run, *, quiet: bool) -> dict[str, Any]:
     """Follow the run until it ends; returns what ``inspect`` shows of it then."""
-    updates = watch.follow(reading.WatchedRun(run_dir), run_id)
+    updates = watch.follow(reading.WatchedRun(run.dir), run.id)
     if quiet:
         last = _drain(updates)
     elif render.report().is_terminal:
-        last = _live(updates, run_id)
+        last = _live(updates, run.id)
     else:
-        last = _lines(updates, run_id)
+        last = _lines(updates, run.id)
     for message in last.warnings:
         render.warning(message)
     if not quiet:
-        render.info(f"run {run_id}: {last.ended}", render.report())
-    return summary.run_summary(last.state, run_dir, lease_live=False)
+        render.info(f"run {run.id}: {last.ended}", render.report())
+    return summary.run_summary(last.state, run.dir, lease_live=False)
 
 
 def _drain(updates: Iterator[watch.Update]) -> watch.Update:
@@ -132,7 +135,7 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
-    kept, maps = shuffles.progress(state.shuffles, stage.name)
+    kept, maps = kept_shuffles.progress(state.shuffles, stage.name)
     if maps:
         detail.append(f"{kept:,}/{maps:,} shuffle map outputs kept")
     progress = stage.partitions

@@ -6,13 +6,13 @@ import os
 from typing import TYPE_CHECKING
 
 from sparkrecover.cli import render
-from sparkrecover.core import summary
+from sparkrecover.core.views import summary
 from sparkrecover.errors import RunNotFoundError, SparkRecoverError
 from sparkrecover.planning import reading
 from sparkrecover.rundir import keep, runs, storage
 
 if TYPE_CHECKING:
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
 
 
 def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = False) -> int:
@@ -25,32 +25,33 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         chosen = root is not None or bool(os.environ.get(storage.ROOT_ENV))
         if chosen and storage.is_local(root_url) and not os.path.isdir(root_url):
             # A root somebody named that is not there is a typo or the wrong machine, not an empty
-            # list: exit 5 as for an unknown run (docs/decisions.md). The default root may be absent.
+            # list: exit 5 as for an unknown run (docs/decisions/0024-cli-rough-edges.md). The
+            # default root may be absent.
             raise RunNotFoundError(f"no such root {root_url}: no run was ever started there")
         items: list[tuple[str, str, RunState | None, str | None, bool]] = []
-        for run_id, run_dir in runs.list_runs(root_url):
+        for listed in runs.list_runs(root_url):
             try:
-                state = reading.load_state(run_dir, run_id)
-                items.append((run_id, run_dir, state, None, reading.live_lease(run_dir) is not None))
+                state = reading.load_state(listed)
+                items.append((listed.id, listed.dir, state, None, reading.live_lease(listed.dir) is not None))
             except SparkRecoverError as problem:
-                items.append((run_id, run_dir, None, str(problem), False))
+                items.append((listed.id, listed.dir, None, str(problem), False))
         rows = summary.runs_overview(items)
         if json_output:
             render.emit_json({"root": root_url, "runs": rows})
         else:
             render.runs_table(rows, root_url)
         return 0
-    run_dir, run_id = runs.resolve_run(run, root_url)
+    resolved = runs.resolve_run(run, root_url)
     if follow:
         from sparkrecover.cli.follow import until_ended
 
-        details = until_ended(run_dir, run_id, quiet=json_output)
+        details = until_ended(resolved, quiet=json_output)
     else:
-        state = reading.load_state(run_dir, run_id, render.warning)
-        lease = reading.live_lease(run_dir)
-        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
-    details["shuffle_bytes"] = keep.disk_usage(run_dir)  # what kept map outputs hold now, on any store
-    details["shuffle_folder"] = keep.folder(run_dir)
+        state = reading.load_state(resolved, render.warning)
+        lease = reading.live_lease(resolved.dir)
+        details = summary.run_summary(state, resolved.dir, lease_live=lease is not None, lease=lease)
+    details["shuffle_bytes"] = keep.disk_usage(resolved.dir)  # what kept map outputs hold now, on any store
+    details["shuffle_folder"] = keep.folder(resolved.dir)
     if json_output:
         render.emit_json(details)
     else:

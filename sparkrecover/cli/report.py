@@ -1,6 +1,6 @@
 """``sparkrecover report``: one self-contained HTML page of a run (docs/report.md).
 
-The data comes from ``core/report.py`` (the same fold as ``inspect`` and ``replay``), fed by
+The data comes from ``core/views/report_data.py`` (the same fold as ``inspect`` and ``replay``), fed by
 ``planning/reading.py: load_report``; this module adds the lease and the plan, and lays the page out
 with the Jinja2 templates in ``cli/templates/`` (autoescaped: a stage name is text, never markup). No CDN, no script, no
 network: the page is one file to keep, mail or attach to a ticket.
@@ -14,11 +14,12 @@ import sys
 from datetime import datetime, timezone
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, report, timeline
-from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
+from sparkrecover.core import humanize
+from sparkrecover.core.views import report_data, timeline
+from sparkrecover.core.views.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import keep, runs, storage
 
 STDOUT = "-"
@@ -36,30 +37,30 @@ def command_for(run_id: str, root: str | None) -> str:
 def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -> int:
     if output == STDOUT and open_browser:
         raise UsageError("--open needs a file: give -o FILE (or none), not -o -")
-    run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    collected, damage = reading.load_report(run_dir, run_id, render.warning)
+    resolved = runs.resolve_run(run, storage.resolve_root(root))
+    collected, damage = reading.load_report(resolved, render.warning)
     state = collected.state
-    live = reading.live_lease(run_dir) is not None
+    live = reading.live_lease(resolved.dir) is not None
     plan, problem = None, None
-    if not damage and report.wants_plan(state.status(lease_live=live)):
+    if not damage and report_data.wants_plan(state.status(lease_live=live)):
         try:
             with render.file_progress(enabled=output != STDOUT) as progress:
-                plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
+                plan = timeline.plan_at(state, StorageEvidence(resolved.dir, "size", progress))
         except SparkRecoverError as error:  # the page still shows what happened
             problem = f"resume could not plan: {error}"
-    page = collected.report(run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
+    page = collected.report(resolved.dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
     html = render_html(page, root)
     if output == STDOUT:
         sys.stdout.write(html)
         sys.stdout.flush()
     else:
-        path = os.path.abspath(output or default_output(run_id))
+        path = os.path.abspath(output or default_output(resolved.id))
         _write(path, html)
-        render.info(f"report of run {run_id} ({page.status}) written to {path}")
+        render.info(f"report of run {resolved.id} ({page.status}) written to {path}")
         if open_browser:
             _open(path)
     if damage:
-        render.warning(f"the journal of run {run_id} is damaged; the report shows what could be read: {damage[0]}")
+        render.warning(f"the journal of run {resolved.id} is damaged; the report shows what could be read: {damage[0]}")
         return EXIT_JOURNAL
     return 0
 
@@ -109,7 +110,7 @@ def _when(ts: str | None) -> str:
     return f"{humanize.timestamp(ts)} UTC" if ts else "-"
 
 
-def render_html(page: report.Report, root: str | None = None) -> str:
+def render_html(page: report_data.Report, root: str | None = None) -> str:
     from importlib import resources
 
     import jinja2
@@ -134,7 +135,7 @@ def render_html(page: report.Report, root: str | None = None) -> str:
     template = environment.get_template("report.html.j2")
     return template.render(
         page=page,
-        outcomes=report.OUTCOMES,
+        outcomes=report_data.OUTCOMES,
         ticks=_ticks(page.scale_s),
         letter=GRID_LETTER,
         commands=_commands(page, root),
@@ -143,7 +144,7 @@ def render_html(page: report.Report, root: str | None = None) -> str:
     )
 
 
-def _commands(page: report.Report, root: str | None) -> list[str]:
+def _commands(page: report_data.Report, root: str | None) -> list[str]:
     where = "" if root is None else f" --root {root}"
     run = page.run_id
     if page.status in ("succeeded", "running"):

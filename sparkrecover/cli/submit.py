@@ -6,7 +6,7 @@ import difflib
 
 from sparkrecover.cli import render
 from sparkrecover.errors import UsageError
-from sparkrecover.launch import launcher, recovery
+from sparkrecover.launch import recovery, spark_argv
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.rundir import storage
 
@@ -14,9 +14,10 @@ from sparkrecover.rundir import storage
 def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str, list[str]]) -> None:
     """Refuse an option given before ``--`` that neither sparkrecover nor spark-submit knows:
     handed on, it would launch a run that spark-submit rejects, or one without the option the
-    user meant (``--run-idd x`` used to start a run under a random id). ``own`` are submit's
-    options, ``elsewhere`` the other commands' (``--dry-run`` belongs to ``resume``)."""
-    unknown = launcher.unknown_options(before_dashes)
+    user meant (``--run-idd x`` would start a run under a random id, which no later ``resume``
+    finds by the name the user gave). ``own`` are submit's options, ``elsewhere`` the other
+    commands' (``--dry-run`` belongs to ``resume``)."""
+    unknown = spark_argv.unknown_options(before_dashes)
     if not unknown:
         return
     option = unknown[0]
@@ -27,7 +28,7 @@ def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str,
     owners = [command for command, options in elsewhere.items() if name in options]
     if owners:
         raise UsageError(f"no such option {name}: it is an option of {' and '.join(owners)}, not of submit")
-    known = [*own, *sorted(launcher.OPTIONS_WITH_VALUE | launcher.SWITCHES)]
+    known = [*own, *sorted(spark_argv.OPTIONS_WITH_VALUE | spark_argv.SWITCHES)]
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     raise UsageError(
         f"no such option {name} (neither sparkrecover's nor spark-submit's)"
@@ -51,8 +52,8 @@ def run(options: RunOptions, *, run_id: str | None, args: list[str]) -> int:
     if not json_output:
         if code != 0:
             render.warning(
-                f"run {outcome.run_id} ended with exit code {code}; to continue where it stopped: "
-                f"sparkrecover resume {outcome.run_id}" + ("" if root is None else f" --root {root}")
+                f"run {outcome.run.id} ended with exit code {code}; to continue where it stopped: "
+                f"sparkrecover resume {outcome.run.id}" + ("" if root is None else f" --root {root}")
             )
         report_hint(outcome, root)
     return code
@@ -64,4 +65,4 @@ def report_hint(outcome: recovery.Outcome, root: str | None) -> None:
 
     resumed = outcome.state is not None and any(number > 1 for number in outcome.state.attempts)
     if outcome.exit_code != 0 or resumed:
-        render.info(f"to see the run as a page: {command_for(outcome.run_id, root)}")
+        render.info(f"to see the run as a page: {command_for(outcome.run.id, root)}")

@@ -17,9 +17,10 @@ from sparkrecover.journal import JournalWriter, reader, redact, runinfo
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import launcher, shuffles
-from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.launch import launcher, shuffles, spark_argv
+from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
+from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
     from sparkrecover.launch.listener_jar import ListenerJar
@@ -30,7 +31,7 @@ class LaunchSpec:
     """Everything needed to (re)launch the application, as the first submit recorded it."""
 
     spark_submit: str
-    submit_args: launcher.SubmitArgs
+    submit_args: spark_argv.SubmitArgs
     cwd: str = field(default_factory=os.getcwd)
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     buffer_size: int = DEFAULT_BUFFER_SIZE
@@ -80,7 +81,7 @@ class LaunchSpec:
                 "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
                 f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}"
             )
-        parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
+        parsed = spark_argv.SubmitArgs(options=options, app=record["app"], app_args=app_args)
         # --spark-submit given again is looked up as on submit; the recorded one is a full path.
         found = launcher.find_spark_submit(spark_submit) if spark_submit else None
         return cls(
@@ -99,11 +100,11 @@ def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
     """spark-submit options of ``extra`` replace the same options (or ``--conf`` keys) recorded."""
     if not extra:
         return recorded
-    parsed_extra = launcher.split_submit_args([*extra, "app.py"]).options
+    parsed_extra = spark_argv.split_submit_args([*extra, "app.py"]).options
     replaced = {_option_key(parsed_extra, i) for i in _option_starts(parsed_extra)}
     kept: list[str] = []
     for index in _option_starts(recorded):
-        width = 2 if recorded[index] in launcher.OPTIONS_WITH_VALUE else 1
+        width = 2 if recorded[index] in spark_argv.OPTIONS_WITH_VALUE else 1
         if _option_key(recorded, index) not in replaced:
             kept.extend(recorded[index : index + width])
     return kept + parsed_extra
@@ -113,7 +114,7 @@ def _option_starts(options: list[str]) -> list[int]:
     starts, index = [], 0
     while index < len(options):
         starts.append(index)
-        index += 2 if options[index] in launcher.OPTIONS_WITH_VALUE else 1
+        index += 2 if options[index] in spark_argv.OPTIONS_WITH_VALUE else 1
     return starts
 
 
@@ -128,8 +129,8 @@ def _option_key(options: list[str], index: int) -> str:
 _WARNED_CONNECT: set[str] = set()
 
 
-def _warn_spark_connect(run_id: str, args: launcher.SubmitArgs, warn: Callable[[str], None]) -> None:
-    remote = launcher.spark_connect(args)  # its ";token=…" parameters are never shown
+def _warn_spark_connect(run_id: str, args: spark_argv.SubmitArgs, warn: Callable[[str], None]) -> None:
+    remote = spark_argv.spark_connect(args)  # its ";token=…" parameters are never shown
     if remote and run_id not in _WARNED_CONNECT:
         _WARNED_CONNECT.add(run_id)
         warn(
@@ -150,8 +151,7 @@ class BootstrapLaunch:
 
 
 def bootstrap_launch(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     spec: LaunchSpec,
     *,
     attempt: int | None = None,
@@ -162,7 +162,7 @@ def bootstrap_launch(
 ) -> BootstrapLaunch:
     """The command line of one attempt, or (no ``attempt``, no token: ``spark-submit-args``) of a
     driver that decides its attempt from the journal and takes the lease itself."""
-    bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id]
+    bootstrap_args = ["--run-dir", run.dir, "--run-id", run.id]
     if attempt is not None:
         bootstrap_args += ["--attempt", str(attempt)]
     bootstrap_args += ["--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
@@ -178,15 +178,15 @@ def bootstrap_launch(
     jar = built.path
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
-        launcher.with_default_master(spec.submit_args, spec.spark_submit),
-        run_dir,
+        spark_argv.with_default_master(spec.submit_args, spec.spark_submit),
+        run.dir,
         spec.keep_shuffles,
         jar=jar,
         spark_version=built.spark_version,
         reuse=reuse,
         attempt=attempt or 1,
     )
-    submit_args = launcher.SubmitArgs(
+    submit_args = spark_argv.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )
     command = launcher.bootstrap_command(
@@ -196,8 +196,7 @@ def bootstrap_launch(
 
 
 def run_attempt(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     attempt: int,
     spec: LaunchSpec,
     *,
@@ -214,17 +213,16 @@ def run_attempt(
 
     The attempt (and on a first one the run) is journaled only once spark-submit is running: one
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
-    launcher.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
-    _warn_spark_connect(run_id, spec.submit_args, warn or notify)
+    spark_argv.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
+    _warn_spark_connect(run.id, spec.submit_args, warn or notify)
     plan_url = None
     if plan is not None:
         # Written before the launch: the driver reads it as it starts. A launch that fails leaves
         # it for the next attempt of the same number to overwrite.
-        plan_url = runs.plan_url(run_dir, attempt)
+        plan_url = run.plan_url(attempt)
         storage.write_atomic(plan_url, plans.encode(plan))
     launch = bootstrap_launch(
-        run_dir,
-        run_id,
+        run,
         spec,
         attempt=attempt,
         plan_url=plan_url,
@@ -239,7 +237,7 @@ def run_attempt(
 
     def journal_start(_pid: int) -> None:
         writer = JournalWriter(
-            run_dir, run_id, attempt, ev.WRITER_CLI, buffer_size=spec.buffer_size, flush_interval=spec.flush_interval
+            run, attempt, ev.WRITER_CLI, buffer_size=spec.buffer_size, flush_interval=spec.flush_interval
         )
         writers.append(writer)
         if first:
@@ -264,7 +262,7 @@ def run_attempt(
             started=journal_start,
             stdout_to_stderr=stdout_to_stderr,
         )
-        later = _latest_attempt(run_dir, attempt)
+        later = _latest_attempt(run.dir, attempt)
         if later > attempt:
             # While spark-submit waited, the cluster restarted the driver (YARN's next application
             # attempt), which journaled itself as a later attempt: spark-submit's code is the
@@ -282,11 +280,13 @@ def run_attempt(
         for writer in writers:
             writer.close()
     if later <= attempt:
-        _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
+        _report_journal_health(run.dir, attempt, code, writers[0], warn or notify)
     if keeping.reason is not None and spec.keep_shuffles != "auto":
         (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
-    if code == 0 and keep.remove(run_dir):
+    if code == 0 and keep.remove(run.dir):
         notify("removed the kept shuffle map outputs: the run succeeded")
+    if code == 0 and results.remove(run.dir):
+        notify("removed the recorded action results: the run succeeded")
     return code
 
 

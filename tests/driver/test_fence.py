@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import fence
+from sparkrecover.driver.process import fence
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.jvm import (
     COMMIT_PROTOCOL_CONF,
@@ -20,6 +20,7 @@ from sparkrecover.jvm import (
 )
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import lease_lock
+from sparkrecover.rundir.runs import Run
 from tests.helpers import install_runtime, journal, numbers
 
 
@@ -114,7 +115,7 @@ def _data_files(folder):
 @pytest.fixture
 def fenced(spark, jvm):
     """The JVM's FencedCommitProtocol, disarmed and the session's protocol unset afterwards."""
-    protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
+    protocol = jvm.sparkrecover.jvm.commit.FencedCommitProtocol
     yield protocol
     protocol.disarm()
     spark.conf.unset(COMMIT_PROTOCOL_CONF)
@@ -177,7 +178,7 @@ def test_a_job_commit_waits_for_a_takeover_under_way_and_then_refuses(spark, fen
         except BaseException as error:  # the refusal, seen in the test's thread below
             failures.append(error)
 
-    with lease_lock.held(run_dir, "run1"):  # a takeover under way
+    with lease_lock.held(Run("run1", run_dir)):  # a takeover under way
         writing = threading.Thread(target=write)
         writing.start()
         assert _waiting_for(os.path.join(run_dir, lease_lock.LOCK_FILE)), "the job commit did not wait for the lock"
@@ -188,7 +189,7 @@ def test_a_job_commit_waits_for_a_takeover_under_way_and_then_refuses(spark, fen
 
 
 def test_a_lease_the_jvm_cannot_read_does_not_fence_the_job_commit(spark, fenced, tmp_path):
-    """Cannot tell is not lost (as in driver/fence.py): no FileSystem for the lease's scheme."""
+    """Cannot tell is not lost (as in driver/process/fence.py): no FileSystem for the lease's scheme."""
     reason = fenced.arm("nosuchfs://bucket/run/lease.json", "mine", spark.sparkContext._jsc.hadoopConfiguration())
     assert reason and "cannot be read from the JVM" in reason
     spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)

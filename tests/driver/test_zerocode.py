@@ -8,12 +8,13 @@ import shutil
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, sqlwrites, zerocode
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import sqlwrites, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import manifests, storage
 from tests.helpers import install_runtime, journal, marked_line, numbers
 
@@ -176,6 +177,23 @@ def test_upstream_edges_come_from_what_the_written_frame_reads(spark, tmp_path):
     assert started[names[2]] == [names[0], "doubled"]
 
 
+def test_a_write_of_a_cached_frame_names_the_files_the_cache_was_read_from(spark, tmp_path):
+    """Spark's inputFiles() sees a cached DataFrame as its cache, with no file: its input files
+    would be left out of the fingerprint, and a changed input would not make the write stale."""
+    source = str(tmp_path / "source")
+    numbers(spark, 5).write.mode("overwrite").parquet(source)  # no runtime yet: not a stage's output
+    rt = install_runtime(tmp_path)
+    cached = spark.read.parquet(source).cache()
+    try:
+        cached.count()
+        cached.write.mode("overwrite").parquet(str(tmp_path / "copy"))
+    finally:
+        cached.unpersist()
+    (started,) = [r for r in writes_started(rt) if r["stage"].endswith("/copy")]
+    listed = [url for url, _, _ in started["fingerprint"]["input_files"]]
+    assert listed and all(url.startswith(source) and url.endswith(".parquet") for url in listed)
+
+
 def test_writes_inside_a_stage_or_checkpoint_belong_to_it(spark, tmp_path):
     rt = install_runtime(tmp_path)
     sr.checkpoint("kept", lambda: numbers(spark, 3), path=str(tmp_path / "kept"))
@@ -317,7 +335,7 @@ def test_a_write_from_the_users_script_is_named_by_the_scripts_line(spark, tmp_p
 def test_own_frames_are_told_apart_by_module_not_by_folder():
     """sparkrecover's own modules in any subpackage are ours; its demo, run as a script, is the
     user's; a user's module whose name merely starts with 'sparkrecover' is the user's."""
-    assert zerocode.is_own_module("sparkrecover.driver.writes")
+    assert zerocode.is_own_module("sparkrecover.driver.recording.writes")
     assert zerocode.is_own_module("sparkrecover")
     assert zerocode.is_own_module("pyspark.sql.readwriter")
     assert zerocode.is_own_module("py4j.java_gateway")
@@ -539,7 +557,7 @@ def test_sql_with_parameters_or_a_parse_error_runs_as_pyspark_runs_it(spark, tmp
 
 
 def test_replace_table_as_select_and_partition_overwrites_are_classified_from_the_parsed_plan(spark, tmp_path):
-    from sparkrecover.driver import writes
+    from sparkrecover.driver.recording import writes
 
     install_runtime(tmp_path)
     replace = sqlwrites.describe(spark, "CREATE OR REPLACE TABLE s6 USING parquet AS SELECT 1 AS id")

@@ -21,20 +21,21 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import glob
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
-from tests.helpers import APPS, REPO, SPARK_OPTIONS, dry_run, journaled, sparkrecover_command
+from sparkrecover.rundir.runs import Run
+from tests.helpers import APPS, REPO, SPARK_OPTIONS, dry_run, journaled, spark_events, sparkrecover_command
 
 T = TypeVar("T")
 
@@ -108,14 +109,20 @@ def run_and_kill(
     env: dict | None = None,
     timeout: float = 240,
     stop: Callable[[subprocess.Popen], None] | None = None,
+    stdout: Path | None = None,
 ) -> int:
     """Run ``command`` in its own process group and SIGKILL the group, and every process below it,
     once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns).
     ``stop``: how to stop it instead (a signal sent to it, say), waited for before the SIGKILL
-    that clears whatever is left."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
-    )
+    that clears whatever is left. ``stdout``: a file for what the command prints (else dropped)."""
+    printed = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL
+    try:
+        process = subprocess.Popen(
+            command, stdout=printed, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
+        )
+    finally:
+        if stdout is not None:
+            printed.close()  # type: ignore[union-attr]
     try:
         wait_until(process, until, what, timeout)
         if stop is not None:
@@ -207,7 +214,7 @@ def freeze_group(pid: int, run_dir: str) -> None:
     outside both."""
     from sparkrecover.rundir import lease_lock
 
-    with lease_lock.held(run_dir, os.path.basename(run_dir)):
+    with lease_lock.held(Run(os.path.basename(run_dir), run_dir)):
         os.killpg(pid, signal.SIGSTOP)
 
 
@@ -222,9 +229,9 @@ def side_by_side(*calls: Callable[[], T]) -> list[T]:
 class Hold:
     """Tasks that wait for a signal: under ``env(first)``, the tasks of tests/apps/one_write.py
     (at their sleep row; its shuffled variant's after the shuffle), the write tasks of
-    tests/apps/shuffle_write.py and the result tasks of tests/apps/shuffle_job.py (after their
-    marker) whose partition is ``first`` or later wait until the test writes the file (``release``;
-    a released hold stays released).
+    tests/apps/shuffle_write.py and replayed_past.py and the result tasks of
+    tests/apps/shuffle_job.py (after their marker or sleep) whose partition is ``first`` or later
+    wait until the test writes the file (``release``; a released hold stays released).
     On local[2] the partitions before ``first`` then commit, the next two stay in flight, and
     nothing else happens until the kill: a run killed once ``first`` partitions committed has
     exactly those, whenever the predicate is seen."""
@@ -312,16 +319,8 @@ def computed(markers: str, kind: str, since_ns: int = 0) -> list[int]:
 
 def map_tasks(event_logs: str, app_id: str) -> int:
     """Shuffle map tasks the application ran, as Spark's own event log counts them."""
-    count = 0
-    for path in glob.glob(os.path.join(event_logs, f"*{app_id}*"), recursive=False):
-        files = sorted(glob.glob(os.path.join(path, "events_*"))) if os.path.isdir(path) else [path]
-        for name in files:
-            with open(name) as handle:
-                for line in handle:
-                    with contextlib.suppress(ValueError):
-                        event = json.loads(line)
-                        count += event["Event"] == "SparkListenerTaskEnd" and event["Task Type"] == "ShuffleMapTask"
-    return count
+    ended = spark_events(event_logs, app_id, "SparkListenerTaskEnd")
+    return sum(event["Task Type"] == "ShuffleMapTask" for event in ended)
 
 
 # -- S3 through s3a ---------------------------------------------------------------------------------

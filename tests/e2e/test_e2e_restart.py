@@ -178,7 +178,7 @@ def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_pa
     # --keep-shuffles link: kept map outputs need no master given, and the restart then points the
     # JVM at its own reuse list and script digest.
     line = handoff(root, ONE_WRITE, out, markers, *FLUSH_OFTEN, "--keep-shuffles", "link", variant="shuffled")
-    assert "spark.shuffle.manager=sparkrecover.jvm.KeepingShuffleManager" in line
+    assert "spark.shuffle.manager=sparkrecover.jvm.shuffle.KeepingShuffleManager" in line
 
     first = start(line, folder, "first", held_env(tmp_path, 11))
     wait_until(first, lambda: commits(run_dir) >= 11, "11 of 16 partitions committed", 400)
@@ -316,7 +316,7 @@ def test_a_frozen_predecessor_continued_after_its_successor_ran_commits_nothing(
     lost = [e for e in events_of(run_dir) if e["type"] == "lease.lost"]
     assert [(e["attempt"], e["doing"]) for e in lost] == [(1, "the job commit")]
     # Its refused job was aborted; a task of it that Spark was still killing may leave an empty
-    # staging folder behind, never a file in the target (docs/decisions.md, "Restarted drivers").
+    # staging folder behind, never a file in the target (docs/decisions/0037-restarted-drivers.md).
     written_whole(spark, out, staging=True)
 
 

@@ -10,7 +10,7 @@ import signal
 import orjson
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from tests.e2e.support import (
     ONE_WRITE,
