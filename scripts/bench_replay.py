@@ -31,24 +31,12 @@ from datetime import datetime
 import _bench
 
 from sparkrecover.journal import read_journal
+from tests.e2e.test_replay import seed
 
 PAST = os.path.join(_bench.REPO, "tests", "apps", "replayed_past.py")
 START = os.path.join(_bench.APPS, "start.py")  # a trivial application: one driver start
 COLLECT = os.path.join(_bench.APPS, "collect_rows.py")
 WRITE = 16
-
-
-def seed(folder: str) -> None:
-    import random
-
-    draw = random.Random(37)
-    os.makedirs(os.path.join(folder, "orders"))
-    for part in range(2):
-        with open(os.path.join(folder, "orders", f"part-{part}.csv"), "w") as handle:
-            handle.write("order_id,country,day,amount\n")
-            for order in range(part * 3000, (part + 1) * 3000):
-                day = f"2026-{1 + order % 3:02d}-{1 + draw.randrange(28):02d}"
-                handle.write(f"{order},{'FR DE NL ES'.split()[draw.randrange(4)]},{day},{draw.uniform(1, 500):.2f}\n")
 
 
 def seconds(ts: str) -> float:

@@ -31,7 +31,9 @@
 # the factory, its work path through HadoopMapReduceCommitProtocol's getFilename), stopped by SIGTERM,
 # keeps its pendingsets and the resumed write adopts them; a foreachPartition killed at 70 % runs
 # only its unfinished partitions again (runJob over some partitions, the probe of a Python RDD's
-# lineage, 3.5's DataFrame class hooked). Extra arguments go to pytest.
+# lineage, 3.5's DataFrame class hooked); the driver's class archive is made by a warm-up after a
+# first driver of 3.5 and mapped by the resumed one (Spark's and the listener's classes, from the
+# "shared objects file"), and one the JVM refuses is made again. Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
 # docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
@@ -82,4 +84,6 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   "tests/e2e/test_e2e_restart.py::test_the_same_spark_submit_args_line_resumes_then_runs_nothing" \
   "tests/e2e/test_task_resume_stores.py::test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitions" \
   "tests/e2e/test_task_resume_stores.py::test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets[parquet-path-output-protocol]" \
+  tests/launch/test_class_archive.py \
+  tests/e2e/test_class_archive.py \
   "$@"

@@ -134,6 +134,14 @@ CHECKPOINT_ROOT = typer.Option(
 )
 
 
+NO_CLASS_ARCHIVE = typer.Option(
+    False,
+    "--no-class-archive",
+    help="Start the driver JVM without its class-data-sharing archive of Spark's classes (made once in the "
+    "background and given to every driver: docs/operations.md). Also: $SPARKRECOVER_NO_CLASS_ARCHIVE=1.",
+)
+
+
 def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
     """Run ids under the root for shell completion; only a local root is listed, so TAB never
     waits on the network."""
@@ -218,6 +226,7 @@ def submit(
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
         autocompletion=_complete_keep_shuffles,
     ),
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = RUN_JSON,
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
@@ -266,6 +275,7 @@ def resume(
     ),
     max_attempts: int = MAX_ATTEMPTS,
     spark_submit: Optional[str] = spark_submit_option("The spark-submit to use (default: the recorded one)."),
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = RUN_JSON,
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -397,6 +407,7 @@ def spark_submit_args(
         "auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
         "spark.master of spark-defaults.conf, and keeps nothing when none is named."
     ),
+    no_class_archive: bool = NO_CLASS_ARCHIVE,
     json_output: bool = typer.Option(
         False,
         "--json",

@@ -8,8 +8,10 @@ up in ``run_attempt``, which journals ``attempt.started``/``attempt.ended`` arou
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from sparkrecover.errors import SparkRecoverError, UsageError
@@ -17,7 +19,7 @@ from sparkrecover.journal import JournalWriter, reader, redact, runinfo
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import launcher, shuffles, spark_argv
+from sparkrecover.launch import class_archive, launcher, shuffles, spark_argv
 from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
 from sparkrecover.rundir.runs import Run
@@ -40,6 +42,9 @@ class LaunchSpec:
     checkpoint_root: str | None = None
     # --keep-shuffles: auto | link | copy | off (launch/shuffles.py)
     keep_shuffles: str = shuffles.DEFAULT_MODE
+    # --no-class-archive: the driver JVM without its class-data-sharing archive (not recorded:
+    # it is this machine's matter, not the run's; each command says it again)
+    class_archive: bool = True
 
     def run_started_payload(self) -> dict[str, Any]:
         return runinfo.run_started(
@@ -148,6 +153,7 @@ class BootstrapLaunch:
     bootstrap_args: list[str]
     keeping: shuffles.Setup
     jar: str | None
+    archive: class_archive.ClassArchive | None = None  # the driver's, given or still to be made
 
 
 def bootstrap_launch(
@@ -189,10 +195,44 @@ def bootstrap_launch(
     submit_args = spark_argv.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )
+    archive = class_archive.archive_for(spec.spark_submit, spec.submit_args, jar) if spec.class_archive else None
+    if archive is not None and class_archive.ready(archive):
+        defaults = spark_argv.defaults_files(submit_args, spec.spark_submit)
+        # A spark-submit-args line (no attempt) names no verdict file: it may run anywhere.
+        given = archive.driver_options(verdict=attempt is not None)
+        options = spark_argv.with_java_options(submit_args.options, defaults, given)
+        submit_args = replace(submit_args, options=options)
     command = launcher.bootstrap_command(
         spec.spark_submit, submit_args, bootstrap_args, listener_jar=jar, appended=keeping.appended
     )
-    return BootstrapLaunch(command, bootstrap_args, keeping, jar)
+    return BootstrapLaunch(command, bootstrap_args, keeping, jar, archive)
+
+
+def make_class_archive(launch: BootstrapLaunch, spec: LaunchSpec) -> None:
+    """After a driver that had no archive (or whose JVM refused it): make one in the background,
+    by a warm-up application run as this driver would be, on a local master
+    (launch/class_archive.py). Never an error: a build that cannot be made leaves a note."""
+    archive = launch.archive
+    if archive is None or class_archive.ready(archive) or not class_archive.needs_build(archive):
+        return
+    reason = class_archive.unarchivable(archive, spec.spark_submit)
+    try:
+        os.makedirs(os.path.dirname(archive.path), exist_ok=True)
+        if reason is not None:
+            class_archive.write_whole(archive.failed, reason + "\n")
+            return
+        work = tempfile.mkdtemp(prefix="build-", dir=os.path.dirname(archive.path))
+    except OSError:
+        return
+    warmup = LaunchSpec(
+        spark_submit=spec.spark_submit,
+        submit_args=class_archive.warmup_args(archive, spec.submit_args, work),
+        cwd=work,
+        class_archive=False,
+    )
+    command = bootstrap_launch(Run.under(os.path.join(work, "root"), "warmup"), warmup).command
+    if not class_archive.start_build(archive, command, launcher.child_environment(warmup.submit_args), work):
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def run_attempt(
@@ -279,6 +319,7 @@ def run_attempt(
     finally:
         for writer in writers:
             writer.close()
+    make_class_archive(launch, spec)
     if later <= attempt:
         _report_journal_health(run.dir, attempt, code, writers[0], warn or notify)
     if keeping.reason is not None and spec.keep_shuffles != "auto":

@@ -31,6 +31,7 @@ class RunOptions:
     checksums: bool = False
     checkpoint_root: str | None = None  # normalized: an fsspec URL
     keep_shuffles: str = shuffles.DEFAULT_MODE
+    no_class_archive: bool = False  # the driver JVM without its class archive
 
     def __post_init__(self) -> None:
         if self.keep_shuffles not in shuffles.MODES:
@@ -68,6 +69,7 @@ class RunOptions:
             checksums=self.checksums,
             checkpoint_root=self.checkpoint_root,
             keep_shuffles=self.keep_shuffles,
+            class_archive=not self.no_class_archive,
         )
 
 

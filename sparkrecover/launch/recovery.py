@@ -59,6 +59,7 @@ class ResumeOptions:
     # --json: the application's stdout goes to stderr, so that stdout holds one JSON document.
     stdout_to_stderr: bool = False
     command: str = runinfo.BY_RESUME  # the command that launches the attempts (attempt.started)
+    class_archive: bool = True  # --no-class-archive
 
     @classmethod
     def of(cls, given: RunOptions, **own: Any) -> ResumeOptions:
@@ -68,6 +69,7 @@ class ResumeOptions:
             spark_submit=given.spark_submit,
             max_attempts=given.max_attempts,
             stdout_to_stderr=given.json_output,
+            class_archive=not given.no_class_archive,
             **own,
         )
 
@@ -190,6 +192,7 @@ def _launch(
     spec = attempts.LaunchSpec.from_run_started(
         plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
     )
+    spec.class_archive = options.class_archive
     sweep_unjournaled(plan.state, plan.run.dir, notify)
     return attempts.run_attempt(
         plan.run,

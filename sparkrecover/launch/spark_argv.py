@@ -273,6 +273,43 @@ def _last_conf_value(options: list[str], key: str) -> tuple[int, int] | None:
     return found
 
 
+# The driver's settings that an option writes as well as a --conf key: spark-submit's launcher
+# keeps the last of the two on the command line, else the properties file's.
+DRIVER_JAVA_OPTIONS = ("spark.driver.extraJavaOptions", "--driver-java-options")
+DRIVER_CLASS_PATH = ("spark.driver.extraClassPath", "--driver-class-path")
+DRIVER_MEMORY = ("spark.driver.memory", "--driver-memory")
+
+
+def _last_driver_value(options: list[str], setting: tuple[str, str]) -> tuple[int, int] | None:
+    given = [
+        found for found in (_last_conf_value(options, setting[0]), _last_option_value(options, setting[1])) if found
+    ]
+    return max(given) if given else None
+
+
+def driver_setting(options: list[str], defaults: list[str], setting: tuple[str, str]) -> str:
+    """The value spark-submit takes for a driver setting (``DRIVER_*``): the command line's last,
+    else the properties files' (``defaults``: ``defaults_files``), else ""."""
+    found = _last_driver_value(options, setting)
+    if found is not None:
+        return options[found[0]][found[1] :]
+    return spark_defaults.setting(defaults, setting[0]) or ""
+
+
+def with_java_options(options: list[str], defaults: list[str], extra: str) -> list[str]:
+    """The options with ``extra`` after the driver's Java options the user gave, wherever they
+    gave them (the properties file's too, which a value on the command line would hide)."""
+    merged = list(options)
+    found = _last_driver_value(merged, DRIVER_JAVA_OPTIONS)
+    if found is None:
+        given = spark_defaults.setting(defaults, DRIVER_JAVA_OPTIONS[0]) or ""
+        return [*merged, DRIVER_JAVA_OPTIONS[1], f"{given} {extra}" if given.strip() else extra]
+    index, offset = found
+    given = merged[index][offset:]
+    merged[index] = merged[index][:offset] + (f"{given} {extra}" if given.strip() else extra)
+    return merged
+
+
 def defaults_files(parsed: SubmitArgs, spark_submit: str) -> list[str]:
     """The properties files this spark-submit command line reads its defaults from."""
     return spark_defaults.files(

@@ -37,6 +37,15 @@ def list_values(sources: list[str]) -> dict[str, str]:
     return values
 
 
+def setting(sources: list[str], key: str) -> str | None:
+    """One setting as spark-submit reads it from the properties files (the first that sets it)."""
+    for path in sources:
+        value = _read_properties(path).get(key)
+        if value is not None:
+            return value
+    return None
+
+
 # spark-submit's master when neither the command line nor a defaults file names one.
 SPARK_DEFAULT_MASTER = "local[*]"
 

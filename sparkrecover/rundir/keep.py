@@ -116,14 +116,7 @@ def remove(run_dir: str) -> bool:
         shutil.rmtree(found, ignore_errors=True)
         return kept
     kept = any(_holds_map_output(relative) for relative in _files(found))
-    fs, path = storage.filesystem(found)
-    with storage.guard(found, "removing the kept shuffle files"):
-        try:
-            fs.rm(path, recursive=True)
-        except FileNotFoundError:
-            return False
-    fs.invalidate_cache(path)
-    return kept
+    return storage.remove_folder(found, "removing the kept shuffle files") and kept
 
 
 def _holds_map_output(relative: str) -> bool:

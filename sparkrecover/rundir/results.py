@@ -6,8 +6,6 @@ the run succeeds (they hold the application's data: a collect's rows, what show 
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Callable
 
 from sparkrecover.rundir import storage
@@ -55,18 +53,4 @@ def _sizes(run_dir: str) -> dict[str, int]:
 
 def remove(run_dir: str) -> bool:
     """Delete the run's results (it succeeded, or starts from scratch); True when there were any."""
-    folder = storage.join(run_dir, FOLDER)
-    if storage.is_local(folder):
-        local = storage.normalize(folder)
-        if not os.path.isdir(local):
-            return False
-        shutil.rmtree(local, ignore_errors=True)
-        return True
-    fs, path = storage.filesystem(folder)
-    with storage.guard(folder, "removing the recorded action results"):
-        try:
-            fs.rm(path, recursive=True)
-        except FileNotFoundError:
-            return False
-    fs.invalidate_cache(path)
-    return True
+    return storage.remove_folder(storage.join(run_dir, FOLDER), "removing the recorded action results")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import posixpath
+import shutil
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -270,6 +271,25 @@ def stat(url: str) -> tuple[int, float | None]:
 
         modified = datetime.fromisoformat(modified.replace("Z", "+00:00")).timestamp()
     return int(info.get("size") or 0), (float(modified) if modified is not None else None)
+
+
+def remove_folder(url: str, doing: str) -> bool:
+    """Delete a folder and everything below it, on any store; False when there was none.
+    ``doing`` names the work in a storage error ("removing the kept shuffle files")."""
+    if is_local(url):
+        local = normalize(url)
+        if not os.path.isdir(local):
+            return False
+        shutil.rmtree(local, ignore_errors=True)
+        return True
+    fs, path = filesystem(url)
+    with guard(url, doing):
+        try:
+            fs.rm(path, recursive=True)
+        except FileNotFoundError:
+            return False
+    fs.invalidate_cache(path)
+    return True
 
 
 def exists(url: str) -> bool:

@@ -266,7 +266,7 @@ def test_the_shared_options_object_takes_each_commands_own_options_by_name():
     shared = {field.name for field in dataclasses.fields(RunOptions)}
     assert shared <= params["submit"]
     assert shared - params["spark-submit-args"] == {"max_attempts"}  # a launcher retries, not sparkrecover
-    assert shared & params["resume"] == {"root", "spark_submit", "max_attempts", "json_output"}
+    assert shared & params["resume"] == {"root", "spark_submit", "max_attempts", "json_output", "no_class_archive"}
 
 
 def test_an_option_several_commands_share_is_declared_once():
@@ -286,6 +286,7 @@ def test_an_option_several_commands_share_is_declared_once():
         "--checkpoint-root",
         "--spark-submit",
         "--keep-shuffles",
+        "--no-class-archive",
     )
     assert {name: source.count(f'"{name}"') for name in shared} == dict.fromkeys(shared, 1)
     assert source.count('"--json"') == 3

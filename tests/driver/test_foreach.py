@@ -5,6 +5,7 @@ only the partitions the plan does not keep, and keeps none when partition i may 
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -15,8 +16,12 @@ PARTS = 8
 
 
 @pytest.fixture(autouse=True)
-def foreach_hooks(request, jvm):
-    """The hooks as the bootstrap installs them (the jar loaded: the probe and the partition wrapper)."""
+def foreach_hooks(request, jvm, monkeypatch):
+    """The hooks as the bootstrap installs them (the jar loaded: the probe and the partition wrapper),
+    with this file as the script, as the bootstrap sets ``sys.argv[0]``: the script's digest is part
+    of a partition's shape, and a pytest-xdist worker's ``sys.argv[0]`` ("-c") is no file, whose
+    digest differs at every read, so nothing would be kept."""
+    monkeypatch.setattr(sys, "argv", [request.module.__file__])
     with zero_code_hooks(request.module.__file__):
         foreach.install()
         yield

@@ -154,6 +154,23 @@ def test_a_csv_read_without_infer_schema_still_reads_its_header_in_a_job_and_reu
     assert [r["format"] for r in events(rt, ev.SCHEMA_REUSED)] == ["csv"]
 
 
+def read_parquet_plain(spark, path):
+    return spark.read.parquet(str(path))
+
+
+def test_a_parquet_read_without_merge_schema_reads_its_footers_in_a_job_and_reuses_them(spark, tmp_path):
+    parts = tmp_path / "plain-parquet"
+    spark.range(4, numPartitions=2).selectExpr("id", "id * 2 AS twice").write.parquet(str(parts))
+    rt = install_runtime(tmp_path)
+    first, jobs = jobs_of(spark, lambda: read_parquet_plain(spark, parts))
+    assert jobs  # Spark reads a footer in a job to learn the schema
+    rt = resumed(tmp_path, rt)
+    again, jobs = jobs_of(spark, lambda: read_parquet_plain(spark, parts))
+    assert (jobs, again.schema) == ([], first.schema)
+    assert sorted(map(tuple, again.collect())) == sorted(map(tuple, first.collect()))
+    assert [r["format"] for r in events(rt, ev.SCHEMA_REUSED)] == ["parquet"]
+
+
 def test_options_are_part_of_the_key(spark, tmp_path, raw):
     rt = install_runtime(tmp_path)
     read_json_with(spark.read, raw)

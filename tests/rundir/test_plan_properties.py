@@ -49,7 +49,8 @@ def full(kind: Any) -> st.SearchStrategy[Any]:
         return st.builds(kind, **{f.name: full(hints[f.name]) for f in dataclasses.fields(kind)})  # type: ignore[arg-type]
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return st.sampled_from(list(kind))
-    return {str: texts, int: integers, bool: st.booleans(), float: st.floats(allow_nan=False)}[kind]
+    finite = st.floats(allow_nan=False, allow_infinity=False)
+    return {str: texts, int: integers, bool: st.booleans(), float: finite}[kind]
 
 
 # What the planner hands the next attempt: its decisions, the schemas, the kept shuffles and actions.

@@ -1,10 +1,10 @@
 """Inferred schemas (docs/resume.md): a resumed attempt does not pay Spark's inference pass again.
 
-``spark.read.json(p)`` and ``xml(p)`` without a schema, ``csv`` without one (with ``inferSchema=true``
-a pass over the data; without it, a job that reads the first line for the column names) and
-``parquet`` with ``mergeSchema=true`` (also through ``.format(x).load(p)``) run Spark jobs just to
-learn the schema. The driver journals what a read inferred (``schema.inferred``, with the input files it
-read); a resumed attempt whose plan carries the schema of the same read reads with it instead,
+Reads without a schema run Spark jobs just to learn it (also through ``.format(x).load(p)``):
+``json(p)`` and ``xml(p)`` a pass over the data, ``csv`` one too with ``inferSchema=true`` and a job
+for its first line without, ``parquet`` and ``orc`` one over their footers (all of them with
+``mergeSchema=true``). The driver journals what a read inferred (``schema.inferred``, with the
+input files it read); a resumed attempt whose plan carries the schema of the same read reads with it instead,
 after checking that the read lists the same files with the same sizes and times, and journals
 ``schema.reused``. Anything else reads as pyspark would.
 
@@ -34,7 +34,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
 
-READS = ("json", "csv", "xml", "parquet", "load")
+READS = ("json", "csv", "xml", "parquet", "orc", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a
 # relaunch with another setting infers again rather than reuse a schema Spark would not infer now.
 INFERENCE_CONF = (
@@ -149,8 +149,8 @@ def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
         fmt = bound.get("format") or fmt or spark.conf.get("spark.sql.sources.default", "parquet")
         given = dict(bound.get("options") or {})
         paths: Any = bound.get("path")
-    elif method == "parquet":
-        fmt, given, paths = "parquet", dict(bound.get("options") or {}), list(bound.get("paths") or ())
+    elif method in ("parquet", "orc") and "paths" in bound:
+        fmt, given, paths = method, dict(bound.get("options") or {}), list(bound.get("paths") or ())
     else:  # json, csv and xml: every other argument is an option
         fmt = method
         given = {name: value for name, value in bound.items() if name not in ("self", "path", "schema")}
@@ -176,12 +176,10 @@ def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
 
 
 def _infers(spark: Any, fmt: str, options: dict[str, str]) -> bool:
-    if fmt in ("json", "xml", "csv"):
-        return True  # a CSV without inferSchema still reads its first line in a job
-    if fmt == "parquet":
-        merge = options.get("mergeschema") or spark.conf.get("spark.sql.parquet.mergeSchema", "false")
-        return str(merge).lower() == "true"
-    return False
+    # Each runs a job to learn its schema: JSON and XML a pass over the data, CSV one over the data
+    # (inferSchema) or its first line, Parquet and ORC over their footers (all of them with
+    # mergeSchema, one file's without).
+    return fmt in ("json", "xml", "csv", "parquet", "orc")
 
 
 def _inputs(frame: Any) -> list[list[Any]]:
