@@ -22,6 +22,7 @@ import concurrent.futures
 import contextlib
 import glob
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -45,6 +46,7 @@ ONE_WRITE = os.path.join(APPS, "one_write.py")
 SHUFFLE_WRITE = os.path.join(APPS, "shuffle_write.py")
 SHUFFLE_JOB = os.path.join(APPS, "shuffle_job.py")
 TINY = os.path.join(APPS, "tiny.py")
+REPLAYED_PAST = os.path.join(APPS, "replayed_past.py")
 # Spark options without spark.sql.shuffle.partitions: apps whose shuffles set their own.
 SHUFFLING = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
 # What a test that reads the journal while the run goes on passes to submit: records drained often.
@@ -315,6 +317,19 @@ def computed(markers: str, kind: str, since_ns: int = 0) -> list[int]:
         if what == kind and int(stamp) > since_ns:
             found.append(int(partition))
     return sorted(found)
+
+
+def seed_orders(folder) -> None:
+    """REPLAYED_PAST's input: orders in two CSV files below ``folder``, the same bytes every time
+    (a module-level function: ``plain_runs`` seeds its run with it)."""
+    draw = random.Random(37)
+    os.makedirs(os.path.join(folder, "orders"))
+    for part in range(2):
+        with open(os.path.join(folder, "orders", f"part-{part}.csv"), "w") as handle:
+            handle.write("order_id,country,day,amount\n")
+            for order in range(part * 3000, (part + 1) * 3000):
+                day = f"2026-{1 + order % 3:02d}-{1 + draw.randrange(28):02d}"
+                handle.write(f"{order},{'FR DE NL ES'.split()[draw.randrange(4)]},{day},{draw.uniform(1, 500):.2f}\n")
 
 
 def map_tasks(event_logs: str, app_id: str) -> int:
