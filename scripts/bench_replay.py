@@ -31,9 +31,9 @@ from datetime import datetime
 import _bench
 
 from sparkrecover.journal import read_journal
-from tests.e2e.test_replay import seed
+from tests.e2e.support import REPLAYED_PAST, seed_orders
 
-PAST = os.path.join(_bench.REPO, "tests", "apps", "replayed_past.py")
+PAST = REPLAYED_PAST
 START = os.path.join(_bench.APPS, "start.py")  # a trivial application: one driver start
 COLLECT = os.path.join(_bench.APPS, "collect_rows.py")
 WRITE = 16
@@ -54,7 +54,7 @@ def submit(work: str, run_id: str, log: str, *extra: str) -> list[str]:
 
 
 def resume_cost(work: str, at: float, log: str) -> None:
-    seed(work)
+    seed_orders(work)
     args = [os.path.join(work, "orders"), os.path.join(work, "out")]
     env = {**os.environ, "WRITE_SLEEP": "1"}
     start = _bench.timed([*submit(work, "start", log), START], log)

@@ -189,7 +189,7 @@ class Where:
         if where == "standalone":
             self.submit_options = ["--keep-shuffles", "copy"]  # a local folder both workers see
             return
-        from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
+        from tests.e2e.support import s3a_jars, s3a_options
         from tests.s3server import MotoS3
 
         if not s3a_jars():
@@ -333,7 +333,7 @@ def main() -> int:
             map_partitions: int = maps,
             whole: float = full,
         ) -> float:
-            from tests.helpers import kill_tree
+            from tests.e2e.support import kill_tree
 
             run_dir, markers = storage.join(where.root, name), os.path.join(work, name, "markers")
             with open(log, "ab") as handle:

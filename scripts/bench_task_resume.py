@@ -68,7 +68,7 @@ class S3aStore:
 
     def __init__(self) -> None:
         sys.path.insert(0, _bench.REPO)
-        from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
+        from tests.e2e.support import s3a_jars, s3a_options
         from tests.s3server import MotoS3
 
         if not s3a_jars():

@@ -1,18 +1,15 @@
-"""Helpers for tests: running the CLI, waiting on a journal, killing a real driver."""
+"""Helpers for tests: running the CLI, reading and waiting on a journal, a driver runtime in this
+process. What only end-to-end tests need (the apps, run and kill, holds) is in tests/e2e/support.py."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import io
 import os
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -22,10 +19,8 @@ from sparkrecover.rundir.runs import Run
 if TYPE_CHECKING:
     from sparkrecover.driver.process.runtime import Runtime
 
-T = TypeVar("T")
-PIPELINE = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "sparkrecover", "demo", "pipeline.py"
-)
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the checkout the tests run from
+APPS = os.path.join(REPO, "tests", "apps")  # the scripts the tests submit (tests/e2e/support.py names them)
 SPARK_OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2"]
 
 
@@ -212,159 +207,6 @@ def dry_run(root: str, run_id: str) -> dict:
 def decisions(root: str, run_id: str) -> dict[str, tuple[str, str]]:
     """The dry run's plan as {stage: (decision, reason)}."""
     return {s["stage"]: (s["decision"], s["reason"]) for s in dry_run(root, run_id)["stages"]}
-
-
-def side_by_side(*calls: Callable[[], T]) -> list[T]:
-    """Run the calls at once, each in a thread (each starts and waits for a process of its own:
-    two spark-submits overlap their JVM starts), and return their results in order."""
-    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
-        return [future.result() for future in [pool.submit(call) for call in calls]]
-
-
-def submit_and_kill(
-    root: str,
-    run_id: str,
-    app_args: list[str],
-    after_stage: str,
-    *,
-    event: str = "stage.committed",
-    cwd: str | None = None,
-    app: str = PIPELINE,
-    submit_options: tuple[str, ...] = (),
-    spark_options: tuple[str, ...] = (),
-    env: dict | None = None,
-) -> str:
-    """Submit a real run in its own process group and SIGKILL the whole group right after
-    ``event`` (by default the commit) of ``after_stage`` appears in the journal. ``root`` is a
-    local folder or any fsspec URL. Returns the run directory."""
-    from sparkrecover.rundir import storage
-
-    run_dir = storage.join(root, run_id)
-    command = sparkrecover_command(
-        "submit",
-        "--root",
-        root,
-        "--run-id",
-        run_id,
-        *submit_options,
-        "--",
-        *SPARK_OPTIONS,
-        *spark_options,
-        app,
-        *app_args,
-    )
-    run_and_kill(command, run_dir, event, after_stage, cwd=cwd, env=env)
-    return run_dir
-
-
-def resume_and_kill(root: str, run_id: str, event: str, stage: str, *, attempt: int) -> None:
-    """Resume a run in its own process group and SIGKILL the whole group right after ``event`` of
-    ``stage`` in ``attempt`` (the resume's own) appears in the journal."""
-    from sparkrecover.rundir import storage
-
-    command = sparkrecover_command("resume", run_id, "--root", root)
-    run_and_kill(command, storage.join(root, run_id), event, stage, attempt=attempt)
-
-
-def run_and_kill(
-    command: list[str],
-    run_dir: str,
-    event: str,
-    stage: str,
-    *,
-    attempt: int | None = None,
-    cwd: str | None = None,
-    env: dict | None = None,
-) -> None:
-    """Run a sparkrecover command line in its own process group and SIGKILL the group, and every
-    process below it, once ``event`` of ``stage`` (in ``attempt``, when given) is journaled."""
-
-    def journal_has_it() -> bool:
-        return journaled(run_dir, event, stage, attempt) is not None
-
-    run_and_kill_when(command, journal_has_it, f"{event} of {stage}", cwd=cwd, env=env)
-
-
-def run_and_kill_when(
-    command: list[str],
-    until: Callable[[], bool],
-    what: str,
-    *,
-    cwd: str | None = None,
-    env: dict | None = None,
-    timeout: float = 240,
-    stop: Callable[[subprocess.Popen], None] | None = None,
-    stdout: Path | None = None,
-) -> int:
-    """Run ``command`` in its own process group and SIGKILL the group, and every process below it,
-    once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns).
-    ``stop``: how to stop it instead (a signal sent to it, say), waited for before the SIGKILL
-    that clears whatever is left. ``stdout``: a file for what the command prints (else dropped)."""
-    printed = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL
-    try:
-        process = subprocess.Popen(
-            command, stdout=printed, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
-        )
-    finally:
-        if stdout is not None:
-            printed.close()  # type: ignore[union-attr]
-    try:
-        deadline = time.monotonic() + timeout
-        while not until():
-            assert process.poll() is None, f"the run ended (exit {process.returncode}) before {what}"
-            assert time.monotonic() < deadline, f"no {what} within {timeout}s"
-            time.sleep(0.05)
-        if stop is not None:
-            stop(process)
-            process.wait(timeout=120)
-    finally:
-        kill_tree(process.pid)
-        process.wait(timeout=60)
-    return time.time_ns()
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid``, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    parent = int(handle.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def freeze_group(pid: int, run_dir: str) -> None:
-    """SIGSTOP the process group of ``pid`` (a paused VM) outside its lease's lock: a driver frozen
-    inside its heartbeat's check-and-write, a few milliseconds that the lock covers, holds the lock
-    until it is continued, and a takeover then waits and exits 4, as it does for a driver frozen in
-    its job commit (docs/operations.md, "Fencing"). A test of a driver frozen in its write means
-    outside both."""
-    from sparkrecover.rundir import lease_lock
-
-    with lease_lock.held(Run(os.path.basename(run_dir), run_dir)):
-        os.killpg(pid, signal.SIGSTOP)
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL the process group of ``pid`` (a process started with ``start_new_session``) and
-    every process below it: PySpark's Python daemon moves itself to a process group of its own, so
-    a group kill alone leaves its workers running for a moment, and they may still leave a marker
-    after the kill."""
-    below = descendants(pid)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    for child in below:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child, signal.SIGKILL)
 
 
 def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:

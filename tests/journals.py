@@ -208,6 +208,22 @@ def invalidated_run(root) -> SyntheticRun:
 PARQUET_LIKE = b"PAR1xxPAR1"
 
 
+def task_level_run(root) -> SyntheticRun:
+    """A write of 4 partitions killed after partitions 0 and 1 committed, resumed keeping them."""
+    run = SyntheticRun(root).attempt()
+    run.started("numbers")
+    run.driver.emit("write.started", stage="numbers", partitions=4, shape="s1", reusable=True, reason=None, kept=[])
+    for partition in (0, 1):
+        run.driver.emit("task.committed", stage="numbers", partition=partition, task_attempt=0, records=100)
+    run.crash()
+    run.attempt(plan={"numbers": "continue"})
+    run.started("numbers")
+    run.driver.emit("write.started", stage="numbers", partitions=4, shape="s1", reusable=True, reason=None, kept=[0, 1])
+    for partition, records in ((0, 0), (1, 0), (2, 100), (3, 100)):
+        run.driver.emit("task.committed", stage="numbers", partition=partition, task_attempt=0, records=records)
+    return run.committed("numbers").end(0)
+
+
 def make_output(path, files=None, success=True) -> str:
     """A folder like Spark writes: part files and, unless told otherwise, _SUCCESS."""
     os.makedirs(path, exist_ok=True)

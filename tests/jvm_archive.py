@@ -20,7 +20,9 @@ import subprocess
 import sys
 import tempfile
 
-APP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "apps", "warm_classes.py")
+from tests.helpers import APPS
+
+APP = os.path.join(APPS, "warm_classes.py")
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 BUILD_TIMEOUT = 600
 

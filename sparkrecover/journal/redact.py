@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 REDACTED = "*****"
 _SECRET_KEY = re.compile(
@@ -42,10 +41,6 @@ def redact_args(args: list[str]) -> list[str]:
         else:
             out.append(item)
     return out
-
-
-def redact_mapping(values: Mapping[str, str]) -> dict[str, str]:
-    return {key: (REDACTED if is_secret_key(key) else value) for key, value in values.items()}
 
 
 def has_redacted(args: list[str]) -> list[str]:

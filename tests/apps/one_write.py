@@ -18,7 +18,10 @@ The environment shapes the partitions: ``ONE_WRITE_SLEEP`` (seconds a partition 
 which it sleeps, 0: the first), ``ONE_WRITE_SLEEP_FROM`` (the first partition that sleeps, 0),
 ``ONE_WRITE_PAYLOAD`` (``BYTES:FROM``: from partition FROM on, the
 first 100 rows carry BYTES of incompressible bytes derived from their id, so that a task has written
-megabytes before it sleeps at row 100: on S3 a multipart upload is then open while it sleeps).
+megabytes before it sleeps at row 100: on S3 a multipart upload is then open while it sleeps),
+``HOLD_TASKS`` (``FROM:FILE``: partitions from FROM on wait at that row, after their sleep, until FILE
+exists (the shuffled variant's tasks hold after the shuffle): a test holds tasks in flight for its
+kill, tests/e2e/support.py's ``Hold``).
 """
 
 import hashlib
@@ -26,6 +29,7 @@ import os
 import sys
 import time
 
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType
@@ -38,6 +42,7 @@ ROWS = int(os.environ.get("ONE_WRITE_ROWS", "100"))
 SLEEP_ROW = int(os.environ.get("ONE_WRITE_SLEEP_ROW", "0"))
 SLEEP_FROM = int(os.environ.get("ONE_WRITE_SLEEP_FROM", "0"))
 PAYLOAD, PAYLOAD_FROM = (int(n) for n in os.environ.get("ONE_WRITE_PAYLOAD", "0:0").split(":"))
+HOLD_FROM, _, HOLD_FILE = os.environ.get("HOLD_TASKS", "0:").partition(":")
 
 
 def work(value):
@@ -45,11 +50,28 @@ def work(value):
         open(os.path.join(markers, f"{value // ROWS}-{time.time_ns()}"), "w").close()
     if value % ROWS == SLEEP_ROW and value // ROWS >= SLEEP_FROM:
         time.sleep(float(os.environ.get("ONE_WRITE_SLEEP", "0.6")))
+    if HOLD_FILE and variant != "shuffled" and value % ROWS == SLEEP_ROW and value // ROWS >= int(HOLD_FROM):
+        hold()
     return value * 3
 
 
+def held_after_the_shuffle(value):
+    """The shuffled variant's tasks hold in its write, after the shuffle (TaskContext's partition:
+    the rows are round-robin there)."""
+    if HOLD_FILE and TaskContext.get().partitionId() >= int(HOLD_FROM):
+        hold()
+    return value
+
+
+def hold():
+    """Wait for the test's signal (a bounded wait: a worker left behind ends by itself)."""
+    deadline = time.monotonic() + 900
+    while not os.path.exists(HOLD_FILE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def payload(value):
-    """What a test can compute again: ``payload_of`` in tests/e2e/test_task_resume_stores.py."""
+    """What a test can compute again: ``expected_rows`` in tests/e2e/test_task_resume_stores.py."""
     if value // ROWS < PAYLOAD_FROM or value % ROWS >= 100:
         return b""
     return hashlib.shake_256(str(value).encode()).digest(PAYLOAD)
@@ -74,7 +96,10 @@ elif variant == "append":
 elif variant == "partitioned":
     frame.withColumn("bucket", F.col("id") % 3).write.mode("overwrite").partitionBy("bucket").parquet(out)
 elif variant == "shuffled":
-    frame.repartition(parts).write.mode("overwrite").parquet(out)
+    shuffled = frame.repartition(parts)
+    shuffled.withColumn("tripled", F.udf(held_after_the_shuffle, LongType())("tripled")).write.mode(
+        "overwrite"
+    ).parquet(out)
 elif variant == "checkpoint":
     sr.checkpoint("numbers", frame, path=out)
 elif variant == "stage":

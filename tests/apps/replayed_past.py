@@ -6,7 +6,9 @@ whose tasks can be held, and a collect too large to keep (``BIG``).
     replayed_past.py ORDERS OUT
 
 Each task of the big write sleeps ``WRITE_SLEEP`` seconds (default 0) once, so a test can kill the
-driver in the middle of it.
+driver in the middle of it; with ``HOLD_TASKS`` (``FROM:FILE``) its tasks of partitions from FROM on
+then wait until FILE exists (tests/e2e/support.py's ``Hold``): the kill lands in the write by
+construction.
 """
 
 import os
@@ -19,6 +21,7 @@ from pyspark.sql import functions as F
 
 orders_path, out = sys.argv[1:3]
 pause = float(os.environ.get("WRITE_SLEEP", "0"))
+HOLD_FROM, _, HOLD_FILE = os.environ.get("HOLD_TASKS", "0:").partition(":")
 spark = SparkSession.builder.appName("replayed-past").getOrCreate()
 
 orders = spark.read.option("header", True).option("inferSchema", True).csv(orders_path).cache()
@@ -39,6 +42,11 @@ def slow(value):
     if attempt not in _slept:  # once per task (a Python worker runs many)
         _slept.add(attempt)
         time.sleep(pause)
+        deadline = time.monotonic() + 900  # bounded: a worker left behind ends by itself
+        while HOLD_FILE and TaskContext.get().partitionId() >= int(HOLD_FROM) and not os.path.exists(HOLD_FILE):
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     return value
 
 

@@ -12,7 +12,9 @@ it with ``df.write.parquet`` (a zero-code stage).
 
 Each map partition of ``left`` leaves ``m-<partition>-<ns>`` in MARKERS when it is computed (its
 first row, through a Python UDF), each result row ``w-<key>-<ns>``: a test counts what an attempt
-computed from inside the app.
+computed from inside the app. With ``HOLD_TASKS`` (``FROM:FILE``), the result tasks of partitions
+from FROM on wait, once they marked a row, until FILE exists: a test holds the result stage in
+flight for its kill (tests/e2e/support.py's ``Hold``).
 """
 
 import json
@@ -20,6 +22,7 @@ import os
 import sys
 import time
 
+from pyspark import TaskContext
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType
@@ -31,6 +34,7 @@ MAP_SLEEP = float(os.environ.get("SHUFFLE_JOB_MAP_SLEEP", "0.5"))
 RESULT_SLEEP = float(os.environ.get("SHUFFLE_JOB_RESULT_SLEEP", "0.3"))
 KEYS = int(os.environ.get("SHUFFLE_JOB_KEYS", "16"))  # result rows (a divisor of 64)
 REDUCES = os.environ.get("SHUFFLE_JOB_REDUCES", "8")  # spark.sql.shuffle.partitions
+HOLD_FROM, _, HOLD_FILE = os.environ.get("HOLD_TASKS", "0:").partition(":")
 
 
 def mark_map(value):
@@ -43,6 +47,11 @@ def mark_map(value):
 def mark_result(key):
     open(os.path.join(markers, f"w-{key}-{time.time_ns()}"), "w").close()
     time.sleep(RESULT_SLEEP)
+    deadline = time.monotonic() + 900  # bounded: a worker left behind ends by itself
+    while HOLD_FILE and TaskContext.get().partitionId() >= int(HOLD_FROM) and not os.path.exists(HOLD_FILE):
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     return key
 
 

@@ -14,6 +14,8 @@ Adaptive execution is on; each reduce partition stays a partition of its own unl
 Each task that computes a map partition leaves ``map-<partition>-<task id>-<ns>`` in MARKERS, each
 that computes a post-shuffle partition ``write-<partition>-<task id>-<ns>`` (sleeping
 ``SHUFFLE_WRITE_SLEEP`` seconds, default 0.5), so a test can count what an attempt computed.
+With ``HOLD_TASKS`` (``FROM:FILE``), the write tasks of partitions from FROM on (of the last shape)
+then wait until FILE exists: a test holds tasks in flight for its kill (tests/e2e/support.py's ``Hold``).
 Several shapes, comma-separated, run one after the other in one application, each writing
 OUT/<shape> and marking in MARKERS/<shape> (one JVM start for several comparisons).
 With ``SHUFFLE_WARM_UP`` set, a small job of the same kinds of work (a Python UDF, a shuffle, an
@@ -35,9 +37,17 @@ maps = int(sys.argv[4]) if len(sys.argv) > 4 else 8
 writes = int(sys.argv[5]) if len(sys.argv) > 5 else 8
 ROWS = 100
 _seen: set[int] = set()  # task attempts that left their marker (a Python worker runs many)
+HOLD_FROM, _, HOLD_FILE = os.environ.get("HOLD_TASKS", "0:").partition(":")
 
 
-def marking(kind: str, sleep: float, folder: str):
+def hold():
+    """Wait for the test's signal (a bounded wait: a worker left behind ends by itself)."""
+    deadline = time.monotonic() + 900
+    while not os.path.exists(HOLD_FILE) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def marking(kind: str, sleep: float, folder: str, held: bool = False):
     def mark(value):
         context = TaskContext.get()
         if context.taskAttemptId() not in _seen:
@@ -45,6 +55,8 @@ def marking(kind: str, sleep: float, folder: str):
             name = f"{kind}-{context.partitionId()}-{context.taskAttemptId()}-{time.time_ns()}"
             open(os.path.join(folder, name), "w").close()
             time.sleep(sleep)
+            if held and HOLD_FILE and context.partitionId() >= int(HOLD_FROM):
+                hold()
         return value
 
     return F.udf(mark, LongType())
@@ -100,6 +112,6 @@ if os.environ.get("SHUFFLE_WARM_UP"):
 shapes = shape.split(",")
 for one in shapes:
     target, folder = (out, markers) if len(shapes) == 1 else (os.path.join(out, one), os.path.join(markers, one))
-    on_write = marking("write", float(os.environ.get("SHUFFLE_WRITE_SLEEP", "0.5")), folder)
+    on_write = marking("write", float(os.environ.get("SHUFFLE_WRITE_SLEEP", "0.5")), folder, one == shapes[-1])
     frame_of(one, folder).withColumn("x", on_write(F.lit(1))).write.mode("overwrite").parquet(target)
 spark.stop()

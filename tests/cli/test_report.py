@@ -11,7 +11,7 @@ import pytest
 
 from sparkrecover.journal import JournalWriter
 from sparkrecover.rundir.runs import Run
-from tests.journals import SyntheticRun, invalidated_run, resumed_run, segment_path
+from tests.journals import SyntheticRun, invalidated_run, resumed_run, segment_path, task_level_run
 
 
 def test_the_page_goes_to_run_report_html_here_and_names_the_run(cli, tmp_path):
@@ -212,8 +212,6 @@ def test_a_journal_of_a_newer_format_is_exit_3_and_no_page(cli, tmp_path):
 def test_a_write_that_kept_partitions_is_a_row_of_the_stages_table(cli, tmp_path):
     """A resumed write that committed: its row says what it kept and computed (the stage row's
     partitions then hold kept/computed/total, not the committed count of an unfinished write)."""
-    from tests.core.test_report import task_level_run
-
     task_level_run(tmp_path / "root")
     code, out, err = cli("report", "nightly", "--root", str(tmp_path / "root"), "-o", "-")
     assert code == 0, err

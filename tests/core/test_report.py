@@ -9,7 +9,7 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.core.views import report_data, summary
 from sparkrecover.core.views.grids import fold_grids
 from sparkrecover.journal import read_journal
-from tests.journals import SyntheticRun, crashed_run, invalidated_run, resumed_run
+from tests.journals import SyntheticRun, crashed_run, invalidated_run, resumed_run, task_level_run
 
 
 def page_of(run: SyntheticRun, **options) -> report_data.Report:
@@ -121,22 +121,6 @@ def test_the_environment_names_spark_the_master_and_the_journal(tmp_path):
     assert env["Spark version"] == "3.5.8" and env["Master"] == "local[2]" and env["Deploy mode"] == "client"
     assert env["Journal"] == str(tmp_path / "root" / "nightly")
     assert env["Application"] == "/jobs/etl.py --day 2026-11-21"
-
-
-def task_level_run(root) -> SyntheticRun:
-    """A write of 4 partitions killed after partitions 0 and 1 committed, resumed keeping them."""
-    run = SyntheticRun(root).attempt()
-    run.started("numbers")
-    run.driver.emit("write.started", stage="numbers", partitions=4, shape="s1", reusable=True, reason=None, kept=[])
-    for partition in (0, 1):
-        run.driver.emit("task.committed", stage="numbers", partition=partition, task_attempt=0, records=100)
-    run.crash()
-    run.attempt(plan={"numbers": "continue"})
-    run.started("numbers")
-    run.driver.emit("write.started", stage="numbers", partitions=4, shape="s1", reusable=True, reason=None, kept=[0, 1])
-    for partition, records in ((0, 0), (1, 0), (2, 100), (3, 100)):
-        run.driver.emit("task.committed", stage="numbers", partition=partition, task_attempt=0, records=records)
-    return run.committed("numbers").end(0)
 
 
 def test_a_write_that_kept_partitions_has_a_grid_a_continued_bar_and_a_saving(tmp_path):

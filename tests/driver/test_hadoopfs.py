@@ -112,8 +112,27 @@ def test_the_driver_records_data_without_a_python_backend(spark, jvm, mount, ser
     assert not (folder / "out" / "part-9.parquet").exists()
 
 
-def test_the_listing_class_is_named_once(jvm):
+def test_listings_go_through_the_listing_class_python_names(spark, jvm, mount, monkeypatch):
+    """The class sparkrecover/jvm names for listings (its one spelling: tests/jvm/test_names.py)
+    ships in the jar the session loaded, and a listing asks it, one Py4J call, never Py4J file by
+    file (test_listings_through_hadoop asks the same questions both ways, and cannot tell which)."""
+    url, folder = mount
+    write_tree(folder)
     assert jvm_names.find_class(jvm, jvm_names.LISTING_CLASS) is not None
+    asked: list[str] = []
+
+    def find_class(gateway, name):
+        asked.append(name)
+        return jvm_names.find_class(gateway, name)
+
+    def file_by_file(*args):
+        raise AssertionError("listed through Py4J file by file")
+
+    monkeypatch.setattr(hadoopfs, "find_class", find_class)
+    monkeypatch.setattr(hadoopfs, "_listing_through_py4j", file_by_file)
+    fs = hadoopfs.HadoopFileSystem(spark.sparkContext)
+    assert len(fs.find(f"{url}/out")) == 4 and len(fs.ls(f"{url}/out")) == 4
+    assert asked == [jvm_names.LISTING_CLASS] * 2
 
 
 def test_undoing_a_new_append_spares_the_task_folders_kept_in_place(spark, mount, served):

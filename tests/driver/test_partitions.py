@@ -251,7 +251,7 @@ def test_shape_says_when_partition_i_holds_other_rows_elsewhere(spark, jvm, tmp_
     assert (smaller.partitions, smaller.slices) != (shape.partitions, shape.slices)
 
 
-def test_unsupported_reasons(spark, jvm, tmp_path):
+def test_the_write_committer_says_why_a_write_keeps_no_tasks(spark, jvm, tmp_path):
     out = str(tmp_path / "out")
     # Without the jar (no JDK, or javac failed against this Spark) the write runs whole instead of
     # failing on the missing class; the session here has it, so ask about a class that is absent.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import PIPELINE
+from tests.e2e.support import PIPELINE
 from tests.references import FOLDER
 
 

@@ -20,11 +20,10 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import keep, storage
 from tests.cluster import Cluster
-from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
-from tests.helpers import kill_tree, sparkrecover_command
+from tests.e2e.support import SHUFFLE_WRITE, kill_tree, needs_s3a, s3a_options
+from tests.helpers import sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_write.py")
 MAPS, WRITES, ROWS = 8, 8, 100  # ROWS: tests/apps/shuffle_write.py's rows per map partition
 SLEEPS = {"SHUFFLE_MAP_SLEEP": "1", "SHUFFLE_WRITE_SLEEP": "1"}
 
@@ -96,7 +95,7 @@ class Job:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
     def submit(self, *submit_options: str) -> subprocess.Popen:
-        args = [APP, self.out, self.markers, "etl", str(MAPS), str(WRITES)]
+        args = [SHUFFLE_WRITE, self.out, self.markers, "etl", str(MAPS), str(WRITES)]
         return self.launch(
             "submit", "--root", self.root, "--run-id", "night", "--flush-interval", "0.2", *submit_options, "--",
             *self.options, *args,
@@ -205,7 +204,7 @@ def test_an_executor_lost_mid_map_and_two_driver_kills_on_a_shared_folder(tmp_pa
     assert not os.path.exists(keep.folder(job.run_dir) or "")  # removed: the run succeeded
 
 
-@pytest.mark.skipif(not s3a_jars(), reason="no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)")
+@needs_s3a
 def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, cluster, s3, spark):
     """The run directory on S3: ``auto`` copies each map output there (s3a), in the background.
     Killed once three map outputs are journaled, before the write, the resume computes exactly the

@@ -8,7 +8,8 @@ import os
 import orjson
 import pytest
 
-from tests.helpers import decisions, events_of, run_cli, submit_and_kill
+from tests.e2e.support import submit_and_kill
+from tests.helpers import decisions, events_of, run_cli
 
 pytestmark = pytest.mark.e2e
 APP_ARGS = ["--rows", "60000", "--pause", "1"]

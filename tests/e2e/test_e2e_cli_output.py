@@ -4,15 +4,13 @@ stderr, and the killed attempt named as a crash of the whole tree would be."""
 
 from __future__ import annotations
 
-import os
-
 import orjson
 import pytest
 
+from tests.e2e.support import TINY
 from tests.helpers import SPARK_OPTIONS, run_cli
 
 pytestmark = pytest.mark.e2e
-TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "tiny.py")
 
 
 def test_submit_json_after_a_killed_driver_and_its_retry(tmp_path):

@@ -15,9 +15,11 @@ import sys
 import orjson
 import pytest
 
+from tests.helpers import REPO
+
 pytestmark = pytest.mark.e2e
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-DEMO = os.path.join(ROOT, "scripts", "demo.py")
+
+DEMO = os.path.join(REPO, "scripts", "demo.py")
 STAGES = ["orders", "clean", "daily", "publish"]
 
 
@@ -28,7 +30,7 @@ def _section(text: str, number: int) -> str:
 
 
 def test_the_demo_narrates_what_the_journal_says_and_its_plan_lists_every_stage(tmp_path):
-    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "PYTHONPATH": ROOT}
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "200", "PYTHONPATH": REPO}
     done = subprocess.run([sys.executable, DEMO], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     output = done.stderr + done.stdout
     assert done.returncode == 0, output[-4000:]

@@ -15,14 +15,8 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import (
-    SPARK_OPTIONS,
-    events_of,
-    implicit_stage,
-    resume_and_kill,
-    run_cli,
-    submit_and_kill,
-)
+from tests.e2e.support import resume_and_kill, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 
 pytestmark = pytest.mark.e2e
 PYSPARK = os.path.dirname(os.path.abspath(pyspark.__file__))

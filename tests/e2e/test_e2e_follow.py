@@ -14,7 +14,8 @@ import time
 import orjson
 import pytest
 
-from tests.helpers import PIPELINE, SPARK_OPTIONS, run_cli, sparkrecover_command
+from tests.e2e.support import PIPELINE
+from tests.helpers import SPARK_OPTIONS, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 

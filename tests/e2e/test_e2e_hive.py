@@ -13,11 +13,12 @@ import subprocess
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli, submit_and_kill
+from tests.e2e.support import APPS, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 from tests.references import plain_env
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "hive_app.py")
+APP = os.path.join(APPS, "hive_app.py")
 EXPECTED = ["events,400,400", "legacy,100,100"]  # what the plain run below writes
 
 

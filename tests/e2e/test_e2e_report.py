@@ -13,8 +13,8 @@ import subprocess
 import orjson
 import pytest
 
-from tests.e2e.test_task_resume import APP, PARTS, run_until
-from tests.helpers import SPARK_OPTIONS, run_cli, sparkrecover_command
+from tests.e2e.support import PARTS, Hold, one_write_command, run_and_kill, task_commits
+from tests.helpers import run_cli
 
 pytestmark = pytest.mark.e2e
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -52,18 +52,19 @@ def test_a_killed_and_resumed_run_reads_as_a_page_in_a_real_browser(tmp_path):
         pytest.skip(why)
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     run_dir = os.path.join(root, "night")
-    submit = sparkrecover_command(
-        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--", *SPARK_OPTIONS
-    )
-    # orders commits its 2 partitions, then numbers is killed once 6 of its 16 have committed.
-    run_until([*submit, APP, out, markers, str(PARTS), "pipeline"], run_dir, 1, commits=8)
-    resumed = run_cli("resume", "night", "--root", root)
+    # orders is committed, then numbers is killed once 6 of its 16 partitions have committed (the
+    # next ones held).
+    held = Hold(tmp_path).env(6, ONE_WRITE_SLEEP="0")
+    command = one_write_command(root, out, markers, "pipeline")
+    run_and_kill(command, lambda: task_commits(run_dir, 1, "numbers") >= 6, "6 commits of numbers", env=held)
+    resumed = run_cli("resume", "night", "--root", root, env={**os.environ, "ONE_WRITE_SLEEP": "0"})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"to see the run as a page: sparkrecover report night --root {root}" in resumed.stderr
     plan = orjson.loads(open(os.path.join(run_dir, "plans", "0002.json"), "rb").read())
     decisions = {entry["stage"]: entry for entry in plan["stages"]}
     assert decisions["orders"]["decision"] == "skip" and decisions["numbers"]["decision"] == "continue"
     kept = decisions["numbers"]["partitions"]["kept"]
+    assert kept == 6
 
     page = tmp_path / "night-report.html"
     made = run_cli("report", "night", "--root", root, "-o", str(page))

@@ -19,22 +19,28 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 
 import orjson
 import pytest
 
-from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.journal import read_journal
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.launch.launcher import find_spark_submit
 from sparkrecover.rundir import storage
 from tests import journals
-from tests.helpers import SPARK_OPTIONS, events_of, freeze_group, run_cli, sparkrecover_command
+from tests.e2e.support import (
+    FLUSH_OFTEN,
+    ONE_WRITE,
+    PARTS,
+    Hold,
+    computed_since,
+    freeze_group,
+    submit_command,
+    task_commits,
+    wait_until,
+)
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
-PARTS = 16
 
 
 def driver_env(**extra: str) -> dict[str, str]:
@@ -42,24 +48,14 @@ def driver_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, **extra}
 
 
-def commits(run_dir: str, attempt: int, stage: str = "overwrite") -> int:
-    """Partitions ``attempt`` computed and committed so far in the write whose name has ``stage``."""
-    try:
-        state = RunState.from_events("night", read_journal(run_dir))
-    except Exception:  # a segment being rewritten on S3: look again
-        return 0
-    return sum(
-        1
-        for found in state.stages.values()
-        if stage in found.name
-        for by, _ in found.committed_tasks.values()
-        if by == attempt
-    )
+def held_env(tmp_path, first: int, **extra: str) -> dict[str, str]:
+    """``driver_env`` whose one_write.py tasks hold from partition ``first`` on, without sleeping."""
+    return Hold(tmp_path).env(first, driver_env(**extra), ONE_WRITE_SLEEP="0")
 
 
-def computed_since(markers: str, since_ns: int) -> set[int]:
-    """The partitions whose first row was computed after ``since_ns`` (one_write.py's markers)."""
-    return {int(name.split("-")[0]) for name in os.listdir(markers) if int(name.split("-")[1]) > since_ns}
+def commits(run_dir: str) -> int:
+    """Partitions attempt 1 computed and committed so far in the overwrite."""
+    return task_commits(run_dir, 1, "overwrite")
 
 
 def start(command: list[str], folder: str, name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -76,14 +72,6 @@ def said(folder: str, name: str) -> str:
         with open(os.path.join(folder, f"{name}.{stream}"), encoding="utf-8", errors="replace") as handle:
             text += handle.read()
     return text
-
-
-def until(process: subprocess.Popen, ready: Callable[[], bool], what: str, timeout: float = 400) -> None:
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert process.poll() is None, f"the process ended (exit {process.returncode}) before {what}"
-        assert time.monotonic() < deadline, f"no {what} within {timeout} s"
-        time.sleep(0.05)
 
 
 def kill(process: subprocess.Popen) -> int:
@@ -144,15 +132,10 @@ def test_the_recorded_driver_command_run_again_resumes_and_never_appends_twice(s
     its committed partitions, the journal has two attempts; the command once more runs nothing."""
     folder, root, out, markers = str(tmp_path), str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "m")
     run_dir = os.path.join(root, "night")
-    submit = start(
-        sparkrecover_command(
-            "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
-            *SPARK_OPTIONS, APP, out, markers, str(PARTS), "append-then-overwrite",
-        ),
-        folder,
-        "submit",
-    )  # fmt: skip
-    until(submit, lambda: commits(run_dir, 1) >= 7, "7 partitions of the overwrite committed")
+    app_args = [out, markers, str(PARTS), "append-then-overwrite"]
+    command = submit_command(root, "night", ONE_WRITE, *app_args, submit_options=FLUSH_OFTEN)
+    submit = start(command, folder, "submit", held_env(tmp_path, 7))
+    wait_until(submit, lambda: commits(run_dir) >= 7, "7 partitions of the overwrite committed", 400)
     killed_at = kill(submit)
     (recorded,) = [e for e in events_of(run_dir) if e["type"] == "attempt.started"]
 
@@ -166,7 +149,7 @@ def test_the_recorded_driver_command_run_again_resumes_and_never_appends_twice(s
     ]
     assert [e["stage"].split()[1] for e in records if e["type"] == "stage.skipped"] == ["append"]
     kept = kept_by(run_dir, 2)
-    assert kept >= 7
+    assert kept == 7
     assert len(computed_since(markers, killed_at)) == PARTS - kept
     assert spark.read.parquet(out + "-log").count() == 1000  # appended once: 2,000 before the fix
     written_whole(spark, out)
@@ -194,16 +177,16 @@ def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_pa
     run_dir = os.path.join(root, "night")
     # --keep-shuffles link: kept map outputs need no master given, and the restart then points the
     # JVM at its own reuse list and script digest.
-    line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "link", variant="shuffled")
+    line = handoff(root, ONE_WRITE, out, markers, *FLUSH_OFTEN, "--keep-shuffles", "link", variant="shuffled")
     assert "spark.shuffle.manager=sparkrecover.jvm.shuffle.KeepingShuffleManager" in line
 
-    first = start(line, folder, "first")
-    until(first, lambda: commits(run_dir, 1) >= 11, "11 of 16 partitions committed")
+    first = start(line, folder, "first", held_env(tmp_path, 11))
+    wait_until(first, lambda: commits(run_dir) >= 11, "11 of 16 partitions committed", 400)
     killed_at = kill(first)
     second = start(line, folder, "second")
     assert finish(second) == 0, said(folder, "second")[-3000:]
     kept = kept_by(run_dir, 2)
-    assert kept >= 11
+    assert kept == 11
     registered = [e for e in events_of(run_dir) if e["type"] == "shuffle.registered" and e["attempt"] == 2]
     assert registered and all(e["reused"] == e["maps"] for e in registered)
     assert computed_since(markers, killed_at) == set()  # the markers are the map side's: all reused
@@ -247,9 +230,8 @@ def test_yarns_next_attempt_under_a_waiting_submit_resumes_under_its_lease(spark
     os.chmod(yarn, 0o755)
     env = driver_env(REAL_SPARK_SUBMIT=find_spark_submit(), YARN_MARKERS=markers)
     submit = start(
-        sparkrecover_command(
-            "submit", "--root", root, "--run-id", "night", "--spark-submit", yarn, "--flush-interval", "0.2", "--",
-            *SPARK_OPTIONS, APP, out, markers, str(PARTS),
+        submit_command(
+            root, "night", ONE_WRITE, out, markers, str(PARTS), submit_options=("--spark-submit", yarn, *FLUSH_OFTEN)
         ),
         folder,
         "submit",
@@ -292,11 +274,11 @@ def test_two_restarts_wait_out_a_fresh_lease_of_a_gone_driver_then_one_runs(tmp_
     }  # fmt: skip
     with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
         handle.write(orjson.dumps(lease))
-    line = handoff(root, APP, out, markers, "--keep-shuffles", "off", parts=4, run_id="nightly")
+    line = handoff(root, ONE_WRITE, out, markers, "--keep-shuffles", "off", parts=4, run_id="nightly")
 
     racers = [start(line, folder, name) for name in ("a", "b")]
     for racer, name in zip(racers, "ab", strict=True):
-        until(racer, lambda name=name: "waiting up to" in said(folder, name), f"driver {name} waiting")
+        wait_until(racer, lambda name=name: "waiting up to" in said(folder, name), f"driver {name} waiting", 400)
     lease["ttl_s"] = 1.0  # the same holder and heartbeat, now stale: both see it go at once
     with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
         handle.write(orjson.dumps(lease))
@@ -317,15 +299,16 @@ def test_a_frozen_predecessor_continued_after_its_successor_ran_commits_nothing(
     folder, root, out, markers = str(tmp_path), str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "m")
     run_dir = os.path.join(root, "night")
     env = driver_env(SPARKRECOVER_LEASE_TTL="6")
-    line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "off")
-    first = start(line, folder, "first", env)
-    until(first, lambda: commits(run_dir, 1) >= 5, "5 partitions committed")
-    freeze_group(first.pid, run_dir)
+    line = handoff(root, ONE_WRITE, out, markers, *FLUSH_OFTEN, "--keep-shuffles", "off")
+    first = start(line, folder, "first", held_env(tmp_path, 5, SPARKRECOVER_LEASE_TTL="6"))
+    wait_until(first, lambda: commits(run_dir) >= 5, "5 partitions committed", 400)
+    freeze_group(first.pid, run_dir)  # in its write: its next tasks wait for the release below
     try:
         second = start(line, folder, "second", env)
         assert finish(second) == 0, said(folder, "second")[-3000:]
     finally:
         os.killpg(first.pid, signal.SIGCONT)
+        Hold(tmp_path).release()
     assert finish(first) == 75, said(folder, "first")[-3000:]
     # Whether it waited depends on how long its JVM took to start (the lease goes stale 6 s
     # after the freeze): either way it took the lease over from the frozen driver.
@@ -343,12 +326,12 @@ def test_a_restart_on_s3_with_its_script_edited_reruns_the_write_and_leaves_earl
     would not hold what the new code computes, so it runs whole, saying why."""
     folder, out, markers = str(tmp_path), str(tmp_path / "out"), str(tmp_path / "m")
     app = str(tmp_path / "one_write.py")
-    shutil.copy(APP, app)
+    shutil.copy(ONE_WRITE, app)
     root = s3.prefix
     run_dir = storage.join(root, "night")
-    line = handoff(root, app, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "off")
-    first = start(line, folder, "first")
-    until(first, lambda: commits(run_dir, 1) >= 5, "5 partitions committed")
+    line = handoff(root, app, out, markers, *FLUSH_OFTEN, "--keep-shuffles", "off")
+    first = start(line, folder, "first", held_env(tmp_path, 5))
+    wait_until(first, lambda: commits(run_dir) >= 5, "5 partitions committed", 400)
     kill(first)
     before = {s.name: storage.read_bytes(s.url) for s in list_segments(run_dir)}
     with open(app, "a") as handle:

@@ -13,21 +13,10 @@ import orjson
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import (
-    PIPELINE,
-    SPARK_OPTIONS,
-    decisions,
-    events_of,
-    freeze_group,
-    run_cli,
-    side_by_side,
-    sparkrecover_command,
-    submit_and_kill,
-    wait_for,
-)
+from tests.e2e.support import APPS, PIPELINE, TINY, freeze_group, side_by_side, submit_and_kill, submit_command
+from tests.helpers import SPARK_OPTIONS, decisions, events_of, run_cli, sparkrecover_command, wait_for
 
 pytestmark = pytest.mark.e2e
-TINY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "tiny.py")
 
 
 @pytest.fixture
@@ -124,23 +113,11 @@ def test_retries_stop_when_an_attempt_makes_no_progress(tmp_path, tiny_input):
 def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_input):
     root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
     env = {**os.environ, "MY_API_TOKEN": "PLANTED-SECRET-ENV"}
-    line = dict(options=["--max-attempts", "3", "--checksums"], env=env)
     app_args = [tiny_input, report, "--die-once", str(tmp_path / "died"), "--password", "PLANTED-SECRET-ARG"]
     secret_conf = ["--conf", "spark.hadoop.fs.s3a.secret.key=PLANTED-SECRET-CONF"]
-    first = run_cli(
-        "submit",
-        "--root",
-        root,
-        "--run-id",
-        "nightly",
-        *line["options"],
-        "--",
-        *SPARK_OPTIONS,
-        *secret_conf,
-        TINY,
-        *app_args,
-        env=env,
-    )
+    line = ["submit", "--root", root, "--run-id", "nightly", "--max-attempts", "3", "--checksums", "--"]
+    line += [*SPARK_OPTIONS, *secret_conf, TINY, *app_args]
+    first = run_cli(*line, env=env)
     assert first.returncode == 0, first.stderr[-3000:]
     run_dir = os.path.join(root, "nightly")
     assert [
@@ -149,20 +126,7 @@ def test_a_killed_driver_is_retried_and_cron_can_repeat_the_line(tmp_path, tiny_
     assert open(report).read() == "a,4\nb,2\n"
     assert run_cli("resume", "nightly", "--root", root, "--dry-run", "--verify", "checksum").returncode == 0
 
-    again = run_cli(
-        "submit",
-        "--root",
-        root,
-        "--run-id",
-        "nightly",
-        *line["options"],
-        "--",
-        *SPARK_OPTIONS,
-        *secret_conf,
-        TINY,
-        *app_args,
-        env=env,
-    )
+    again = run_cli(*line, env=env)  # cron runs the same line again
     assert again.returncode == 0 and "already completed successfully" in again.stderr
     assert max(e["attempt"] for e in events_of(run_dir)) == 2
 
@@ -223,6 +187,19 @@ def _thaw(old, timeout: float) -> tuple[int, str]:
     return code, old.stderr.read()
 
 
+def submit_with_a_short_lease(root: str, app: str, *app_args: str) -> subprocess.Popen:
+    """Submit run ``frozen`` in a process group of its own, its lease's TTL 3 s (a freeze outlives
+    it in seconds), its stderr kept for ``_thaw``."""
+    return subprocess.Popen(
+        submit_command(root, "frozen", app, *app_args),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "SPARKRECOVER_LEASE_TTL": "3"},
+    )
+
+
 def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny_input):
     """Fencing: the first run is frozen (SIGSTOP, like a paused VM) past its
     lease's TTL between two stages, a resume takes the run over and finishes it; continued
@@ -232,29 +209,7 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
 
     root, report = str(tmp_path / "root"), str(tmp_path / "report.txt")
     run_dir = os.path.join(root, "frozen")
-    env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
-    old = subprocess.Popen(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "frozen",
-            "--",
-            *SPARK_OPTIONS,
-            TINY,
-            tiny_input,
-            report,
-            "--pause-once",
-            str(tmp_path / "paused"),
-            "8",
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=env,
-    )
+    old = submit_with_a_short_lease(root, TINY, tiny_input, report, "--pause-once", str(tmp_path / "paused"), "8")
     try:
         wait_for(run_dir, "stage.committed", "load", process=old)
         freeze_group(old.pid, run_dir)
@@ -287,7 +242,7 @@ def test_a_driver_whose_lease_was_taken_over_commits_nothing_more(tmp_path, tiny
     }
 
 
-FROZEN_APPEND = os.path.join(os.path.dirname(TINY), "frozen_append.py")
+FROZEN_APPEND = os.path.join(APPS, "frozen_append.py")
 
 
 def _files(folder):
@@ -319,17 +274,7 @@ def test_a_driver_frozen_inside_a_write_does_not_commit_it_after_a_takeover(tmp_
 
     root, out, marker = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "paused")
     run_dir = os.path.join(root, "frozen")
-    env = {**os.environ, "SPARKRECOVER_LEASE_TTL": "3"}
-    old = subprocess.Popen(
-        sparkrecover_command(
-            "submit", "--root", root, "--run-id", "frozen", "--", *SPARK_OPTIONS, FROZEN_APPEND, out, marker, "6"
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env=env,
-    )
+    old = submit_with_a_short_lease(root, FROZEN_APPEND, out, marker, "6")
     import time
 
     try:

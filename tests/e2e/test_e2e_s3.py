@@ -4,11 +4,9 @@ an S3 outage in the middle of a run, and s3a:// checkpoints verified at s3://.
 
 from __future__ import annotations
 
-import glob
 import os
 import re
 import subprocess
-import sys
 import time
 
 import fsspec
@@ -16,15 +14,8 @@ import orjson
 import pytest
 
 from sparkrecover.rundir import storage
-from tests.helpers import (
-    PIPELINE,
-    SPARK_OPTIONS,
-    events_of,
-    run_cli,
-    sparkrecover_command,
-    submit_and_kill,
-    wait_for,
-)
+from tests.e2e.support import PIPELINE, needs_s3a, s3a_options, submit_and_kill, submit_command
+from tests.helpers import events_of, run_cli, wait_for
 
 APP_ARGS = ["--rows", "60000", "--pause", "1"]
 SECRET = "sparkrecover-test-secret-7f3a"  # moto takes any key: a distinctive one to look for
@@ -72,21 +63,9 @@ def test_killed_run_with_its_journal_on_s3_resumes_with_identical_output(tmp_pat
 def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, s3, pipeline_reference):
     root, out = s3.prefix, str(tmp_path / "out")
     run_dir = storage.join(root, "outage")
+    checkpoints = ("--checkpoint-root", str(tmp_path / "checkpoints"))
     process = subprocess.Popen(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "outage",
-            "--checkpoint-root",
-            str(tmp_path / "checkpoints"),
-            "--",
-            *SPARK_OPTIONS,
-            PIPELINE,
-            out,
-            *APP_ARGS,
-        ),
+        submit_command(root, "outage", PIPELINE, out, *APP_ARGS, submit_options=checkpoints),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -136,36 +115,8 @@ def test_an_s3_outage_mid_run_is_survived_recorded_and_planned_around(tmp_path, 
 # -- end to end: checkpoints written by Spark to s3a://, verified by the CLI at s3:// ---------------
 
 
-def s3a_jars() -> list[str]:
-    folder = os.environ.get("SPARKRECOVER_S3A_JARS") or os.path.join(sys.prefix, "s3a-jars")
-    return sorted(glob.glob(os.path.join(folder, "*.jar")))
-
-
-def s3a_options(endpoint: str) -> list[str]:
-    """Spark's side of the same S3 (docs/operations.md, "Journal on S3"). The numeric timeouts and the SDK v1
-    credentials provider are what hadoop-aws 3.3.1 needs under pyspark 4's Hadoop 3.5 defaults."""
-    conf = {
-        "fs.s3a.endpoint": endpoint,
-        "fs.s3a.path.style.access": "true",
-        "fs.s3a.connection.ssl.enabled": "false",
-        "fs.s3a.aws.credentials.provider": "com.amazonaws.auth.EnvironmentVariableCredentialsProvider",
-        "fs.s3a.threads.keepalivetime": "60",
-        "fs.s3a.connection.timeout": "200000",
-        "fs.s3a.connection.establish.timeout": "30000",
-        "fs.s3a.multipart.purge.age": "86400",
-        "fs.s3a.connection.ttl": "300000",
-        "fs.s3a.connection.idle.time": "60000",
-        "fs.s3a.retry.interval": "500",
-        "fs.s3a.retry.throttle.interval": "100",
-    }
-    options = ["--jars", ",".join(s3a_jars())]
-    for key, value in conf.items():
-        options += ["--conf", f"spark.hadoop.{key}={value}"]
-    return options
-
-
 @pytest.mark.e2e
-@pytest.mark.skipif(not s3a_jars(), reason="no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)")
+@needs_s3a
 def test_s3a_checkpoints_are_verified_at_s3_and_skipped_on_resume(tmp_path, s3, pipeline_reference):
     root, out = s3.prefix + "/runs", str(tmp_path / "out")
     checkpoints = s3.prefix + "/data"

@@ -10,10 +10,11 @@ import os
 import orjson
 import pytest
 
-from tests.helpers import events_of, line_of, run_cli, submit_and_kill
+from tests.e2e.support import APPS, submit_and_kill
+from tests.helpers import events_of, line_of, run_cli
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "schema_app.py")
+APP = os.path.join(APPS, "schema_app.py")
 
 
 def test_a_resumed_run_reuses_the_inferred_schema_of_unchanged_input(tmp_path):

@@ -11,7 +11,8 @@ import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
 from tests.cluster import Cluster
-from tests.helpers import PIPELINE, SPARK_OPTIONS, events_of, run_cli, submit_and_kill
+from tests.e2e.support import PIPELINE, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, run_cli
 
 pytestmark = pytest.mark.e2e
 APP_ARGS = ["--rows", "20000"]

@@ -12,18 +12,12 @@ import subprocess
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import (
-    SPARK_OPTIONS,
-    events_of,
-    implicit_stage,
-    resume_and_kill,
-    run_cli,
-    submit_and_kill,
-)
+from tests.e2e.support import APPS, resume_and_kill, submit_and_kill
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "table_app.py")
+APP = os.path.join(APPS, "table_app.py")
 
 
 def lines(folder: str) -> list[str]:

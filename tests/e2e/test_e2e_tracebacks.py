@@ -12,10 +12,11 @@ import pytest
 
 import sparkrecover
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import SPARK_OPTIONS, run_cli, side_by_side
+from tests.e2e.support import APPS, side_by_side
+from tests.helpers import SPARK_OPTIONS, run_cli
 
 pytestmark = pytest.mark.e2e
-FAILING = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "failing.py")
+FAILING = os.path.join(APPS, "failing.py")
 # sparkrecover's own code, wherever it is installed: a checkout folder named "sparkrecover" (what
 # `git clone` makes) holds the application's frames too, and they are not ours.
 PACKAGE_DIR = os.path.dirname(os.path.realpath(sparkrecover.__file__))

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import contextlib
 import glob
 import os
-import signal
 import subprocess
-import time
 
 import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.helpers import (
-    SPARK_OPTIONS,
-    events_of,
-    implicit_stage,
-    run_cli,
-    side_by_side,
-    sparkrecover_command,
-    submit_and_kill,
-    wait_for,
-)
+from tests.e2e.support import APPS, recorded, run_and_kill, side_by_side, submit_and_kill, submit_command
+from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 from tests.references import FOLDER, plain_env
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "zerocode_app.py")
+APP = os.path.join(APPS, "zerocode_app.py")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(pyspark.__file__)), "examples", "src", "main", "python")
 SEED = '{"id": 1}\n{"id": 2}\n'
 
@@ -95,34 +84,13 @@ def test_killed_during_the_append_leaves_no_partial_files_after_resume(tmp_path,
     # Commit algorithm 2 moves each finished task's files into the target at once: a job killed
     # half way leaves part files there, as well as its _temporary folder.
     options = [*SPARK_OPTIONS, "--conf", "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version=2"]
-    process = subprocess.Popen(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "half",
-            "--",
-            *options,
-            APP,
-            out,
-            "--slow-marker",
-            str(tmp_path / "slowed"),
-        ),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        cwd=str(tmp_path),
-    )
-    try:
-        wait_for(run_dir, "stage.started", append, process=process)
-        deadline = time.monotonic() + 120
-        while len(glob.glob(os.path.join(out, "events", "part-0*"))) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
+    command = submit_command(root, "half", APP, out, "--slow-marker", str(tmp_path / "slowed"), spark_options=options)
+    started = recorded(run_dir, "stage.started", append)
+
+    def half_written() -> bool:  # the app holds the append's task of row 107 until it is killed
+        return started() and len(glob.glob(os.path.join(out, "events", "part-0*"))) >= 3
+
+    run_and_kill(command, half_written, "3 files of the append", cwd=str(tmp_path), timeout=360)
     partial = glob.glob(os.path.join(out, "events", "part-0*"))
     assert len(partial) == 3 and os.path.isdir(os.path.join(out, "events", "_temporary"))
     assert not any(e["type"] == "stage.committed" and e["stage"] == append for e in events_of(run_dir))

@@ -8,19 +8,12 @@ import os
 
 import pytest
 
-from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.journal import read_journal
-from tests.helpers import SPARK_OPTIONS, dry_run, run_and_kill_when, run_cli, sparkrecover_command
+from tests.e2e.support import APPS, run_and_kill, submit_command, task_commits
+from tests.helpers import dry_run, run_cli
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "foreach_app.py")
+APP = os.path.join(APPS, "foreach_app.py")
 PARTS, FINISHED = 10, 7
-
-
-def finished_tasks(run_dir: str) -> int:
-    """Partitions of the foreach whose tasks attempt 1 journaled as finished, as the fold reads them."""
-    state = RunState.from_events("sink", read_journal(run_dir))
-    return sum(1 for stage in state.stages.values() for by, _ in stage.committed_tasks.values() if by == 1)
 
 
 def lines(out: str) -> dict[int, list[str]]:
@@ -34,16 +27,14 @@ def lines(out: str) -> dict[int, list[str]]:
 def test_a_foreach_partition_killed_at_70_percent_runs_only_the_unfinished_partitions_again(tmp_path):
     root, out, gate = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "gate")
     run_dir = os.path.join(root, "sink")
-    command = sparkrecover_command(
-        "submit", "--root", root, "--run-id", "sink", "--", *SPARK_OPTIONS, APP, out, gate, str(PARTS), str(FINISHED)
-    )
+    command = submit_command(root, "sink", APP, out, gate, str(PARTS), str(FINISHED))
     # local[2]: partitions 0-6 finish; 7 and 8 write their line and wait for the gate, holding both
     # slots. The driver dies once the journal has the 7 finished tasks and both lines are written.
     running = [FINISHED, FINISHED + 1]
-    run_and_kill_when(
+    run_and_kill(
         command,
         lambda: (
-            finished_tasks(run_dir) >= FINISHED
+            task_commits(run_dir, 1) >= FINISHED
             and all(os.path.exists(os.path.join(out, f"part-{p:03d}")) for p in running)
         ),
         f"{FINISHED} finished tasks",

@@ -21,11 +21,12 @@ import pytest
 from sparkrecover.journal import read_journal
 from sparkrecover.planning import reading
 from sparkrecover.rundir.runs import Run
+from tests.e2e.support import APPS, map_tasks
 from tests.helpers import SPARK_OPTIONS, dry_run, run_cli, sparkrecover_command
 from tests.references import FOLDER
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "nightly_orders.py")
+APP = os.path.join(APPS, "nightly_orders.py")
 WRITE = 24  # repartition(24, "day")
 KILL_AT = 17  # committed write partitions when the driver is killed
 
@@ -59,20 +60,6 @@ def arguments(folder) -> list[str]:
 
 def rows(spark, path: str) -> Counter:
     return Counter(tuple(row) for row in spark.read.parquet(path).collect())
-
-
-def map_tasks(event_logs: str, app_id: str) -> int:
-    """Shuffle map tasks the application ran, as Spark's own event log counts them."""
-    count = 0
-    for path in glob.glob(os.path.join(event_logs, f"*{app_id}*"), recursive=False):
-        files = sorted(glob.glob(os.path.join(path, "events_*"))) if os.path.isdir(path) else [path]
-        for name in files:
-            with open(name) as handle:
-                for line in handle:
-                    with contextlib.suppress(ValueError):
-                        event = json.loads(line)
-                        count += event["Event"] == "SparkListenerTaskEnd" and event["Task Type"] == "ShuffleMapTask"
-    return count
 
 
 def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_missing(spark, plain_runs, tmp_path):

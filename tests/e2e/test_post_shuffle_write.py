@@ -12,23 +12,23 @@ import time
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.e2e.test_task_resume import planned, run_until
-from tests.helpers import events_of, run_cli, side_by_side, sparkrecover_command
+from tests.e2e.support import (
+    FLUSH_OFTEN,
+    SHUFFLE_WRITE,
+    SHUFFLING,
+    Hold,
+    commits_reach,
+    computed,
+    planned,
+    run_and_kill,
+    side_by_side,
+    submit_command,
+)
+from tests.helpers import events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_write.py")
-OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
 MAPS, WRITES = 6, 8
-
-
-def computed(markers: str, kind: str, since_ns: int = 0) -> list[int]:
-    """The partitions of ``kind`` (map, write) tasks computed after ``since_ns``, one per task."""
-    found = []
-    for name in os.listdir(markers):
-        what, partition, _task, stamp = name.split("-")
-        if what == kind and int(stamp) > since_ns:
-            found.append(int(partition))
-    return sorted(found)
+UNSLOWED = {**os.environ, "SHUFFLE_WRITE_SLEEP": "0"}  # a resume, never killed, need not sleep
 
 
 def expected_etl() -> collections.Counter:
@@ -57,13 +57,12 @@ def shapes_run(tmp_path_factory):
 
     def launch(how: str) -> str:
         out, markers = str(folder / how / "out"), str(folder / how / "markers")
-        args = [*OPTIONS, APP, out, markers, ",".join(SHAPES), str(MAPS), str(WRITES)]
+        args = [*SHUFFLING, SHUFFLE_WRITE, out, markers, ",".join(SHAPES), str(MAPS), str(WRITES)]
         if how == "plain":
             command = [find_spark_submit(), *args]
         else:
             command = sparkrecover_command("submit", "--root", str(folder / "root"), "--run-id", "night", "--", *args)
-        env = {**os.environ, "SHUFFLE_WRITE_SLEEP": "0"}
-        result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+        result = subprocess.run(command, capture_output=True, text=True, timeout=600, env=UNSLOWED)
         assert result.returncode == 0, result.stderr[-3000:]
         return markers
 
@@ -81,40 +80,32 @@ def test_submit_computes_exactly_the_partitions_plain_spark_submit_computes(shap
     assert len(counts["plain"][0]) >= MAPS  # every map partition at least once (a sort samples first)
 
 
-def submit_until(root: str, out: str, markers: str, shape: str, commits: int) -> int:
-    command = sparkrecover_command(
-        "submit",
-        "--root",
-        root,
-        "--run-id",
-        "night",
-        "--flush-interval",
-        "0.2",
-        "--",
-        *OPTIONS,
-        APP,
-        out,
-        markers,
-        shape,
-        str(MAPS),
-        str(WRITES),
+def submit_shape_and_kill(tmp_path, shape: str, commits: int) -> int:
+    """Submit ``shape``, its write tasks from partition ``commits`` on held, and SIGKILL it once
+    ``commits`` partitions committed; returns the time of the kill (ns)."""
+    root = str(tmp_path / "root")
+    app_args = [str(tmp_path / "out"), str(tmp_path / "markers"), shape, str(MAPS), str(WRITES)]
+    command = submit_command(
+        root, "night", SHUFFLE_WRITE, *app_args, spark_options=SHUFFLING, submit_options=FLUSH_OFTEN
     )
-    return run_until(command, os.path.join(root, "night"), 1, commits)
+    held = Hold(tmp_path).env(commits, SHUFFLE_WRITE_SLEEP="0")
+    reached = commits_reach(os.path.join(root, "night"), 1, commits)
+    return run_and_kill(command, reached, f"{commits} task commits", env=held)
 
 
 def test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(root, out, markers, "etl", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "etl", commits=4)
     stage = planned(root)
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert 4 <= kept < WRITES and stage["partitions"]["total"] == WRITES
+    assert kept == 4 and stage["partitions"]["total"] == WRITES
     assert stage["reason"].startswith(f"{kept}/{WRITES} partitions kept")
 
     # Counted from the resume's start: a Python worker of the killed application may still mark a
     # task whose rows its JVM had sent just before the kill.
     resume_started = time.time_ns()
-    resumed = run_cli("resume", "night", "--root", root)
+    resumed = run_cli("resume", "night", "--root", root, env=UNSLOWED)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert killed_at < resume_started
     # Kept ones were not computed (a task Spark retried in the resume marks its partition twice).
@@ -131,10 +122,10 @@ def test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_part
 
 def test_an_indeterminate_write_after_a_shuffle_reruns_whole_and_exact(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(root, out, markers, "indeterminate", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "indeterminate", commits=4)
     stage = planned(root)
     assert stage["decision"] == "run" and "INDETERMINATE" in stage["reason"], stage
-    resumed = run_cli("resume", "night", "--root", root)
+    resumed = run_cli("resume", "night", "--root", root, env=UNSLOWED)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed(markers, "write", killed_at)) == WRITES
     assert written(spark, out) == expected_etl()
@@ -142,10 +133,10 @@ def test_an_indeterminate_write_after_a_shuffle_reruns_whole_and_exact(spark, tm
 
 def test_other_partition_specs_from_adaptive_execution_keep_nothing_and_say_why(spark, tmp_path):
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(root, out, markers, "etl", commits=4)
+    killed_at = submit_shape_and_kill(tmp_path, "etl", commits=4)
     assert planned(root)["decision"] == "continue"
     # Coalescing on: adaptive execution merges the small reducers into fewer partitions.
-    env = {**os.environ, "ADVISORY": "64m"}
+    env = {**UNSLOWED, "ADVISORY": "64m"}
     resumed = run_cli("resume", "night", "--root", root, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]

@@ -16,14 +16,23 @@ import pytest
 
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import keep
-from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
-from tests.e2e.test_new_user_script import map_tasks
-from tests.e2e.test_post_shuffle_write import APP, MAPS, OPTIONS, WRITES, computed
-from tests.e2e.test_task_resume import run_until
-from tests.helpers import dry_run, run_cli, sparkrecover_command
+from tests.e2e.support import (
+    FLUSH_OFTEN,
+    SHUFFLE_WRITE,
+    SHUFFLING,
+    Hold,
+    computed,
+    map_tasks,
+    run_and_kill,
+    s3a_jars,
+    s3a_options,
+    submit_command,
+)
+from tests.helpers import dry_run, run_cli
 
 pytestmark = pytest.mark.e2e
-ROWS = 100  # per map partition (tests/apps/shuffle_write.py)
+MAPS, WRITES, ROWS = 6, 8, 100  # ROWS: per map partition (tests/apps/shuffle_write.py)
+KILL_AT = 3  # the sort's write is killed once 3 of its partitions committed, the next ones held
 
 
 @pytest.mark.parametrize("store", ["local", "s3"])
@@ -33,7 +42,7 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
     """With the run root on a local disk (java.nio) or on S3 (moto through s3a: the bounds go
     through Hadoop's FileSystem, as the map outputs do)."""
     out, markers, logs = (str(tmp_path / name) for name in ("out", "markers", "logs"))
-    options = [*OPTIONS]
+    options = [*SHUFFLING]
     if store == "s3":
         if not s3a_jars():
             pytest.skip("no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)")
@@ -46,25 +55,25 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
     os.makedirs(logs)
     options += ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
     options += ["--conf", "spark.eventLog.compress=false"]
-    submit = sparkrecover_command("submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--")
-    command = [*submit, *options, APP, out, markers, "agg,sortagg", str(MAPS), str(WRITES)]
+    app_args = [out, markers, "agg,sortagg", str(MAPS), str(WRITES)]
+    command = submit_command(root, "night", SHUFFLE_WRITE, *app_args, spark_options=options, submit_options=FLUSH_OFTEN)
 
     def sort_commits_and_every_map_output_kept() -> bool:
         """Killed in the write once its map outputs are durable: copies to a remote keep folder
-        run in the background and may still be under way when the write's first tasks commit."""
+        run in the background and may still be under way when the write's first tasks commit
+        (the held tasks wait for them)."""
         with contextlib.suppress(Exception):
             journal = [e for e in read_journal(run_dir) if (e.get("stage") or "").endswith("/sortagg")]
             commits = sum(e["type"] == "task.committed" for e in journal)
             kept_maps = sum(len(e["maps"]) for e in journal if e["type"] == "shuffle.committed")
-            return commits >= 3 and kept_maps >= MAPS + WRITES
+            return commits >= KILL_AT and kept_maps >= MAPS + WRITES
         return False
 
-    # On S3 the write's tasks take longer than the copies' lag behind them.
-    env = {**os.environ, "SHUFFLE_WRITE_SLEEP": "1.5"} if store == "s3" else None
-    killed_at = run_until(command, run_dir, 1, 0, env=env, until=sort_commits_and_every_map_output_kept)
+    held = Hold(tmp_path).env(KILL_AT, SHUFFLE_WRITE_SLEEP="0")
+    killed_at = run_and_kill(command, sort_commits_and_every_map_output_kept, "the kill point", env=held)
     (stage,) = [s for s in dry_run(root, "night")["stages"] if s["decision"] == "continue"]
     kept = stage["partitions"]["kept"]
-    assert 3 <= kept < WRITES and stage["partitions"]["total"] == WRITES, stage
+    assert kept == KILL_AT and stage["partitions"]["total"] == WRITES, stage
     assert stage["shuffle_maps"]["kept"] == stage["shuffle_maps"]["total"] == MAPS + WRITES, stage
 
     # The bounds were saved beside the kept map outputs before any of them was journaled.
@@ -72,7 +81,7 @@ def test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_
     size_of = keep.size_reader(run_dir)
     assert size_of is not None and size_of(f"{registered['shuffle']}/bounds")
 
-    resumed = run_cli("resume", "night", "--root", root)
+    resumed = run_cli("resume", "night", "--root", root, env={**os.environ, "SHUFFLE_WRITE_SLEEP": "0"})
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     journal = read_journal(run_dir)
 

@@ -7,50 +7,29 @@ from __future__ import annotations
 
 import glob
 import os
-import random
 
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.helpers import (
-    SPARK_OPTIONS,
-    dry_run,
-    journaled_records,
-    run_and_kill_when,
-    run_cli,
-    spark_events,
-    sparkrecover_command,
-)
+from tests.e2e.support import REPLAYED_PAST, Hold, run_and_kill, seed_orders, submit_command
+from tests.helpers import SPARK_OPTIONS, dry_run, journaled_records, run_cli, spark_events
 from tests.references import FOLDER
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "replayed_past.py")
+APP = REPLAYED_PAST
 WRITE = 16  # repartition(16, ...)
 KILL_AT = 6  # committed partitions of the big write when the driver is killed
-
-
-def seed(folder) -> None:
-    """Orders in two CSV files: the same bytes every time."""
-    draw = random.Random(37)
-    os.makedirs(os.path.join(folder, "orders"))
-    for part in range(2):
-        with open(os.path.join(folder, "orders", f"part-{part}.csv"), "w") as handle:
-            handle.write("order_id,country,day,amount\n")
-            for order in range(part * 3000, (part + 1) * 3000):
-                day = f"2026-{1 + order % 3:02d}-{1 + draw.randrange(28):02d}"
-                handle.write(f"{order},{'FR DE NL ES'.split()[draw.randrange(4)]},{day},{draw.uniform(1, 500):.2f}\n")
 
 
 def killed_in_the_write(tmp_path, *conf: str) -> tuple[str, str, str]:
     """Attempt 1 of the script under submit, SIGKILLed with KILL_AT of the big write's partitions
     committed: (root, event log folder, what the application printed)."""
-    seed(tmp_path)
+    seed_orders(tmp_path)
     root, logs = str(tmp_path / "root"), str(tmp_path / "event-logs")
     os.makedirs(logs)
     options = [*SPARK_OPTIONS, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
     options += ["--conf", "spark.eventLog.compress=false", *conf]
-    command = sparkrecover_command("submit", "--root", root, "--run-id", "past", "--", *options, APP)
-    command += [str(tmp_path / "orders"), str(tmp_path / "out")]
+    command = submit_command(root, "past", APP, str(tmp_path / "orders"), str(tmp_path / "out"), spark_options=options)
     run_dir = os.path.join(root, "past")
 
     def committed() -> bool:
@@ -61,8 +40,9 @@ def killed_in_the_write(tmp_path, *conf: str) -> tuple[str, str, str]:
         )
 
     printed = tmp_path / "attempt-1.out"
-    env = {**os.environ, "WRITE_SLEEP": "1", "PYTHONUNBUFFERED": "1"}
-    run_and_kill_when(command, committed, f"{KILL_AT} committed write partitions", env=env, stdout=printed)
+    # Its tasks from partition KILL_AT on wait for a signal never given: killed with exactly KILL_AT.
+    env = Hold(tmp_path).env(KILL_AT, PYTHONUNBUFFERED="1")
+    run_and_kill(command, committed, f"{KILL_AT} committed write partitions", env=env, stdout=printed)
     return root, logs, printed.read_text()
 
 
@@ -73,7 +53,7 @@ def jobs_of_attempt(logs: str, run_dir: str, attempt: int) -> list[dict]:
 
 
 def test_a_resumed_script_runs_no_job_before_its_unfinished_write(spark, plain_runs, tmp_path):
-    plain = plain_runs.start(APP, f"{FOLDER}/orders", f"{FOLDER}/out", seed=seed)
+    plain = plain_runs.start(APP, f"{FOLDER}/orders", f"{FOLDER}/out", seed=seed_orders)
     root, logs, printed = killed_in_the_write(tmp_path)
     run_dir = os.path.join(root, "past")
     assert printed.count("\n") > 10 and "done" not in printed

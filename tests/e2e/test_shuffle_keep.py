@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -15,12 +14,11 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.helpers import dry_run, kill_tree, run_cli, sparkrecover_command
+from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_JOB, SHUFFLING, Hold, run_and_kill, submit_command
+from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_job.py")
 MAPS, ROWS = 12, 1000
-OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
 
 
 @pytest.fixture
@@ -38,37 +36,42 @@ def job(spark, tmp_path):
     }
 
 
-def app_args(job: dict, variant: str, sink: str = "collect") -> list[str]:
-    return [APP, job["source"], job["out"], job["markers"], variant, sink]
-
-
 def markers(job: dict, prefix: str, since_ns: int = 0) -> list[str]:
     if not os.path.isdir(job["markers"]):
         return []
     return [m for m in os.listdir(job["markers"]) if m.startswith(prefix) and int(m.rsplit("-", 1)[1]) > since_ns]
 
 
-def run_until(command: list[str], done: Callable[[], bool]) -> int:
-    """Run ``command`` in its own process group, SIGKILL the group once ``done()``; returns the
-    time of the kill (ns)."""
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not done():
-            assert process.poll() is None, f"the run ended (exit {process.returncode}) before the kill point"
-            assert time.monotonic() < deadline, "the kill point was not reached in time"
-            time.sleep(0.05)
-    finally:
-        kill_tree(process.pid)
-        process.wait(timeout=60)
-    return time.time_ns()
-
-
-def submit_until(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
-    command = sparkrecover_command(
-        "submit", "--root", job["root"], "--run-id", "night", "--flush-interval", "0.2", "--", *OPTIONS
+def submit_job_and_kill(job: dict, variant: str, done: Callable[[], bool], sink: str = "collect") -> int:
+    """Submit the job, its result tasks from partition 1 on held (the result stage stays in flight
+    until the kill), and SIGKILL it once ``done()``; returns the time of the kill (ns)."""
+    app_args = [job["source"], job["out"], job["markers"], variant, sink]
+    command = submit_command(
+        job["root"], "night", SHUFFLE_JOB, *app_args, spark_options=SHUFFLING, submit_options=FLUSH_OFTEN
     )
-    return run_until(command + app_args(job, variant, sink), done)
+    return run_and_kill(command, done, "the kill point", env=held(job), timeout=300)
+
+
+def held(job: dict) -> dict[str, str]:
+    return Hold(os.path.dirname(job["root"])).env(1)
+
+
+def in_the_result_stage(job: dict, results: int = 2, since_ns: int = 0) -> Callable[[], bool]:
+    """The predicate "``results`` result rows marked (since ``since_ns``) and every map output of
+    every shuffle the latest attempt registered journaled, by it or an earlier attempt": all a
+    kill in the (held) result stage keeps."""
+
+    def ready() -> bool:
+        if len(markers(job, "w-", since_ns)) < results:
+            return False
+        records = read_journal(job["run_dir"])
+        registered = [e for e in records if e["type"] == "shuffle.registered"]
+        latest = max((e["attempt"] for e in registered), default=0)
+        committed = [e for e in records if e["type"] == "shuffle.committed"]
+        kept = Counter(shuffle for shuffle, _ in {(e["shuffle"], m["map"]) for e in committed for m in e["maps"]})
+        return bool(registered) and all(kept[e["shuffle"]] >= e["maps"] for e in registered if e["attempt"] == latest)
+
+    return ready
 
 
 def resume(job: dict, env: dict | None = None) -> str:
@@ -122,7 +125,7 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
     """One scenario for two claims (each would need its own killed run): a kill in the map stage
     runs only the missing map tasks, and a second kill during the resumed map stage loses nothing."""
     # A kill in the map stage: what was journaled before it is kept, and the plan says so.
-    first_kill = submit_until(job, "agg", lambda: len(markers(job, "m-")) >= MAPS // 2)
+    first_kill = submit_job_and_kill(job, "agg", lambda: len(markers(job, "m-")) >= MAPS // 2)
     kept = kept_maps(job)
     started = len(markers(job, "m-"))
     assert kept >= started - 4  # on local[2]: at most 2 running, at most 2 not yet journaled
@@ -131,8 +134,11 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
 
     # Its resume runs only the missing map tasks: killed again during that map stage.
     command = sparkrecover_command("resume", "night", "--root", job["root"])
-    second_kill = run_until(
-        command, lambda: len(events(job, "shuffle.committed", 2)) >= 1 and len(markers(job, "m-")) >= 9
+    second_kill = run_and_kill(
+        command,
+        lambda: len(events(job, "shuffle.committed", 2)) >= 1 and len(markers(job, "m-")) >= 9,
+        "the kill point",
+        timeout=300,
     )
     # (The markers name input files, the journal map partitions: they are compared by count.)
     assert len(markers(job, "m-", first_kill)) <= MAPS - kept, "the resume computed a kept map output again"
@@ -152,7 +158,7 @@ def test_kills_in_the_map_stage_and_in_its_resume_run_only_the_missing_map_tasks
 
 
 def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
-    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 3, sink="write")
+    submit_job_and_kill(job, "agg", in_the_result_stage(job), sink="write")
     (stage,) = dry_run(job["root"], "night")["stages"]
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
@@ -173,7 +179,7 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
 
 
 def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
-    submit_until(job, "agg", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "agg", in_the_result_stage(job))
     maps = sorted((m for e in events(job, "shuffle.committed", 1) for m in e["maps"]), key=lambda m: m["map"])
     assert len(maps) == MAPS
     keep = os.path.join(job["run_dir"], "shuffles")
@@ -190,8 +196,10 @@ def test_a_kept_map_output_deleted_or_truncated_is_computed_again(job):
 def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
     # Killed in the write, once the refusal is journaled: the JVM's line for it waits for the next
     # drain (the flush interval), which under load can come after the first results.
-    submit_until(
-        job, "indeterminate", lambda: len(markers(job, "w-")) >= 2 and bool(events(job, "shuffle.unsupported", 1))
+    submit_job_and_kill(
+        job,
+        "indeterminate",
+        lambda: len(markers(job, "w-")) >= 2 and bool(events(job, "shuffle.unsupported", 1)) and kept_maps(job) >= MAPS,
     )
     refused = [e for e in events(job, "shuffle.unsupported", 1) if "INDETERMINATE" in e["reason"]]
     assert len(refused) == 1  # the round-robin repartition after the groupBy
@@ -205,7 +213,7 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
 def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_range_one(job):
     """The sort's shuffle partitions by range: its bounds are kept with its map outputs, and the
     resumed application partitions by them, so both shuffles are reused whole."""
-    submit_until(job, "sorted", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "sorted", in_the_result_stage(job))
     assert events(job, "shuffle.unsupported", 1) == []
     first = events(job, "shuffle.registered", 1)
     assert [e.get("bounds") is not None for e in first] == [False, True]
@@ -220,7 +228,7 @@ def test_a_sort_after_an_aggregation_keeps_both_shuffles_and_the_bounds_of_the_r
 
 
 def test_a_sort_merge_join_keeps_both_sides(job):
-    submit_until(job, "join", lambda: len(markers(job, "w-")) >= 2)
+    submit_job_and_kill(job, "join", in_the_result_stage(job))
     since = time.time_ns()
     resume(job)
     assert markers(job, "m-", since) == []
@@ -235,13 +243,14 @@ def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job):
     run killed twice: after the first map stage, then (its resume) after the second."""
     # Killed after the first map stage: the second shuffle is registered once the first map stage
     # is done; its map outputs are all journaled a moment later.
-    first_kill = submit_until(
+    first_kill = submit_job_and_kill(
         job, "two", lambda: len(events(job, "shuffle.registered", 1)) >= 2 and kept_maps(job) >= MAPS
     )
     # The resume reuses the first map stage whole and still reaches the write: had adaptive
     # execution taken the reused stage for empty, no result row (no w- marker) would come.
     command = sparkrecover_command("resume", "night", "--root", job["root"])
-    second_kill = run_until(command, lambda: len(markers(job, "w-", first_kill)) >= 2)
+    reached = in_the_result_stage(job, since_ns=first_kill)
+    second_kill = run_and_kill(command, reached, "the kill point", env=held(job), timeout=300)
     assert markers(job, "m-", first_kill) == []
     reused = events(job, "shuffle.registered", 2)
     assert reused[0]["reused"] == reused[0]["maps"] == MAPS, reused

@@ -24,24 +24,22 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.test_post_shuffle_write import computed
+from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_WRITE, SHUFFLING, computed
 from tests.helpers import dry_run, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "shuffle_write.py")
-OPTIONS = ["--master", "local[2]", "--conf", "spark.ui.enabled=false"]
 MAPS, WRITES = 12, 12
 SLOW = {"SHUFFLE_MAP_SLEEP": "0.5", "SHUFFLE_WRITE_SLEEP": "0.8"}  # time to signal half-way
 
 
 def app_args(folder) -> list[str]:
-    return [APP, str(folder / "out"), str(folder / "markers"), "agg", str(MAPS), str(WRITES)]
+    return [SHUFFLE_WRITE, str(folder / "out"), str(folder / "markers"), "agg", str(MAPS), str(WRITES)]
 
 
 @pytest.fixture
 def plain(plain_runs):
     """One uninterrupted plain spark-submit of the job, going on beside the test."""
-    return plain_runs.start(APP, "{folder}/out", "{folder}/markers", "agg", str(MAPS), str(WRITES))
+    return plain_runs.start(SHUFFLE_WRITE, "{folder}/out", "{folder}/markers", "agg", str(MAPS), str(WRITES))
 
 
 def rows(spark, out: str) -> collections.Counter:
@@ -68,7 +66,7 @@ class Attempt:
 
     def tail(self, command: tuple[str, ...]) -> list[str]:
         if command[0] == "submit":
-            return ["--run-id", "night", "--flush-interval", "0.2", "--", *OPTIONS, *app_args(self.folder)]
+            return ["--run-id", "night", *FLUSH_OFTEN, "--", *SHUFFLING, *app_args(self.folder)]
         return []
 
     def events(self, kind: str | None = None) -> list[dict]:

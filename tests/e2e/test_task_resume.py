@@ -6,87 +6,43 @@ from __future__ import annotations
 import glob
 import os
 import signal
-import subprocess
-from collections.abc import Callable
 
 import orjson
 import pytest
 
 from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
-from tests.helpers import SPARK_OPTIONS, dry_run, events_of, run_and_kill_when, run_cli, sparkrecover_command
+from tests.e2e.support import (
+    ONE_WRITE,
+    PARTS,
+    Hold,
+    commits_reach,
+    computed_since,
+    planned,
+    run_and_kill,
+    submit_one_write_and_kill,
+)
+from tests.helpers import events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "one_write.py")
-PARTS = 16
 
 
-def computed_since(markers: str, since_ns: int) -> set[int]:
-    """The partitions whose first row was computed after ``since_ns``."""
-    found = set()
-    for name in os.listdir(markers):
-        partition, stamp = name.split("-")
-        if int(stamp) > since_ns:
-            found.add(int(partition))
-    return found
+def resume_and_kill(tmp_path, commits: int, committed_before: int) -> int:
+    """Resume run ``night`` and SIGKILL it once it committed ``commits`` partitions, those from
+    ``committed_before + commits`` on held; returns the time of the kill (ns)."""
+    root = str(tmp_path / "root")
+    held = Hold(tmp_path).env(committed_before + commits, ONE_WRITE_SLEEP="0")
+    resume = sparkrecover_command("resume", "night", "--root", root)
+    reached = commits_reach(os.path.join(root, "night"), 2, commits)
+    return run_and_kill(resume, reached, f"{commits} commits of the resume", env=held)
 
 
-def task_commits(run_dir: str, attempt: int) -> int:
-    """Partitions ``attempt`` computed and committed so far, as the run's own fold reads the
-    journal (a partition kept from an earlier attempt commits again, empty: not counted)."""
-    state = RunState.from_events("night", read_journal(run_dir))
-    return sum(1 for stage in state.stages.values() for by, _ in stage.committed_tasks.values() if by == attempt)
-
-
-def submit_until(root: str, out: str, markers: str, commits: int, variant: str = "overwrite", app: str = APP) -> int:
-    """Submit the app (or a copy of it) and SIGKILL it once ``commits`` task commits are journaled;
-    returns the time of the kill (ns)."""
-    return run_until(
-        sparkrecover_command(
-            "submit",
-            "--root",
-            root,
-            "--run-id",
-            "night",
-            "--flush-interval",
-            "0.2",
-            "--",
-            *SPARK_OPTIONS,
-            app,
-            out,
-            markers,
-            str(PARTS),
-            variant,
-        ),
-        os.path.join(root, "night"),
-        1,
-        commits,
+def resume(tmp_path, **env: str) -> None:
+    """Resume run ``night`` to its end, no task held or slowed."""
+    done = run_cli(
+        "resume", "night", "--root", str(tmp_path / "root"), env={**os.environ, "ONE_WRITE_SLEEP": "0", **env}
     )
-
-
-def run_until(
-    command: list[str],
-    run_dir: str,
-    attempt: int,
-    commits: int,
-    env: dict[str, str] | None = None,
-    until: Callable[[], bool] | None = None,
-    timeout: float = 240,
-    stop: Callable[[subprocess.Popen], None] | None = None,
-) -> int:
-    """Run ``command`` in its own process group and SIGKILL it (or ``stop`` it) once ``attempt``
-    journaled ``commits`` task commits (or once ``until()`` says so); returns the time of the kill
-    (ns)."""
-    if until is None:
-        return run_and_kill_when(
-            command,
-            lambda: task_commits(run_dir, attempt) >= commits,
-            f"{commits} task commits",
-            env=env,
-            timeout=timeout,
-            stop=stop,
-        )
-    return run_and_kill_when(command, until, "the awaited journal records", env=env, timeout=timeout, stop=stop)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def rows(spark, folder: str) -> list[tuple[int, int]]:
@@ -105,7 +61,7 @@ def test_a_killed_write_keeps_its_committed_partitions_and_each_resume_computes_
     during its write resumes again exactly."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     run_dir = os.path.join(root, "night")
-    killed_at = submit_until(root, out, markers, commits=7)
+    killed_at = submit_one_write_and_kill(tmp_path, 7)
     assert glob.glob(os.path.join(out, "_temporary", "0", "task_*"))  # the committer's evidence
 
     dry = run_cli("resume", "night", "--root", root, "--dry-run", "--json")
@@ -113,25 +69,24 @@ def test_a_killed_write_keeps_its_committed_partitions_and_each_resume_computes_
     (stage,) = orjson.loads(dry.stdout)["stages"]
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert 7 <= kept < PARTS and stage["partitions"]["total"] == PARTS
+    assert kept == 7 and stage["partitions"]["total"] == PARTS
     assert stage["reason"].startswith(f"{kept}/{PARTS} partitions kept (committed in attempt 1)")
     first = committed_by(run_dir, 1)
     assert len(first) == kept, (first, kept)
 
     # The resume computes only the partitions not kept: here it is killed during its write.
-    second_kill = run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
+    second_kill = resume_and_kill(tmp_path, 3, kept)
     assert computed_since(markers, killed_at).isdisjoint(first), "the resume computed a kept partition again"
     second = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json").stdout)["stages"][0]
     assert second["decision"] == "continue", second
     # Kept from both dead attempts: the first's set aside, the second's committed in its own job.
-    assert second["partitions"]["kept"] >= kept + 3
+    assert second["partitions"]["kept"] == kept + 3
     assert "committed in attempt 1, 2" in second["reason"]
     both = first | committed_by(run_dir, 2)
     assert second["partitions"]["kept"] == len(both), (second, both)
 
     # A resume killed during its write resumes again exactly: only the rest is computed.
-    resumed = run_cli("resume", "night", "--root", root)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resume(tmp_path)
     assert computed_since(markers, second_kill) == set(range(PARTS)) - both  # kept ones were not computed
 
     assert rows(spark, out) == [(i, i * 3) for i in range(PARTS * 100)]
@@ -142,12 +97,6 @@ def test_a_killed_write_keeps_its_committed_partitions_and_each_resume_computes_
     assert not glob.glob(os.path.join(str(tmp_path), ".sparkrecover-kept-*"))
     started = [e for e in events_of(run_dir) if e["type"] == "write.started"]
     assert [(e["attempt"], len(e["kept"])) for e in started] == [(1, 0), (2, kept), (3, len(both))]
-
-
-def planned(root: str) -> dict:
-    """The dry run's plan for the app's one write."""
-    (stage,) = dry_run(root, "night")["stages"]
-    return stage
 
 
 def files_by_partition(out: str) -> dict[str, int]:
@@ -169,13 +118,11 @@ def test_append_partitioned_and_declared_writes_keep_their_tasks_too(spark, tmp_
         spark.range(-5, 0).selectExpr("id", "id * 3 AS tripled").write.parquet(out)
         seed = [(i, i * 3) for i in range(-5, 0)]
     before = files_by_partition(out) if seed else {}
-    killed_at = submit_until(root, out, markers, commits=6, variant=variant)
+    killed_at = submit_one_write_and_kill(tmp_path, 6, variant)
     stage = planned(root)
-    assert stage["decision"] == "continue", stage
-    kept = stage["partitions"]["kept"]
-    resumed = run_cli("resume", "night", "--root", root)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert len(computed_since(markers, killed_at)) == PARTS - kept
+    assert stage["decision"] == "continue" and stage["partitions"]["kept"] == 6, stage
+    resume(tmp_path)
+    assert len(computed_since(markers, killed_at)) == PARTS - 6
     assert rows(spark, out) == sorted(seed + [(i, i * 3) for i in range(PARTS * 100)])
     per_part = 3 if variant == "partitioned" else 1  # one file per bucket a partition holds
     counts = files_by_partition(out)
@@ -188,8 +135,9 @@ def test_a_write_after_a_round_robin_repartition_keeps_its_partitions(spark, tmp
     """Spark sorts a round-robin repartition's input first, so its partitions are UNORDERED, not
     INDETERMINATE: partition i holds the same rows again (INDETERMINATE writes:
     tests/e2e/test_post_shuffle_write.py)."""
-    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    submit_until(root, out, markers, commits=4, variant="shuffled")
+    root, out = str(tmp_path / "root"), str(tmp_path / "out")
+    # Held in the write, after the shuffle (one_write.py holds the shuffled variant there).
+    submit_one_write_and_kill(tmp_path, 4, "shuffled")
     stage = planned(root)
     assert stage["decision"] == "continue", stage
     resumed = run_cli("resume", "night", "--root", root)
@@ -202,8 +150,8 @@ def test_a_kill_during_the_job_commit_reruns_the_write_whole(spark, tmp_path):
     """The committer's merge had begun when the driver died (here: one committed task's file
     already moved into the target, as FileOutputCommitter's mergePaths does): what is left cannot
     be trusted, so the write runs whole and the output is still exact."""
-    root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    submit_until(root, out, markers, commits=5)
+    root, out = str(tmp_path / "root"), str(tmp_path / "out")
+    submit_one_write_and_kill(tmp_path, 5)
     task = sorted(glob.glob(os.path.join(out, "_temporary", "0", "task_*")))[0]
     moved = next(name for name in os.listdir(task) if name.startswith("part-"))
     os.rename(os.path.join(task, moved), os.path.join(out, moved))
@@ -219,10 +167,9 @@ def test_a_kill_during_the_job_commit_reruns_the_write_whole(spark, tmp_path):
 def test_a_write_whose_query_changed_keeps_nothing_and_says_why(spark, tmp_path):
     """Rule 5 holds inside a write: kept partitions were computed by the old query."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
-    killed_at = submit_until(root, out, markers, commits=5)
+    killed_at = submit_one_write_and_kill(tmp_path, 5)
     assert planned(root)["decision"] == "continue"
-    resumed = run_cli("resume", "night", "--root", root, env={**os.environ, "ONE_WRITE_NOTE": "v2"})
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resume(tmp_path, ONE_WRITE_NOTE="v2")
     assert len(computed_since(markers, killed_at)) == PARTS
     events = [e for e in events_of(os.path.join(root, "night")) if e["attempt"] == 2]
     (invalidated,) = [e for e in events if e["type"] == "stage.invalidated"]
@@ -238,12 +185,11 @@ def test_an_edited_script_keeps_nothing(spark, tmp_path):
     shape, so partitions an earlier version of the script computed are not kept."""
     root, out, markers = str(tmp_path / "root"), str(tmp_path / "out"), str(tmp_path / "markers")
     app = tmp_path / "one_write.py"
-    app.write_text(open(APP).read())
-    killed_at = submit_until(root, out, markers, commits=5, app=str(app))
+    app.write_text(open(ONE_WRITE).read())
+    killed_at = submit_one_write_and_kill(tmp_path, 5, app=str(app))
     assert planned(root)["decision"] == "continue"
-    app.write_text(open(APP).read() + "\n# edited after the crash\n")
-    resumed = run_cli("resume", "night", "--root", root)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    app.write_text(open(ONE_WRITE).read() + "\n# edited after the crash\n")
+    resume(tmp_path)
     assert len(computed_since(markers, killed_at)) == PARTS
     started = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
     assert started[-1]["kept"] == [] and "script's code" in started[-1]["reason"]
@@ -277,37 +223,33 @@ def test_a_write_through_the_manifest_committer_keeps_its_committed_task_manifes
     if variant == "append":
         spark.range(-5, 0).selectExpr("id", "id * 3 AS tripled").write.parquet(out)
         seed = [(i, i * 3) for i in range(-5, 0)]
-    command = sparkrecover_command(
-        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
-        *SPARK_OPTIONS, *MANIFEST_COMMITTER, APP, out, markers, str(PARTS), variant,
-    )  # fmt: skip
     exits: list[int] = []
 
     def sigterm(process) -> None:
         process.send_signal(signal.SIGTERM)
         exits.append(process.wait(timeout=120))
 
-    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=6, stop=sigterm if stopped_by else None)
+    stop = sigterm if stopped_by else None
+    killed_at = submit_one_write_and_kill(tmp_path, 6, variant, spark_options=MANIFEST_COMMITTER, stop=stop)
     assert exits == ([143] if stopped_by else [])
     manifests = glob.glob(os.path.join(out, "_temporary", "*", "*", "manifests", "*-manifest.json"))
-    assert len(manifests) >= 6, os.listdir(out)
+    assert len(manifests) == 6, os.listdir(out)
     stage = planned(root)
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert 6 <= kept < PARTS
+    assert kept == 6
     if variant == "overwrite" and not stopped_by:
         # A resume killed during its write (after it adopted the manifests into its own job's
         # folder, their files still in the dead job's) resumes again exactly.
         run_dir = os.path.join(root, "night")
         first = committed_by(run_dir, 1)
         assert len(first) == kept
-        second_kill = run_until(sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=3)
+        second_kill = resume_and_kill(tmp_path, 3, kept)
         assert computed_since(markers, killed_at).isdisjoint(first), "the resume computed a kept partition again"
         both = first | committed_by(run_dir, 2)
         assert planned(root)["partitions"]["kept"] == len(both)
         killed_at, kept = second_kill, len(both)
-    resumed = run_cli("resume", "night", "--root", root)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resume(tmp_path)
     assert len(computed_since(markers, killed_at)) == PARTS - kept
     assert rows(spark, out) == sorted(seed + [(i, i * 3) for i in range(PARTS * 100)])
     assert sorted(files_by_partition(out)) == [f"part-{p:05d}" for p in range(PARTS)]

@@ -13,36 +13,36 @@ import time
 import orjson
 import pytest
 
-from tests.e2e.test_e2e_s3 import s3a_jars, s3a_options
-from tests.e2e.test_task_resume import computed_since, run_until, task_commits
-from tests.helpers import SPARK_OPTIONS, events_of, run_cli, sparkrecover_command
+from tests.e2e.support import (
+    Hold,
+    commits_reach,
+    computed_since,
+    needs_s3a,
+    one_write_command,
+    run_and_kill,
+    s3a_options,
+    task_commits,
+)
+from tests.helpers import REPO, events_of, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-APP = os.path.join(REPO, "tests", "apps", "one_write.py")
-PARTS, KILL_AT = 16, 11  # killed once 11 of 16 partitions (70 %) committed
+PARTS, KILL_AT = 16, 11  # killed once 11 of 16 partitions (70 %) committed, the next ones held
 ROWS, PAYLOAD, PAYLOAD_FROM = 200, 56 << 10, 9
-# Partitions 9-15 write 100 rows of 56 KiB before they sleep at row 100: with 5 MiB parts, the file
-# of a task in flight is an open multipart upload when the driver dies. Partitions 0-8, which open
-# no upload, do not sleep: the kill point comes once 9 and 10 have committed.
+# Partitions 9-15 write 100 rows of 56 KiB (with 5 MiB parts, a file in flight is then an open
+# multipart upload); partitions from KILL_AT on wait there for the test's signal (Hold), so the kill
+# lands while their uploads are open, and before any of them commits.
 APP_ENV = {
     "ONE_WRITE_ROWS": str(ROWS),
     "ONE_WRITE_SLEEP_ROW": "100",
-    "ONE_WRITE_SLEEP": "3",
-    "ONE_WRITE_SLEEP_FROM": str(PAYLOAD_FROM),
+    "ONE_WRITE_SLEEP": "0",
     "ONE_WRITE_PAYLOAD": f"{PAYLOAD}:{PAYLOAD_FROM}",
 }
-# The sleep holds a task's upload open for the kill; a resume, never killed, runs without it.
-NO_SLEEP = {"ONE_WRITE_SLEEP": "0"}
 LARGE_FILES = [
     "--conf",
     "spark.hadoop.fs.s3a.multipart.size=5M",
     "--conf",
     "spark.hadoop.parquet.block.size=1048576",
 ]
-needs_s3a = pytest.mark.skipif(
-    not s3a_jars(), reason="no hadoop-aws jars: run scripts/fetch_s3a_jars.py (setup.sh test does)"
-)
 
 
 def expected_rows() -> list[tuple[int, int, str]]:
@@ -79,12 +79,10 @@ class Bucket:
         pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.name, Prefix=self.prefix + "/")
         return sorted(o["Key"][len(self.prefix) + 1 :] for page in pages for o in page.get("Contents", []))
 
-    def uploads(self, older_than: float = 0.0) -> list[str]:
-        """Keys of the multipart uploads open below the prefix, started at least ``older_than``
-        seconds ago."""
+    def uploads(self) -> list[str]:
+        """Keys of the multipart uploads open below the prefix."""
         found = self.client.list_multipart_uploads(Bucket=self.name, Prefix=self.prefix + "/").get("Uploads", [])
-        now = time.time()
-        return sorted(u["Key"][len(self.prefix) + 1 :] for u in found if now - u["Initiated"].timestamp() >= older_than)
+        return sorted(u["Key"][len(self.prefix) + 1 :] for u in found)
 
     def read(self, key: str) -> dict:
         """A JSON object of the bucket (``key`` below the prefix)."""
@@ -104,19 +102,17 @@ class Bucket:
 
 
 def submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, variant, env, stop=None) -> int:
-    """Submit the app, SIGKILL it once KILL_AT partitions committed and a task's multipart upload is
-    open (a large file in flight); returns the time of the kill (ns). The upload must have been open
-    a moment: one seen just as its task finished sleeping could complete before the kill lands."""
+    """Submit the app (its tasks held from KILL_AT on: ``env`` holds them), SIGKILL it once KILL_AT
+    partitions committed and a held task's multipart upload is open (a large file in flight);
+    returns the time of the kill (ns)."""
     run_dir = os.path.join(root, "night")
-    command = sparkrecover_command(
-        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
-        *SPARK_OPTIONS, *spark_options, APP, out, markers, str(PARTS), variant,
-    )  # fmt: skip
 
     def ready() -> bool:
-        return task_commits(run_dir, 1) >= KILL_AT and bool(bucket.uploads(older_than=0.3))
+        held = [key for key in bucket.uploads() if int(key.rsplit("part-", 1)[1][:5]) >= KILL_AT]
+        return task_commits(run_dir, 1) >= KILL_AT and bool(held)
 
-    return run_until(command, run_dir, 1, commits=0, env=env, until=ready, timeout=600, stop=stop)
+    command = one_write_command(root, out, markers, variant, spark_options=spark_options)
+    return run_and_kill(command, ready, "a held task's upload", env=env, timeout=600, stop=stop)
 
 
 def shadowed_s3fs(tmp_path) -> str:
@@ -137,7 +133,8 @@ def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitio
     bucket = Bucket(s3)
     out = "s3a" + s3.prefix[2:] + "/out"
     spark_options = (*s3a_options(s3.endpoint), *LARGE_FILES)
-    env = {**os.environ, **APP_ENV}
+    hold = Hold(tmp_path)
+    env = hold.env(KILL_AT, **APP_ENV)
     first_env = {**env, "PYTHONPATH": os.pathsep.join([shadowed_s3fs(tmp_path), env.get("PYTHONPATH", "")])}
     killed_at = submit_until_an_upload_is_open(root, out, markers, bucket, spark_options, "overwrite", first_env)
     left = bucket.uploads()
@@ -148,10 +145,11 @@ def test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitio
     (stage,) = orjson.loads(dry.stdout)["stages"]
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert KILL_AT <= kept < PARTS and stage["partitions"]["total"] == PARTS
+    assert kept == KILL_AT and stage["partitions"]["total"] == PARTS
 
     started = time.monotonic()
-    resumed = run_cli("resume", "night", "--root", root, env={**env, **NO_SLEEP})
+    hold.release()
+    resumed = run_cli("resume", "night", "--root", root, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     print(f"resume: {time.monotonic() - started:.1f} s, {kept} of {PARTS} partitions kept")
     assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed
@@ -178,17 +176,17 @@ def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp
     root, markers, disk = str(tmp_path / "root"), str(tmp_path / "markers"), tmp_path / "hdfs"
     disk.mkdir()
     out = "viewfs://cluster/data/out"
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([os.path.join(REPO, "tests", "hdfslike"), os.environ.get("PYTHONPATH", "")]),
-        "SPARKRECOVER_TEST_VIEWFS": f"cluster={disk}",
-    }
+    hold = Hold(tmp_path)
+    env = hold.env(
+        KILL_AT,
+        PYTHONPATH=os.pathsep.join([os.path.join(REPO, "tests", "hdfslike"), os.environ.get("PYTHONPATH", "")]),
+        SPARKRECOVER_TEST_VIEWFS=f"cluster={disk}",
+        ONE_WRITE_SLEEP="0",
+    )
     mount = ["--conf", f"spark.hadoop.fs.viewfs.mounttable.cluster.linkFallback=file://{disk}"]
-    command = sparkrecover_command(
-        "submit", "--root", root, "--run-id", "night", "--flush-interval", "0.2", "--",
-        *SPARK_OPTIONS, *mount, APP, out, markers, str(PARTS),
-    )  # fmt: skip
-    killed_at = run_until(command, os.path.join(root, "night"), 1, commits=KILL_AT, env=env, timeout=600)
+    command = one_write_command(root, out, markers, spark_options=mount)
+    run_dir = os.path.join(root, "night")
+    killed_at = run_and_kill(command, commits_reach(run_dir, 1, KILL_AT), "the commits", env=env, timeout=600)
     attempt = disk / "data" / "out" / "_temporary" / "0"
     inodes = {os.stat(f).st_ino for f in attempt.glob("task_*/part-*")}
 
@@ -197,8 +195,9 @@ def test_a_write_to_an_hdfs_like_store_keeps_its_committed_partitions(spark, tmp
     (stage,) = orjson.loads(dry.stdout)["stages"]
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert KILL_AT <= kept < PARTS
+    assert kept == KILL_AT
 
+    hold.release()
     resumed = run_cli("resume", "night", "--root", root, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert len(computed_since(markers, killed_at)) == PARTS - kept
@@ -241,7 +240,8 @@ def test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets(spa
     for key, value in settings.items():
         spark_options += ["--conf", f"{key}={value}"]
     fmt = "json" if variant == "json" else "parquet"
-    env = {**os.environ, **APP_ENV}
+    hold = Hold(tmp_path)
+    env = hold.env(KILL_AT, **APP_ENV)
     # The Parquet run is stopped as clusters stop drivers, by SIGTERM (to sparkrecover submit, which
     # hands it to the driver): its job abort must leave the pendingsets and their uploads, as a
     # SIGKILL does.
@@ -256,9 +256,9 @@ def test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets(spa
     assert stopped == ([143] if stop else [])
     keys = bucket.keys()
     pendingsets = [key for key in keys if key.endswith(".pendingset")]
-    assert len(pendingsets) >= KILL_AT and all(key.startswith("out/__magic/job-") for key in pendingsets), keys
+    assert len(pendingsets) == KILL_AT and all(key.startswith("out/__magic/job-") for key in pendingsets), keys
     assert not [key for key in keys if key.startswith("out/part-")]  # nothing visible before the job commit
-    # The committed tasks' uploads, and the killed task's (a stopped driver's tasks abort theirs).
+    # The committed tasks' uploads, and the held tasks' (a stopped driver's tasks abort theirs).
     assert len(bucket.uploads()) >= len(pendingsets) + (stop is None)
     expired = None
     if variant == "json":
@@ -273,25 +273,29 @@ def test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets(spa
     (stage,) = orjson.loads(dry.stdout)["stages"]
     assert stage["decision"] == "continue", stage
     kept = stage["partitions"]["kept"]
-    assert KILL_AT - (expired is not None) <= kept < PARTS and stage["partitions"]["total"] == PARTS
+    assert kept == KILL_AT - (expired is not None) and stage["partitions"]["total"] == PARTS
     first_kill, plans = killed_at, [kept]
     if variant == "json":
         # A resume killed during its write, once it had adopted the pendingsets into its job's folder
-        # (under the dead job's UUID, beside its own tasks'), resumes again exactly.
+        # (under the dead job's UUID, beside its own tasks'), resumes again exactly: killed once it
+        # committed the expired partition, the others held.
+        resume = sparkrecover_command("resume", "night", "--root", root)
         run_dir = os.path.join(root, "night")
-        killed_at = run_until(
-            sparkrecover_command("resume", "night", "--root", root), run_dir, 2, commits=1, env=env, timeout=600
-        )
+        killed_at = run_and_kill(resume, commits_reach(run_dir, 2, 1), "a commit", env=env, timeout=600)
         (again,) = orjson.loads(run_cli("resume", "night", "--root", root, "--dry-run", "--json", env=env).stdout)[
             "stages"
         ]
-        assert again["decision"] == "continue" and again["partitions"]["kept"] > kept, again
+        assert again["decision"] == "continue" and again["partitions"]["kept"] == kept + 1, again
         kept = again["partitions"]["kept"]
         plans.append(kept)
 
-    resumed = run_cli("resume", "night", "--root", root, env={**env, **NO_SLEEP})
+    hold.release()
+    resumed = run_cli("resume", "night", "--root", root, env=env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert len(computed_since(markers, killed_at)) == PARTS - kept  # kept ones were not computed, as planned
+    # Kept ones were not computed, as planned (else: what each attempt's write kept, and why).
+    writes = [e for e in events_of(os.path.join(root, "night")) if e["type"] == "write.started"]
+    why = [(e["attempt"], len(e["kept"]), e.get("reason")) for e in writes]
+    assert len(computed_since(markers, killed_at)) == PARTS - kept, (why, resumed.stderr[-3000:])
     assert expired is None or expired in computed_since(markers, first_kill)
     assert bucket.uploads() == []
     keys = bucket.keys()
