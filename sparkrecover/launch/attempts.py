@@ -185,6 +185,7 @@ def bootstrap_launch(
         spark_version=built.spark_version,
         reuse=reuse,
         attempt=attempt or 1,
+        make_folder=attempt is not None,  # spark-submit-args prints a line and changes nothing
     )
     submit_args = launcher.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args

@@ -174,3 +174,14 @@ def test_a_cluster_master_from_spark_defaults_still_puts_the_jar_on_spark_35_exe
     (jar["home"] / "conf" / "spark-defaults.conf").write_text("spark.master=yarn\n")
     document, err = handed(cli, jar, "--keep-shuffles", "copy")
     assert document["conf"]["spark.executor.extraClassPath"] == jar["path"], err
+
+
+def test_the_line_is_printed_without_making_the_run_directory_or_its_keep_folder(cli, jar, tmp_path):
+    """Printing a line changes nothing on storage: the keeping shuffle manager makes the keep
+    folder when it keeps a map output, so neither an empty ``<run>/shuffles`` nor the run's folder
+    appears on every call, nor for a run that already succeeded (whose keep folder is gone)."""
+    document, err = handed(cli, jar, "--keep-shuffles", "copy")
+    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager", err
+    keep = document["conf"]["spark.sparkrecover.shuffle.dir"]
+    assert keep == str(tmp_path / ".sparkrecover" / "n1" / "shuffles")
+    assert not (tmp_path / ".sparkrecover").exists()
