@@ -179,6 +179,7 @@ def test_usage_lines_say_what_goes_where(cli):
         "spark-submit-args": (
             "Usage: sparkrecover spark-submit-args [OPTIONS] [--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]"
         ),
+        "doctor": "Usage: sparkrecover doctor [OPTIONS]",
     }
 
 
