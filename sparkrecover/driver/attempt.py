@@ -31,12 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverError
 from sparkrecover.journal import events as ev
-from sparkrecover.journal import reader, runinfo, segments
+from sparkrecover.journal import runinfo, segments
 from sparkrecover.journal.writer import JournalWriter
-from sparkrecover.planning.resume import finished, plan_resume, read_run, sweep_unjournaled
+from sparkrecover.planning.resume import finished, last_attempt_succeeded, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, plans, runs, storage
 from sparkrecover.rundir import lease as leases
 
@@ -77,7 +76,7 @@ def begin(options: Any, said: Say = say) -> Start:
         plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
         if segments.claim(run_dir, options.attempt, ev.WRITER_DRIVER):  # (a)
             return Start(options.attempt, plan, cli_token)
-    if _succeeded(run_dir, run_id):
+    if last_attempt_succeeded(run_dir, run_id):
         raise Finished(f"run {run_id} already completed successfully: this driver runs nothing")
     lease = None if cli_token is not None else take_lease(run_dir, run_id, said)
     try:
@@ -192,17 +191,6 @@ def _live_holder(run_dir: str, token: str | None) -> bool:
         return False
     held = leases.read_lease(run_dir)
     return held is not None and held.get("token") == token and leases.is_live(held)
-
-
-def _succeeded(run_dir: str, run_id: str) -> bool:
-    """Whether the run's last attempt succeeded, from that attempt's records alone (no lease
-    taken, nothing written): a restart of a finished run stops here."""
-    if not runs.has_journal(run_dir):
-        return False
-    last = segments.latest_attempt(run_dir)
-    if not last:
-        return False
-    return RunState.from_events(run_id, reader.iter_journal(run_dir, attempt=last)).succeeded
 
 
 def point_the_jvm(start: Start, script: str) -> None:

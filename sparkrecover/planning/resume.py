@@ -17,10 +17,10 @@ from sparkrecover.core.runstate import RunState
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
-from sparkrecover.journal.segments import list_segments
+from sparkrecover.journal.segments import latest_attempt, list_segments
 from sparkrecover.planning import reading
 from sparkrecover.planning.evidence import StorageEvidence
-from sparkrecover.rundir import keep, storage
+from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
 
 Notify = Callable[[str], None]
@@ -50,6 +50,18 @@ def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = 
     """Whether nothing is left to run: the run succeeded and no stage is asked to run again. A
     finished run is never launched again, by a command or by a restarted driver."""
     return state.succeeded and not (rerun or from_scratch)
+
+
+def last_attempt_succeeded(run_dir: str, run_id: str) -> bool:
+    """Whether the run's last attempt succeeded, from that attempt's records alone (no lease
+    taken, nothing written): a restart of a finished run stops here, and a launcher asked to
+    recompute a finished run starts another (``launch/taskruns.py``)."""
+    if not runs.has_journal(run_dir):
+        return False
+    last = latest_attempt(run_dir)
+    if not last:
+        return False
+    return RunState.from_events(run_id, reader.iter_journal(run_dir, attempt=last)).succeeded
 
 
 def read_run(
