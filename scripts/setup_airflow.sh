@@ -23,7 +23,8 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   echo "setup_airflow: installing sparkrecover[airflow] with pyspark $spark_version into $venv (a few minutes the first time)" >&2
   constraints=$(mktemp)
   printf 'pyspark==%s\npyspark-client==%s\n' "$spark_version" "$spark_version" >"$constraints"
-  "$venv/bin/python" -m pip install --quiet -c "$constraints" -e '.[airflow]' "pyspark==$spark_version"
+  "$venv/bin/python" -m pip install --quiet -c "$constraints" -e '.[airflow]' "pyspark==$spark_version" 'pytest>=8'
+
   rm -f "$constraints"
   touch "$stamp"
 fi

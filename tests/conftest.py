@@ -64,6 +64,9 @@ E2E_FILE_SECONDS = {
 }
 E2E_TEST_SECONDS = 35
 
+# The Airflow leg runs in an environment of its own (scripts/test_airflow.sh), not in the suite's.
+collect_ignore = ["airflow_leg"]
+
 # Set to a file, every spark-submit a test starts (its own, the CLI's, a fixture's) appends the
 # test's node id there, and the run ends with the counts: a measure of the suite's cost that a
 # loaded machine does not change (docs/contributing.md).
