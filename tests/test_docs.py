@@ -28,6 +28,10 @@ FLAG = re.compile(r"^(--[a-z][a-z0-9-]*|-[a-zA-Z])(?:=.*)?$")
 FOREIGN_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s*§|\bDESIGN\.md\b|\b[Ii]ssues?\s+#?\d+")
 DOCS_FILE = re.compile(r"\bdocs/[A-Za-z0-9_./-]*\.md\b")
 # A file of the repository named in inline code: `driver/stages.py`, `scripts/lint.sh: main`.
+# The decision records: docs/decisions/NNNN-short-slug.md, each context, decision, consequences.
+DECISIONS = "decisions"
+RECORD_NAME = re.compile(r"(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md")
+RECORD_PARTS = ["Context", "Decision", "Consequences"]
 NAMED_FILE = re.compile(r"`([\w./-]+/[\w.-]+\.(?:py|java|sh|md|toml))\b")
 
 
@@ -199,9 +203,72 @@ def test_the_readme_shows_some_commands():
 
 
 def test_the_docs_index_lists_every_page():
+    """docs/README.md lists the pages; the decision records are listed by their own index."""
     listed = set(LINK.findall(read("docs/README.md")))
     pages = {os.path.relpath(page, "docs") for page in markdown_files() if page.startswith("docs/")}
-    assert sorted(pages - listed - {"README.md"}) == [], "docs/README.md does not list these pages"
+    records = {page for page in pages if page.startswith(DECISIONS + "/")}
+    assert sorted(pages - records - listed - {"README.md"}) == [], "docs/README.md does not list these pages"
+    assert f"{DECISIONS}/README.md" in listed
+
+
+def decision_records() -> list[str]:
+    return sorted(name for name in os.listdir(os.path.join(ROOT, "docs", DECISIONS)) if name != "README.md")
+
+
+def record_problems(name: str, text: str) -> list[str]:
+    """What a decision record lacks: a name NNNN-slug.md, a title with its number, a status, and
+    the parts context, decision and consequences, in that order."""
+    match = RECORD_NAME.fullmatch(name)
+    if not match:
+        return [f"{name}: not named NNNN-short-slug.md"]
+    problems = []
+    if not text.startswith(f"# {match.group(1)}. "):
+        problems.append(f"{name}: the title does not start with '# {match.group(1)}. '")
+    if not re.search(r"^Status: \S", text, re.M):
+        problems.append(f"{name}: no 'Status:' line")
+    parts = re.findall(r"^## (.+)$", FENCE.sub("", text), re.M)
+    if parts != RECORD_PARTS:
+        problems.append(f"{name}: parts {parts}, not {RECORD_PARTS}")
+    return problems
+
+
+def test_every_decision_record_has_its_parts_and_is_in_the_index():
+    index = read(f"docs/{DECISIONS}/README.md")
+    listed = set(LINK.findall(index))
+    records = decision_records()
+    assert records, "no decision records"
+    assert [p for name in records for p in record_problems(name, read(f"docs/{DECISIONS}/{name}"))] == []
+    assert sorted(set(records) - listed) == [], "docs/decisions/README.md does not list these records"
+    numbers = [name[:4] for name in records]
+    assert len(numbers) == len(set(numbers)), "two records share a number"
+
+
+def test_a_record_without_its_parts_or_name_is_found():
+    good = "# 0007. A title\n\nStatus: Accepted\n\n## Context\n\nx\n\n## Decision\n\ny\n\n## Consequences\n\nz\n"
+    assert record_problems("0007-a-title.md", good) == []
+    assert record_problems("0007-a-title.md", good.replace("## Context\n\nx\n\n", "")) == [
+        "0007-a-title.md: parts ['Decision', 'Consequences'], not ['Context', 'Decision', 'Consequences']"
+    ]
+    assert record_problems("7-a-title.md", good) == ["7-a-title.md: not named NNNN-short-slug.md"]
+    assert record_problems("0008-a-title.md", good.replace("Status: Accepted\n", "")) == [
+        "0008-a-title.md: the title does not start with '# 0008. '",
+        "0008-a-title.md: no 'Status:' line",
+    ]
+    swapped = good.replace("## Context", "## x").replace("## Consequences", "## Context")
+    swapped = swapped.replace("## x", "## Consequences")
+    assert record_problems("0007-a-title.md", swapped) == [
+        "0007-a-title.md: parts ['Consequences', 'Decision', 'Context'], not ['Context', 'Decision', 'Consequences']"
+    ]
+
+
+def test_a_link_to_a_decision_record_that_does_not_exist_is_found():
+    """A page and a comment that cite a record by its file: a renumbered or removed record breaks both."""
+    assert broken_links("docs/design.md", "[d](decisions/0999-gone.md)") == [
+        "decisions/0999-gone.md: no file docs/decisions/0999-gone.md"
+    ]
+    assert foreign_citations("x.py", "# (docs/decisions/0999-gone.md)") == [
+        "x.py:1: docs/decisions/0999-gone.md does not exist"
+    ]
 
 
 def test_the_two_set_up_commands_open_the_readme_and_exist():

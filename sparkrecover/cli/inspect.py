@@ -25,7 +25,8 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
         chosen = root is not None or bool(os.environ.get(storage.ROOT_ENV))
         if chosen and storage.is_local(root_url) and not os.path.isdir(root_url):
             # A root somebody named that is not there is a typo or the wrong machine, not an empty
-            # list: exit 5 as for an unknown run (docs/decisions.md). The default root may be absent.
+            # list: exit 5 as for an unknown run (docs/decisions/0024-cli-rough-edges.md). The
+            # default root may be absent.
             raise RunNotFoundError(f"no such root {root_url}: no run was ever started there")
         items: list[tuple[str, str, RunState | None, str | None, bool]] = []
         for run_id, run_dir in runs.list_runs(root_url):

@@ -14,8 +14,9 @@ from sparkrecover.rundir import storage
 def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str, list[str]]) -> None:
     """Refuse an option given before ``--`` that neither sparkrecover nor spark-submit knows:
     handed on, it would launch a run that spark-submit rejects, or one without the option the
-    user meant (``--run-idd x`` used to start a run under a random id). ``own`` are submit's
-    options, ``elsewhere`` the other commands' (``--dry-run`` belongs to ``resume``)."""
+    user meant (``--run-idd x`` would start a run under a random id, which no later ``resume``
+    finds by the name the user gave). ``own`` are submit's options, ``elsewhere`` the other
+    commands' (``--dry-run`` belongs to ``resume``)."""
     unknown = launcher.unknown_options(before_dashes)
     if not unknown:
         return

@@ -6,10 +6,10 @@ inside the installed package itself (``site-packages/pyspark/python/lib/pyspark.
 same sources, and no compiled files: Python compiles every pyspark module it imports from it, each
 time a process starts. Measured on this project's 2-core machine (pyspark 4, Python 3.11):
 ``import pyspark.sql`` from the zip 1.3-1.4 s of CPU, from the installed package 0.3 s
-(docs/decisions.md). So when the zip is the installed package's own, ``pyspark`` is found in that
-package, whose compiled files Python keeps; any other layout (a Spark distribution's
-``$SPARK_HOME/python``, a zip of another Spark) is left as it is. Only the name ``pyspark`` is
-redirected, and nothing else on ``sys.path`` moves.
+(docs/decisions/0040-pyspark-from-compiled-files.md). So when the zip is the installed package's
+own, ``pyspark`` is found in that package, whose compiled files Python keeps; any other layout (a
+Spark distribution's ``$SPARK_HOME/python``, a zip of another Spark) is left as it is. Only the
+name ``pyspark`` is redirected, and nothing else on ``sys.path`` moves.
 """
 
 from __future__ import annotations

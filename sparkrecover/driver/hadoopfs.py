@@ -1,5 +1,5 @@
 """Spark's data seen from the driver through Hadoop's FileSystem, the client Spark wrote it with
-(docs/decisions.md, "Data on S3 and HDFS, seen from the driver").
+(docs/decisions/0012-hadoop-filesystem-in-the-driver.md).
 
 A path Spark reads or writes may live where the driver's Python has no backend (``s3a://`` without
 s3fs, ``hdfs://`` without libhdfs, ``viewfs://``, ``abfs://``), and its endpoint and credentials are

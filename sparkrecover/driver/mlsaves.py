@@ -6,7 +6,7 @@ JVM: metadata through an RDD's ``saveAsTextFile``, data through DataFrame writes
 writers that ``zerocode`` hooks. So the Python methods that start a save are hooked instead, and
 each save is one implicit stage whose output is the whole model folder, named like every implicit
 write (``<file>:<line>#<n> <mode> <path>``): skipped when committed and intact; run again when
-not, after the folder a dead attempt half wrote is removed (docs/decisions.md, "Model saves").
+not, after the folder a dead attempt half wrote is removed (docs/decisions/0029-model-saves.md).
 
 ``pyspark.ml`` and ``pyspark.mllib`` import numpy, which a script may not have: they are never
 imported here. Their classes are patched when the script imports them (an import hook watching

@@ -1,5 +1,5 @@
-"""A driver stopped by SIGINT or SIGTERM keeps what it finished (docs/decisions.md, "A driver
-stopped by a signal").
+"""A driver stopped by SIGINT or SIGTERM keeps what it finished
+(docs/decisions/0036-driver-stopped-by-a-signal.md).
 
 People stop a driver with Ctrl-C (SIGINT), clusters and orchestrators with SIGTERM. Left to
 pyspark and Python, SIGINT cancels the jobs and raises ``KeyboardInterrupt`` and SIGTERM kills the

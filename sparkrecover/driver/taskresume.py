@@ -2,7 +2,8 @@
 write keeps, setting their committed task folders aside, and running the write so that only the
 other partitions are computed.
 
-The protocol, step by step (docs/decisions.md lists what a crash between any two leaves):
+The protocol, step by step (docs/decisions/0009-task-level-resume.md lists what a crash between
+any two leaves):
 1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
    that still have exactly one usable committed task folder (committer evidence) are renamed into
    the hidden ``kept`` folder beside the target; folders of other partitions stay where they are

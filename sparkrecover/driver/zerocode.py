@@ -242,7 +242,8 @@ def _describe_v2(writer: Any, method: str, bound: dict[str, Any]) -> writes.Writ
 
 def _describe_rdd(rdd: Any, method: str, bound: dict[str, Any]) -> writes.Write:
     """An RDD save: a path target written as a new folder. An RDD has no DataFrame plan: its
-    lineage (``toDebugString``, ids stripped) stands in for one (docs/decisions.md)."""
+    lineage (``toDebugString``, ids stripped) stands in for one
+    (docs/decisions/0017-rdd-saves.md)."""
     return folder_write(RDDSource(rdd), str(bound["path"]), "errorifexists", writes.CREATE)
 
 

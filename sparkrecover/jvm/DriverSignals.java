@@ -1,6 +1,6 @@
 /*
- * A driver stopped by a signal keeps what it finished (docs/decisions.md, "A driver stopped by a
- * signal").
+ * A driver stopped by a signal keeps what it finished
+ * (docs/decisions/0036-driver-stopped-by-a-signal.md).
  *
  * Clusters stop drivers with SIGTERM (an eviction, a preemption, an orchestrator's timeout), people
  * with Ctrl-C (SIGINT). Either way Spark aborts the write that runs, and FileOutputCommitter's job

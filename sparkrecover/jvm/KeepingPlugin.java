@@ -1,9 +1,10 @@
 /*
- * How the driver learns that a map output was kept (docs/decisions.md, "Kept map outputs on any
- * filesystem"): the executor that kept it says so through Spark's plugin API (spark.plugins), once
- * its files are durable; the driver's side turns the message into a journal line. On a cluster
- * the driver cannot see an executor's files, and looking at shared storage would cost a listing
- * per map task and lag behind; a message costs one RPC per kept map output.
+ * How the driver learns that a map output was kept
+ * (docs/decisions/0026-kept-map-outputs-on-any-filesystem.md): the executor that kept it says so
+ * through Spark's plugin API (spark.plugins), once its files are durable; the driver's side turns
+ * the message into a journal line. On a cluster the driver cannot see an executor's files, and
+ * looking at shared storage would cost a listing per map task and lag behind; a message costs one
+ * RPC per kept map output.
  *
  * Messages are tab-separated strings (a class of this jar would need the driver's class loader to
  * deserialize): "kept", then the fields of KeptCopies.commit; or "failed" and why.

@@ -1,5 +1,6 @@
 /*
- * Shuffle map outputs that survive the driver (docs/shuffles.md, docs/decisions.md).
+ * Shuffle map outputs that survive the driver (docs/shuffles.md,
+ * docs/decisions/0025-kept-shuffle-map-outputs.md).
  *
  * Installed by `sparkrecover submit` as spark.shuffle.manager (only when the user chose none). It
  * is Spark's SortShuffleManager (Spark 4 requires a BlockingShuffleManager, which a subclass is;

@@ -1,5 +1,6 @@
 /*
- * Spark's block resolver, plus kept map outputs (docs/shuffles.md, docs/decisions.md).
+ * Spark's block resolver, plus kept map outputs (docs/shuffles.md,
+ * docs/decisions/0025-kept-shuffle-map-outputs.md).
  *
  * A resumed application registers each reused map output at FallbackStorage's block manager id
  * with map id MAP_ID_BASE + map index. Spark's fetcher treats that block manager as local, so a

@@ -1,6 +1,6 @@
 /*
  * A range-partitioned shuffle's bounds, kept beside its map outputs (docs/shuffles.md,
- * docs/decisions.md).
+ * docs/decisions/0027-range-shuffle-bounds.md).
  *
  * Spark SQL's range partitioning (orderBy, repartitionByRange) builds a RangePartitioner whose
  * bounds come from a sampling job seeded with an RDD id, so another application may sample other

@@ -1,16 +1,18 @@
 /*
- * The executor's keeping of finished map outputs (docs/shuffles.md, docs/decisions.md).
+ * The executor's keeping of finished map outputs (docs/shuffles.md,
+ * docs/decisions/0026-kept-map-outputs-on-any-filesystem.md).
  *
  * Where the keep folder shares a filesystem with Spark's local directories and links were asked
  * for, a map output is two hard links and a meta file, made on the map task's thread before its
  * status reaches the driver (well under a millisecond). Anywhere else it is a copy: the task's end
  * opens the two files (so Spark removing them later cannot cut a copy short) and hands them to a
  * small pool of copier threads, which also open the keep folder's store if it is not open yet (an
- * executor's first map task used to wait seconds on its thread for an S3 client to start); the
+ * S3 client takes seconds to start, and a map task must not wait for it on its own thread); the
  * task goes on at once unless COPIES copies are already waiting, which bounds how far keeping can
- * fall behind a slow store (the task then waits, and says how long in wait_us). A copy writes data, then index, then meta; each is durable when written (a
- * local copy is forced to disk, a Hadoop stream's close is its upload). Only then is the driver
- * told (KeepingPlugin), which journals the map output: the record never runs ahead of the files.
+ * fall behind a slow store (the task then waits, and says how long in wait_us). A copy writes
+ * data, then index, then meta; each is durable when written (a local copy is forced to disk, a
+ * Hadoop stream's close is its upload). Only then is the driver told (KeepingPlugin), which
+ * journals the map output: the record never runs ahead of the files.
  *
  * Keeping never fails a task: an error leaves the map output unkept, removes what was written,
  * and is said once (to the executor's log and, through the driver, to the journal).

@@ -55,7 +55,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
         # A launcher may give spark-submit a master of its own before this line, which is not
         # known here: the Python the driver runs on is left to it, and keeping decides on the
         # master of spark-defaults.conf, or keeps nothing when none is named anywhere
-        # (docs/decisions.md, "spark-submit-args without a master").
+        # (docs/decisions/0038-spark-submit-args-without-a-master.md).
         master, named_in = spark_defaults.master(launcher.defaults_files(parsed, spark_submit))
         if named_in is not None:
             parsed = replace(parsed, default_master=master)

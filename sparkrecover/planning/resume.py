@@ -121,7 +121,8 @@ def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:
 
 
 def _without_damage(run_dir: str, notify: Notify, set_aside: bool) -> list[dict[str, Any]]:
-    """The run's records from its sound segments, the damaged ones set aside (docs/decisions.md).
+    """The run's records from its sound segments, the damaged ones set aside
+    (docs/decisions/0016-damaged-journal.md).
 
     The fold cannot know what the damaged segments held (stages committed, outputs written), so
     this is for ``--from-scratch`` only, where every stage runs whatever the journal said. The

@@ -1,5 +1,6 @@
 """Bad input in one voice: one line, `error: ...`, a documented exit code, nothing launched
-(docs/cli.md, docs/decisions.md). On synthetic journals and a fake spark-submit (no Spark)."""
+(docs/cli.md, docs/decisions/0024-cli-rough-edges.md). On synthetic journals and a fake
+spark-submit (no Spark)."""
 
 from __future__ import annotations
 

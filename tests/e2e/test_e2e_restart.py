@@ -333,7 +333,7 @@ def test_a_frozen_predecessor_continued_after_its_successor_ran_commits_nothing(
     lost = [e for e in events_of(run_dir) if e["type"] == "lease.lost"]
     assert [(e["attempt"], e["doing"]) for e in lost] == [(1, "the job commit")]
     # Its refused job was aborted; a task of it that Spark was still killing may leave an empty
-    # staging folder behind, never a file in the target (docs/decisions.md, "Restarted drivers").
+    # staging folder behind, never a file in the target (docs/decisions/0037-restarted-drivers.md).
     written_whole(spark, out, staging=True)
 
 
