@@ -118,3 +118,18 @@ def test_a_driver_python_that_cannot_import_sparkrecover_is_named_with_the_varia
     assert code == 1, out
     line = lines_of(out)["driver-python"]
     assert line.startswith("problem") and variable in line and "cannot import sparkrecover" in line, out
+
+
+def test_a_root_on_s3_is_written_through_s3fs_and_sparks_s3a_side_is_told(cli, s3):
+    """On a reachable bucket (moto on loopback): the probe file is written and deleted, and Spark's
+    side of S3 is a note (pyspark ships no hadoop-aws; it may come on the launch's own line)."""
+    code, out, _ = cli("doctor", "--root", s3.prefix)
+    assert code == 0, out
+    found = lines_of(out)
+    assert found["s3fs"].startswith("ok") and found["root"].startswith("ok"), out
+    assert f"{s3.prefix}: a file written and deleted" in found["root"]
+    assert found["s3a"].startswith("note") and "hadoop-aws" in found["s3a"], out
+    assert f"spark.hadoop.fs.s3a.endpoint={os.environ['AWS_ENDPOINT_URL']}" in found["s3a"]
+    import s3fs
+
+    assert s3fs.S3FileSystem(anon=False).find(s3.prefix) == []  # nothing left behind
