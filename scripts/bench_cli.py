@@ -31,7 +31,7 @@ HEAVY = (
     "pydantic",
     "orjson",
     "sparkrecover.journal",
-    "sparkrecover.core.planner",
+    "sparkrecover.core.verdicts.planner",
     "sparkrecover.driver.api",
 )
 PROBE = f"""

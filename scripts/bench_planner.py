@@ -30,7 +30,7 @@ RUN = "planner-bench"
 
 
 def stage_summary(name: str, spark_stage: int) -> dict:
-    """What the JVM listener writes for one Spark stage (driver/telemetry.py turns it into this event)."""
+    """What the JVM listener writes for one Spark stage (driver/process/telemetry.py turns it into this event)."""
     return {
         "spark_stage": spark_stage,
         "spark_attempt": 0,

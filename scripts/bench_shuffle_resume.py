@@ -64,7 +64,7 @@ TASK_GOAL = 1.2
 
 def write_commits(run_dir: str) -> int:
     """Write partitions the first attempt committed, as the run's own fold reads the journal."""
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
     from sparkrecover.journal import read_journal
 
     state = RunState.from_events(os.path.basename(run_dir), read_journal(run_dir))

@@ -52,7 +52,7 @@ MAGIC = [
 def computed_partitions(run_dir: str, attempt: int) -> int:
     """Partitions ``attempt`` computed and committed, as the run's own fold reads the journal
     (partitions kept from an earlier attempt are not counted)."""
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
     from sparkrecover.journal import read_journal
 
     state = RunState.from_events(os.path.basename(run_dir), read_journal(run_dir))

@@ -5,11 +5,11 @@
 # without the jar the Py4J listener takes over and writes run whole; the demo pipeline and an
 # unmodified (zero-code) script are SIGKILLed and resumed; task-level resume keeps a killed write's
 # committed partitions (KeptPartitionsRDD, ResumingCommitProtocol, the Py4J calls of
-# driver/partitions.py and driver/taskresume.py), also after a join and an aggregation
+# driver/tasks/partitions.py and driver/tasks/taskresume.py), also after a join and an aggregation
 # (WriteShapeProbe's walk through shuffles and its SQLExecution call); a job commit checks the run's lease
 # under the lease's lock on a local run directory
 # (FencedCommitProtocol overrides commitJob, whose Seq differs between Scala 2.12 and 2.13); tables
-# come back with their type, partitions and properties (the Py4J calls of driver/tables.py:
+# come back with their type, partitions and properties (the Py4J calls of driver/recording/tables.py:
 # CatalogTable.copy, alterTable, bucketSpec); SQL statements are classified from 3.5's parsed plans
 # (LoadData, CreateTableLikeCommand) and model saves are stages (pyspark.ml/mllib's writers, the JVM
 # writer's shouldOverwrite); shuffle map outputs kept across a kill (KeepingShuffleManager: the
@@ -23,7 +23,7 @@
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
 # at its own settings through system properties before the script's SparkContext, with Spark's harmless
-# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/spark_log.py); a narrow write to
+# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/process/log_filter.py); a narrow write to
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3); a Parquet write through hadoop-aws's magic committer, bound as Spark's

@@ -165,7 +165,7 @@ def isolated(tmp_path, monkeypatch, listener_cache):
     first = [_launch_shim] if _launch_shim else []
     monkeypatch.setenv("PATH", os.pathsep.join([*first, _venv_bin(), os.environ.get("PATH", "")]))
     from sparkrecover.cli import render
-    from sparkrecover.driver import runtime
+    from sparkrecover.driver.process import runtime
 
     render.reset()
     runtime.install(None)

@@ -18,7 +18,7 @@ import orjson
 from sparkrecover.journal import read_journal
 
 if TYPE_CHECKING:
-    from sparkrecover.driver.runtime import Runtime
+    from sparkrecover.driver.process.runtime import Runtime
 
 T = TypeVar("T")
 PIPELINE = os.path.join(
@@ -141,7 +141,7 @@ def wait_for(
 def zero_code_hooks(script: str):
     """pyspark's writers, RDD saves and ``SparkSession.sql`` hooked as the bootstrap hooks them for
     ``script`` (call sites relative to its folder), and put back afterwards."""
-    from sparkrecover.driver import hooks, sqlwrites, zerocode
+    from sparkrecover.driver.recording import hooks, sqlwrites, zerocode
 
     zerocode.install(script)
     sqlwrites.install()
@@ -334,8 +334,8 @@ def kill_tree(pid: int) -> None:
 
 def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     """A driver Runtime journaling to a fresh run directory under tmp_path, installed as the current one."""
-    from sparkrecover.driver import runtime
-    from sparkrecover.driver.runtime import Runtime
+    from sparkrecover.driver.process import runtime
+    from sparkrecover.driver.process.runtime import Runtime
     from sparkrecover.journal import JournalWriter
     from sparkrecover.journal import events as ev
     from sparkrecover.rundir import plans

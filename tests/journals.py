@@ -11,10 +11,10 @@ from datetime import datetime, timedelta, timezone
 
 import orjson
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
 from sparkrecover.journal import JournalWriter, read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import manifests
 
 

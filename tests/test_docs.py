@@ -27,7 +27,7 @@ FLAG = re.compile(r"^(--[a-z][a-z0-9-]*|-[a-zA-Z])(?:=.*)?$")
 # What a comment may not cite: the design contract outside the repository, or a ticket.
 FOREIGN_CITATION = re.compile(r"\bDESIGN(?:\.md)?\s*§|\bDESIGN\.md\b|\b[Ii]ssues?\s+#?\d+")
 DOCS_FILE = re.compile(r"\bdocs/[A-Za-z0-9_./-]*\.md\b")
-# A file of the repository named in inline code: `driver/stages.py`, `scripts/lint.sh: main`.
+# A file of the repository named in inline code: `driver/lifecycle/stages.py`, `scripts/lint.sh: main`.
 # The decision records: docs/decisions/NNNN-short-slug.md, each context, decision, consequences.
 DECISIONS = "decisions"
 RECORD_NAME = re.compile(r"(\d{4})-[a-z0-9]+(?:-[a-z0-9]+)*\.md")
@@ -120,7 +120,7 @@ def test_every_file_a_page_names_exists(page):
 
 
 def test_a_file_that_does_not_exist_is_found():
-    text = "`driver/stages.py`, `scripts/lint.sh`, `driver/nowhere.py: run`, `sql/hive.py` of Spark's"
+    text = "`driver/lifecycle/stages.py`, `scripts/lint.sh`, `driver/nowhere.py: run`, `sql/hive.py` of Spark's"
     assert missing_files(text) == ["driver/nowhere.py"]
 
 

@@ -161,6 +161,16 @@ def _complete_keep_shuffles(incomplete: str) -> list[str]:
     return [mode for mode in MODES if mode.startswith(incomplete)]
 
 
+# Options and the argument several commands share, declared once.
+ROOT = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP)
+RUN = typer.Argument(
+    ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
+)
+MAX_ATTEMPTS = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP)
+RUN_JSON = typer.Option(False, "--json", help=RUN_JSON_HELP)  # submit, resume: the run's outcome
+VIEW_JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")  # inspect, replay
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -179,7 +189,7 @@ def _main(
 @app.command(cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def submit(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    root: Optional[str] = ROOT,
     run_id: Optional[str] = typer.Option(
         None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."
     ),
@@ -191,7 +201,7 @@ def submit(
     ),
     flush_interval: float = FLUSH_INTERVAL,
     buffer_size: int = BUFFER_SIZE,
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    max_attempts: int = MAX_ATTEMPTS,
     checksums: bool = CHECKSUMS,
     checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
     keep_shuffles: str = typer.Option(
@@ -204,7 +214,7 @@ def submit(
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
     ),
-    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
+    json_output: bool = RUN_JSON,
 ) -> None:
     """Run a PySpark application through spark-submit with its progress journaled.
 
@@ -226,10 +236,8 @@ def submit(
 @app.command(cls=_ResumeCommand, context_settings={"allow_extra_args": True})
 def resume(
     ctx: typer.Context,
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and launch nothing."),
     rerun: List[str] = typer.Option(
         [],
@@ -247,11 +255,11 @@ def resume(
         help="How to check committed outputs: size (files, sizes, _SUCCESS), footer (also Parquet/ORC magic "
         "bytes), checksum (also content digests recorded with submit --checksums).",
     ),
-    max_attempts: int = typer.Option(1, "--max-attempts", min=1, metavar="N", help=MAX_ATTEMPTS_HELP),
+    max_attempts: int = MAX_ATTEMPTS,
     spark_submit: Optional[str] = typer.Option(
         None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
     ),
-    json_output: bool = typer.Option(False, "--json", help=RUN_JSON_HELP),
+    json_output: bool = RUN_JSON,
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
 
@@ -283,8 +291,8 @@ def inspect(
         help="A run id or run directory URL; without it, list the runs.",
         autocompletion=_complete_run,
     ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    root: Optional[str] = ROOT,
+    json_output: bool = VIEW_JSON,
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Watch a running run live until it ends, then show it as usual."
     ),
@@ -303,10 +311,8 @@ def inspect(
 
 @app.command(cls=_Command)
 def replay(
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     until: Optional[str] = typer.Option(
         None,
         "--until",
@@ -320,7 +326,7 @@ def replay(
         "--verify",
         help="Check the whole journal instead (envelopes, seq numbers, order, torn tails); exit 3 on corruption.",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print one JSON document on stdout."),
+    json_output: bool = VIEW_JSON,
 ) -> None:
     """Show the journal as a timeline, one line per event, replayed as resume reads it.
 
@@ -336,10 +342,8 @@ def replay(
 
 @app.command(cls=_Command)
 def report(
-    run: str = typer.Argument(
-        ..., metavar="RUN", help="A run id under the root, or the URL of a run directory.", autocompletion=_complete_run
-    ),
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    run: str = RUN,
+    root: Optional[str] = ROOT,
     output: Optional[str] = typer.Option(
         None,
         "--output",
@@ -367,7 +371,7 @@ def report(
 @app.command("spark-submit-args", cls=_SubmitCommand, context_settings=PASS_THROUGH)
 def spark_submit_args(
     ctx: typer.Context,
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    root: Optional[str] = ROOT,
     run_id: str = typer.Option(
         ...,
         "--run-id",
@@ -418,7 +422,7 @@ def spark_submit_args(
 
 @app.command(cls=_Command)
 def doctor(
-    root: Optional[str] = typer.Option(None, "--root", metavar="URI", help=ROOT_HELP),
+    root: Optional[str] = ROOT,
     spark_submit: Optional[str] = typer.Option(
         None,
         "--spark-submit",

@@ -1,6 +1,6 @@
 """``inspect RUN --follow``: a live view on a terminal, a line per event on a pipe or in a CI log.
 
-Both end when the run ends (see ``sparkrecover.core.watch``); ``inspect`` then prints the run's
+Both end when the run ends (see ``sparkrecover.core.views.watch``); ``inspect`` then prints the run's
 details as it would for a finished run.
 """
 
@@ -16,8 +16,10 @@ from rich.table import Column
 from rich.text import Text
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, shuffles, summary, timeline, watch
-from sparkrecover.core.runstate import STARTED, RunState, StageState
+from sparkrecover.core import humanize
+from sparkrecover.core.fold import kept_shuffles
+from sparkrecover.core.fold.runstate import STARTED, RunState, StageState
+from sparkrecover.core.views import summary, timeline, watch
 from sparkrecover.journal import events as ev
 from sparkrecover.planning import reading
 
@@ -132,7 +134,7 @@ def _stage_view(stage: StageState, state: RunState, live: bool) -> dict[str, Any
         detail.append(f"{stage.tasks:,} tasks" + (f" ({stage.failed_tasks:,} failed)" if stage.failed_tasks else ""))
     if stage.rows is not None:
         detail.append(f"{stage.rows:,} rows")
-    kept, maps = shuffles.progress(state.shuffles, stage.name)
+    kept, maps = kept_shuffles.progress(state.shuffles, stage.name)
     if maps:
         detail.append(f"{kept:,}/{maps:,} shuffle map outputs kept")
     progress = stage.partitions

@@ -6,13 +6,13 @@ import os
 from typing import TYPE_CHECKING
 
 from sparkrecover.cli import render
-from sparkrecover.core import summary
+from sparkrecover.core.views import summary
 from sparkrecover.errors import RunNotFoundError, SparkRecoverError
 from sparkrecover.planning import reading
 from sparkrecover.rundir import keep, runs, storage
 
 if TYPE_CHECKING:
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
 
 
 def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = False) -> int:

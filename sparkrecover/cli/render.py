@@ -137,7 +137,7 @@ def stage_name(name: str, to: Console | None = None) -> str:
 def command_summary(outcome: Outcome, json_output: bool) -> None:
     """How ``submit`` and ``resume`` end: the --json document on stdout, or a few lines on stderr
     after the application's output (docs/cli-output.md)."""
-    from sparkrecover.core import summary
+    from sparkrecover.core.views import summary
 
     if outcome.state is None:  # the run happened; only its summary cannot be read back
         warning(f"no summary: the journal of run {outcome.run_id} cannot be read back: {outcome.unreadable}")

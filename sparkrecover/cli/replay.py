@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from sparkrecover.cli import render
-from sparkrecover.core import summary, timeline
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.views import summary, timeline
 from sparkrecover.errors import EXIT_JOURNAL, UsageError
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
 
 

@@ -1,6 +1,6 @@
 """``sparkrecover report``: one self-contained HTML page of a run (docs/report.md).
 
-The data comes from ``core/report.py`` (the same fold as ``inspect`` and ``replay``), fed by
+The data comes from ``core/views/report_data.py`` (the same fold as ``inspect`` and ``replay``), fed by
 ``planning/reading.py: load_report``; this module adds the lease and the plan, and lays the page out
 with the Jinja2 templates in ``cli/templates/`` (autoescaped: a stage name is text, never markup). No CDN, no script, no
 network: the page is one file to keep, mail or attach to a ticket.
@@ -14,11 +14,12 @@ import sys
 from datetime import datetime, timezone
 
 from sparkrecover.cli import render
-from sparkrecover.core import humanize, report, timeline
-from sparkrecover.core.grids import COMPUTED, KEPT, UNFINISHED
+from sparkrecover.core import humanize
+from sparkrecover.core.views import report_data, timeline
+from sparkrecover.core.views.grids import COMPUTED, KEPT, UNFINISHED
 from sparkrecover.errors import EXIT_JOURNAL, SparkRecoverError, UsageError
 from sparkrecover.planning import reading
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import keep, runs, storage
 
 STDOUT = "-"
@@ -41,7 +42,7 @@ def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -
     state = collected.state
     live = reading.live_lease(run_dir) is not None
     plan, problem = None, None
-    if not damage and report.wants_plan(state.status(lease_live=live)):
+    if not damage and report_data.wants_plan(state.status(lease_live=live)):
         try:
             with render.file_progress(enabled=output != STDOUT) as progress:
                 plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
@@ -109,7 +110,7 @@ def _when(ts: str | None) -> str:
     return f"{humanize.timestamp(ts)} UTC" if ts else "-"
 
 
-def render_html(page: report.Report, root: str | None = None) -> str:
+def render_html(page: report_data.Report, root: str | None = None) -> str:
     from importlib import resources
 
     import jinja2
@@ -134,7 +135,7 @@ def render_html(page: report.Report, root: str | None = None) -> str:
     template = environment.get_template("report.html.j2")
     return template.render(
         page=page,
-        outcomes=report.OUTCOMES,
+        outcomes=report_data.OUTCOMES,
         ticks=_ticks(page.scale_s),
         letter=GRID_LETTER,
         commands=_commands(page, root),
@@ -143,7 +144,7 @@ def render_html(page: report.Report, root: str | None = None) -> str:
     )
 
 
-def _commands(page: report.Report, root: str | None) -> list[str]:
+def _commands(page: report_data.Report, root: str | None) -> list[str]:
     where = "" if root is None else f" --root {root}"
     run = page.run_id
     if page.status in ("succeeded", "running"):

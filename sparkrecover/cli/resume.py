@@ -9,7 +9,7 @@ from sparkrecover.cli.report import command_for
 from sparkrecover.errors import UsageError
 from sparkrecover.launch import recovery
 from sparkrecover.launch.options import RunOptions
-from sparkrecover.planning.resume import ResumePlan
+from sparkrecover.planning.next_attempt import ResumePlan
 from sparkrecover.rundir import runs, storage
 from sparkrecover.rundir.manifests import VERIFY_LEVELS
 

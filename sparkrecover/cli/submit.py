@@ -6,7 +6,7 @@ import difflib
 
 from sparkrecover.cli import render
 from sparkrecover.errors import UsageError
-from sparkrecover.launch import launcher, recovery
+from sparkrecover.launch import recovery, spark_argv
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.rundir import storage
 
@@ -17,7 +17,7 @@ def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str,
     user meant (``--run-idd x`` would start a run under a random id, which no later ``resume``
     finds by the name the user gave). ``own`` are submit's options, ``elsewhere`` the other
     commands' (``--dry-run`` belongs to ``resume``)."""
-    unknown = launcher.unknown_options(before_dashes)
+    unknown = spark_argv.unknown_options(before_dashes)
     if not unknown:
         return
     option = unknown[0]
@@ -28,7 +28,7 @@ def check_options(before_dashes: list[str], own: list[str], elsewhere: dict[str,
     owners = [command for command, options in elsewhere.items() if name in options]
     if owners:
         raise UsageError(f"no such option {name}: it is an option of {' and '.join(owners)}, not of submit")
-    known = [*own, *sorted(launcher.OPTIONS_WITH_VALUE | launcher.SWITCHES)]
+    known = [*own, *sorted(spark_argv.OPTIONS_WITH_VALUE | spark_argv.SWITCHES)]
     guess = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
     raise UsageError(
         f"no such option {name} (neither sparkrecover's nor spark-submit's)"

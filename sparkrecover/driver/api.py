@@ -1,6 +1,6 @@
 """The Python API used inside a Spark application: ``checkpoint`` and ``stage`` (docs/api.md).
 
-Under ``sparkrecover submit`` each call is a stage of the run: ``driver/stages.py`` walks it
+Under ``sparkrecover submit`` each call is a stage of the run: ``driver/lifecycle/stages.py`` walks it
 through the one stage lifecycle, and the adapters here say what a checkpoint and a stage function
 read, write and leave behind. Anywhere else it runs everything and records nothing.
 """
@@ -12,7 +12,9 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sparkrecover.driver import runtime, stages, taskresume
+from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.tasks import taskresume
 from sparkrecover.errors import UsageError
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import manifests, storage

@@ -5,7 +5,7 @@
                  [--lease-token TOKEN]
                  -- script.py [script args]
 
-It first decides which attempt of its run it is (``driver/attempt.py``): the one ``submit`` or
+It first decides which attempt of its run it is (``driver/process/which_attempt.py``): the one ``submit`` or
 ``resume`` launched with ``--attempt``, ``--plan`` and ``--lease-token``, or, when something else
 ran this command line again (YARN, an operator, an orchestrator, ``spark-submit-args``' line), the
 next attempt of the run, planned here as ``resume`` plans it; a run that succeeded runs nothing.
@@ -16,8 +16,8 @@ SparkContext creation to attach the listener bridge and record ``driver.started`
 JVM listener; ``py4j`` registers the Py4J listener instead, the CLI having said why.
 ``--lease-token`` is the token of the lease the CLI holds: stages check it before writing and
 committing, every file write's job commit checks it in the JVM, and a driver that lost it exits
-75 (``driver/fence.py``). SIGINT and SIGTERM stop the script keeping what it finished, and the
-driver exits 130 or 143 (``driver/signals.py``).
+75 (``driver/process/fence.py``). SIGINT and SIGTERM stop the script keeping what it finished, and the
+driver exits 130 or 143 (``driver/process/signals.py``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ if __name__ == "__main__":
         del sys.path[0]
     # Before anything imports pyspark: from the installed package's compiled files, not by
     # compiling the zip spark-submit put first on the path (about 1 s of CPU at every start).
-    from sparkrecover.driver import compiled_pyspark
+    from sparkrecover.driver.process import compiled_pyspark
 
     compiled_pyspark.prefer_compiled()
 
@@ -50,7 +50,7 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--run-id", required=True)
     # The attempt the command that launched it journaled; without it (a launcher's own command
-    # line) the driver takes the next attempt of the run (driver/attempt.py).
+    # line) the driver takes the next attempt of the run (driver/process/which_attempt.py).
     parser.add_argument("--attempt", type=int)
     parser.add_argument("--plan")
     parser.add_argument("--flush-interval", type=float, default=1.0)
@@ -66,7 +66,7 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
-    from sparkrecover.driver import fence, hadoopfs, signals, spark_log
+    from sparkrecover.driver.process import fence, hadoopfs, log_filter, signals
     from sparkrecover.journal import events as ev
 
     original_init = SparkContext.__init__
@@ -75,7 +75,7 @@ def _hook_spark_context(rt: Any) -> None:
         original_init(self, *args, **kwargs)
         hadoopfs.install(self)  # the script's data is seen through Spark's own filesystem client
         # Cosmetic: with a logging backend other than log4j2's core the message stays, nothing else.
-        spark_log.drop_no_stages_registered(self._jvm)
+        log_filter.drop_no_stages_registered(self._jvm)
         try:
             rt.telemetry.attach(self)
         except Exception as error:
@@ -182,17 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     options, script_argv = _parse(list(sys.argv[1:] if argv is None else argv))
     if not script_argv:
         raise SystemExit("sparkrecover bootstrap: no script to run")
-    from sparkrecover.driver import attempt as attempts
-    from sparkrecover.driver import runtime
-    from sparkrecover.driver.telemetry import Telemetry
+    from sparkrecover.driver.process import runtime, which_attempt
+    from sparkrecover.driver.process.telemetry import Telemetry
     from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter, runinfo
     from sparkrecover.journal import events as ev
 
     try:
-        start = attempts.begin(options)
-    except attempts.Finished as done:  # a launcher's restart of a finished run: nothing runs
-        attempts.say(str(done))
+        start = which_attempt.begin(options)
+    except which_attempt.Finished as done:  # a launcher's restart of a finished run: nothing runs
+        which_attempt.say(str(done))
         return 0
     except SparkRecoverError as problem:  # a plan it cannot read, a run another process holds
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
@@ -205,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         buffer_size=options.buffer_size,
         flush_interval=options.flush_interval,
     )
-    attempts.journal_start(
+    which_attempt.journal_start(
         start,
         writer,
         [os.path.abspath(__file__), *(sys.argv[1:] if argv is None else argv)],
@@ -230,7 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
-    from sparkrecover.driver import mlsaves, schema_reads, signals, sqlwrites, zerocode
+    from sparkrecover.driver.process import signals
+    from sparkrecover.driver.recording import mlsaves, schema_reads, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     sqlwrites.install()  # and so do its SQL statements that write
@@ -239,9 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:
-        attempts.point_the_jvm(start, script_argv[0])
+        which_attempt.point_the_jvm(start, script_argv[0])
         exit_code = _run_script(script_argv[0], script_argv[1:])
-    except KeyboardInterrupt:  # Ctrl-C, or a SIGTERM (driver/signals.py)
+    except KeyboardInterrupt:  # Ctrl-C, or a SIGTERM (driver/process/signals.py)
         exit_code, error = signals.exit_code(rt), "interrupted"
     except BaseException as failure:
         _trim(failure)
@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         if rt.fenced:
             error = "lease lost: the run was taken over by another submit or resume"
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, signal=rt.interrupted, **_close_telemetry(rt))
-        attempts.journal_end(start, writer, exit_code)
+        which_attempt.journal_end(start, writer, exit_code)
         writer.close()
         if start.lease is not None:
             start.lease.release()

@@ -1,6 +1,6 @@
 """What ``run.started`` and ``attempt.started`` record of where and by whom a run or an attempt was
 started: the same fields whoever starts it, ``submit`` on the command line or a driver that a
-launcher started with no command line around (``driver/attempt.py``). Arguments are redacted
+launcher started with no command line around (``driver/process/which_attempt.py``). Arguments are redacted
 (docs/design.md §4 rule 9)."""
 
 from __future__ import annotations

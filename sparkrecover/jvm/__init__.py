@@ -13,22 +13,22 @@ from typing import Any
 FOLDER = os.path.dirname(os.path.abspath(__file__))
 
 # The classes.
-LISTENER_CLASS = "sparkrecover.jvm.SparkRecoverListener"
+LISTENER_CLASS = "sparkrecover.jvm.bridge.SparkRecoverListener"
 # spark.shuffle.manager when map outputs are kept (launch/shuffles.py, docs/shuffles.md) ...
-SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.KeepingShuffleManager"
+SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.shuffle.KeepingShuffleManager"
 # ... and in spark.plugins, how executors tell the driver which map outputs they kept.
-KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.KeepingPlugin"
-KEPT_RDD_CLASS = "sparkrecover.jvm.KeptPartitionsRDD"
-PROBE_CLASS = "sparkrecover.jvm.WriteShapeProbe"
-# Spark's default commit protocol plus the lease check at job commit (driver/fence.py) ...
-FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.FencedCommitProtocol"
-# ... which this one extends with a resumed write's kept task folders (driver/partitions.py).
-RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.ResumingCommitProtocol"
-# Listings of a Hadoop filesystem in one call (driver/hadoopfs.py).
-LISTING_CLASS = "sparkrecover.jvm.HadoopListing"
+KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.shuffle.KeepingPlugin"
+KEPT_RDD_CLASS = "sparkrecover.jvm.commit.KeptPartitionsRDD"
+PROBE_CLASS = "sparkrecover.jvm.commit.WriteShapeProbe"
+# Spark's default commit protocol plus the lease check at job commit (driver/process/fence.py) ...
+FENCED_PROTOCOL_CLASS = "sparkrecover.jvm.commit.FencedCommitProtocol"
+# ... which this one extends with a resumed write's kept task folders (driver/tasks/partitions.py).
+RESUMING_PROTOCOL_CLASS = "sparkrecover.jvm.commit.ResumingCommitProtocol"
+# Listings of a Hadoop filesystem in one call (driver/process/hadoopfs.py).
+LISTING_CLASS = "sparkrecover.jvm.bridge.HadoopListing"
 # Whether the driver is being stopped (its job aborts keep committed task output), and the JVM's
-# SIGINT and SIGTERM handed to the Python driver (driver/signals.py).
-SIGNALS_CLASS = "sparkrecover.jvm.DriverSignals"
+# SIGINT and SIGTERM handed to the Python driver (driver/process/signals.py).
+SIGNALS_CLASS = "sparkrecover.jvm.bridge.DriverSignals"
 
 # Spark's settings that install them, and Spark's own class they replace.
 LISTENERS_CONF = "spark.extraListeners"
@@ -40,10 +40,10 @@ COMMIT_PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
 DEFAULT_COMMIT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 
 # spark-hadoop-cloud's protocol for Hadoop's PathOutputCommitters (the S3A committers): where the
-# application names it, FencedCommitProtocol stands in for it, with this set (driver/fence.py).
+# application names it, FencedCommitProtocol stands in for it, with this set (driver/process/fence.py).
 PATH_OUTPUT_PROTOCOL = "org.apache.spark.internal.io.cloud.PathOutputCommitProtocol"
 FACTORY_COMMITTER_CONF = "sparkrecover.commit.factory"
-# hadoop-aws's magic committer, whose committed tasks are pendingsets (driver/partitions.py).
+# hadoop-aws's magic committer, whose committed tasks are pendingsets (driver/tasks/partitions.py).
 MAGIC_COMMITTER = "org.apache.hadoop.fs.s3a.commit.magic.MagicS3GuardCommitter"
 
 # What ResumingCommitProtocol reads from the write's Hadoop configuration.
@@ -53,7 +53,7 @@ KEPT_PARTITIONS_CONF = "sparkrecover.kept.partitions"
 KEPT_JOB_CONF = "sparkrecover.kept.job"
 
 # Spark local properties the listener reads from a job: set by the stage lifecycle while a stage
-# does its work (driver/stages.py), and the partitions a resumed write keeps (driver/taskresume.py).
+# does its work (driver/lifecycle/stages.py), and the partitions a resumed write keeps (driver/tasks/taskresume.py).
 WRITING_PROPERTY = "sparkrecover.writing"
 KEPT_PROPERTY = "sparkrecover.writing.kept"
 
@@ -66,7 +66,7 @@ SHUFFLE_REUSE_CONF = "spark.sparkrecover.shuffle.reuse"
 
 def sources() -> list[str]:
     """Every Java source of the jar, in a stable order (the jar's cache key digests them all)."""
-    return sorted(glob.glob(os.path.join(FOLDER, "*.java")))
+    return sorted(glob.glob(os.path.join(FOLDER, "**", "*.java"), recursive=True))
 
 
 def find_class(gateway_jvm: Any, name: str) -> Any:

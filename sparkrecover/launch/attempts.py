@@ -17,7 +17,7 @@ from sparkrecover.journal import JournalWriter, reader, redact, runinfo
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import launcher, shuffles
+from sparkrecover.launch import launcher, shuffles, spark_argv
 from sparkrecover.rundir import keep, plans, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
 
@@ -30,7 +30,7 @@ class LaunchSpec:
     """Everything needed to (re)launch the application, as the first submit recorded it."""
 
     spark_submit: str
-    submit_args: launcher.SubmitArgs
+    submit_args: spark_argv.SubmitArgs
     cwd: str = field(default_factory=os.getcwd)
     flush_interval: float = DEFAULT_FLUSH_INTERVAL
     buffer_size: int = DEFAULT_BUFFER_SIZE
@@ -80,7 +80,7 @@ class LaunchSpec:
                 "them again after '--' (e.g. resume RUN -- --conf key=value) or through the "
                 f"environment; redacted: {', '.join(missing or redact.has_redacted(app_args))}"
             )
-        parsed = launcher.SubmitArgs(options=options, app=record["app"], app_args=app_args)
+        parsed = spark_argv.SubmitArgs(options=options, app=record["app"], app_args=app_args)
         # --spark-submit given again is looked up as on submit; the recorded one is a full path.
         found = launcher.find_spark_submit(spark_submit) if spark_submit else None
         return cls(
@@ -99,11 +99,11 @@ def merge_options(recorded: list[str], extra: list[str]) -> list[str]:
     """spark-submit options of ``extra`` replace the same options (or ``--conf`` keys) recorded."""
     if not extra:
         return recorded
-    parsed_extra = launcher.split_submit_args([*extra, "app.py"]).options
+    parsed_extra = spark_argv.split_submit_args([*extra, "app.py"]).options
     replaced = {_option_key(parsed_extra, i) for i in _option_starts(parsed_extra)}
     kept: list[str] = []
     for index in _option_starts(recorded):
-        width = 2 if recorded[index] in launcher.OPTIONS_WITH_VALUE else 1
+        width = 2 if recorded[index] in spark_argv.OPTIONS_WITH_VALUE else 1
         if _option_key(recorded, index) not in replaced:
             kept.extend(recorded[index : index + width])
     return kept + parsed_extra
@@ -113,7 +113,7 @@ def _option_starts(options: list[str]) -> list[int]:
     starts, index = [], 0
     while index < len(options):
         starts.append(index)
-        index += 2 if options[index] in launcher.OPTIONS_WITH_VALUE else 1
+        index += 2 if options[index] in spark_argv.OPTIONS_WITH_VALUE else 1
     return starts
 
 
@@ -128,8 +128,8 @@ def _option_key(options: list[str], index: int) -> str:
 _WARNED_CONNECT: set[str] = set()
 
 
-def _warn_spark_connect(run_id: str, args: launcher.SubmitArgs, warn: Callable[[str], None]) -> None:
-    remote = launcher.spark_connect(args)  # its ";token=…" parameters are never shown
+def _warn_spark_connect(run_id: str, args: spark_argv.SubmitArgs, warn: Callable[[str], None]) -> None:
+    remote = spark_argv.spark_connect(args)  # its ";token=…" parameters are never shown
     if remote and run_id not in _WARNED_CONNECT:
         _WARNED_CONNECT.add(run_id)
         warn(
@@ -178,7 +178,7 @@ def bootstrap_launch(
     jar = built.path
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
-        launcher.with_default_master(spec.submit_args, spec.spark_submit),
+        spark_argv.with_default_master(spec.submit_args, spec.spark_submit),
         run_dir,
         spec.keep_shuffles,
         jar=jar,
@@ -187,7 +187,7 @@ def bootstrap_launch(
         attempt=attempt or 1,
         make_folder=attempt is not None,  # spark-submit-args prints a line and changes nothing
     )
-    submit_args = launcher.SubmitArgs(
+    submit_args = spark_argv.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
     )
     command = launcher.bootstrap_command(
@@ -215,7 +215,7 @@ def run_attempt(
 
     The attempt (and on a first one the run) is journaled only once spark-submit is running: one
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
-    launcher.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
+    spark_argv.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
     _warn_spark_connect(run_id, spec.submit_args, warn or notify)
     plan_url = None
     if plan is not None:

@@ -4,7 +4,7 @@ runs the application under sparkrecover (docs/launchers.md).
 
 The same command line ``submit`` builds (``attempts.bootstrap_launch``: the bootstrap as the
 application, the listener's jar, the shuffle-keeping settings), without an attempt number and
-without a lease token: the driver decides both from the journal (``driver/attempt.py``). Run
+without a lease token: the driver decides both from the journal (``driver/process/which_attempt.py``). Run
 again after a crash, the same line resumes; run after success, it runs nothing.
 """
 
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.launch import attempts, launcher, spark_defaults
+from sparkrecover.launch import attempts, launcher, spark_argv, spark_defaults
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.rundir import runs
 
@@ -56,7 +56,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
         # known here: the Python the driver runs on is left to it, and keeping decides on the
         # master of spark-defaults.conf, or keeps nothing when none is named anywhere
         # (docs/decisions/0038-spark-submit-args-without-a-master.md).
-        master, named_in = spark_defaults.master(launcher.defaults_files(parsed, spark_submit))
+        master, named_in = spark_defaults.master(spark_argv.defaults_files(parsed, spark_submit))
         if named_in is not None:
             parsed = replace(parsed, default_master=master)
             if keep_shuffles == "auto":
@@ -79,7 +79,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
         for key, python in launcher.python_settings(parsed).items():
             if not os.environ.get(launcher.PYTHON_SETTINGS[key]):
                 settings += ["--conf", f"{key}={python}"]
-        parsed = launcher.SubmitArgs([*parsed.options, *settings], parsed.app, parsed.app_args)
+        parsed = spark_argv.SubmitArgs([*parsed.options, *settings], parsed.app, parsed.app_args)
     spec = given.launch_spec(parsed, spark_submit)
     launch = attempts.bootstrap_launch(runs.run_dir_of(root, run_id), run_id, spec, notify=notify)
     if launch.keeping.reason is not None and keep_shuffles not in ("auto", "off"):
@@ -87,7 +87,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
     elif launch.keeping.reason is not None and launch.keeping.tell:
         notify(launch.keeping.reason)
     argv = launch.command[1:]
-    split = launcher.split_submit_args(argv)
+    split = spark_argv.split_submit_args(argv)
     return Handoff(
         argv=argv,
         application=split.app,
@@ -99,7 +99,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
     )
 
 
-def _confs(parsed: launcher.SubmitArgs) -> dict[str, str]:
+def _confs(parsed: spark_argv.SubmitArgs) -> dict[str, str]:
     found = {}
     options = parsed.options
     for index, item in enumerate(options):
@@ -112,5 +112,5 @@ def _confs(parsed: launcher.SubmitArgs) -> dict[str, str]:
     return found
 
 
-def _listed(parsed: launcher.SubmitArgs, option: str) -> list[str]:
+def _listed(parsed: spark_argv.SubmitArgs, option: str) -> list[str]:
     return [item for item in (parsed.option(option) or "").split(",") if item]

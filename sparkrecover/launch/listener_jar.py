@@ -193,8 +193,10 @@ def _compile(javac: str, jars_dir: str, jar: str) -> str | None:
 
 
 def _read(path: str) -> bytes:
+    # The path inside the package, not the file name alone: a class moved to another Java
+    # package is another class, and no jar cached before the move may stand in for it.
     with open(path, "rb") as handle:
-        return os.path.basename(path).encode() + b"\0" + handle.read()
+        return os.path.relpath(path, jvm.FOLDER).replace(os.sep, "/").encode() + b"\0" + handle.read()
 
 
 def _write_quietly(path: str, text: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 from sparkrecover.errors import UsageError
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import attempts, launcher, shuffles
+from sparkrecover.launch import attempts, launcher, shuffles, spark_argv
 from sparkrecover.rundir import storage
 
 
@@ -43,11 +43,11 @@ class RunOptions:
         names = {option.name for option in fields(cls)}
         return cls(**{name: value for name, value in params.items() if name in names})
 
-    def application(self, args: list[str], root: str) -> launcher.SubmitArgs:
+    def application(self, args: list[str], root: str) -> spark_argv.SubmitArgs:
         """``args`` (``[spark-submit options] app.py [app args]``) split and checked: a Python
         application, and in cluster mode a root (resolved) and checkpoint root the driver can reach."""
-        parsed = launcher.split_submit_args(args)
-        launcher.check_application(parsed)
+        parsed = spark_argv.split_submit_args(args)
+        spark_argv.check_application(parsed)
         if parsed.deploy_mode == "cluster":
             for option, where in (("--root", root), ("--checkpoint-root", self.checkpoint_root)):
                 if where is not None and launcher_is_local_root(where):
@@ -57,7 +57,7 @@ class RunOptions:
                     )
         return parsed
 
-    def launch_spec(self, parsed: launcher.SubmitArgs, spark_submit: str | None = None) -> attempts.LaunchSpec:
+    def launch_spec(self, parsed: spark_argv.SubmitArgs, spark_submit: str | None = None) -> attempts.LaunchSpec:
         """The first attempt's launch of ``parsed`` with these options (``spark_submit``: the one
         already found, else found now)."""
         return attempts.LaunchSpec(

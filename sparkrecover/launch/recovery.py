@@ -15,15 +15,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core import runstate
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold import runstate
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import EXIT_INTERRUPTED, LeaseLostError, SparkRecoverError, UsageError
 from sparkrecover.journal import runinfo
 from sparkrecover.journal.segments import next_attempt
 from sparkrecover.launch import attempts
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning import reading
-from sparkrecover.planning.resume import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
+from sparkrecover.planning.next_attempt import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
 from sparkrecover.rundir import keep, runs, storage
 from sparkrecover.rundir import lease as leases
 

@@ -1,5 +1,5 @@
 """Keeping shuffle map outputs: the spark-submit settings that install the keeping shuffle
-manager (sparkrecover/jvm/KeepingShuffleManager.java), and the list of kept map outputs a resumed
+manager (sparkrecover/jvm/shuffle/KeepingShuffleManager.java), and the list of kept map outputs a resumed
 attempt may reuse (docs/shuffles.md).
 
 ``--keep-shuffles``:
@@ -23,7 +23,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 
-from sparkrecover.core import staleness
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.jvm import (
     EXECUTOR_CLASS_PATH_CONF,
     KEEPING_PLUGIN_CLASS,
@@ -35,7 +35,7 @@ from sparkrecover.jvm import (
     SHUFFLE_REUSE_CONF,
     SHUFFLE_SCRIPT_CONF,
 )
-from sparkrecover.launch import launcher
+from sparkrecover.launch import spark_argv
 from sparkrecover.rundir import keep, storage
 from sparkrecover.rundir.plans import KeptShuffle
 
@@ -58,7 +58,7 @@ class Setup:
 
 
 def setup(
-    parsed: launcher.SubmitArgs,
+    parsed: spark_argv.SubmitArgs,
     run_dir: str,
     mode: str,
     *,
@@ -105,11 +105,11 @@ def setup(
     return Setup(options=options, appended=appended, mode=effective)
 
 
-def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
+def _unsupported(parsed: spark_argv.SubmitArgs, jar: str | None) -> str | None:
     own = parsed.conf(SHUFFLE_MANAGER_CONF)
     if own:
         return f"the application sets its own shuffle manager ({own}), e.g. a remote shuffle service"
-    if launcher.spark_connect(parsed):
+    if spark_argv.spark_connect(parsed):
         return "the application talks to Spark Connect, whose server runs the shuffles"
     if (parsed.conf("spark.shuffle.push.enabled") or "").strip().lower() == "true":
         return "push-based shuffle (spark.shuffle.push.enabled) merges map outputs on remote services"
@@ -121,7 +121,7 @@ def _unsupported(parsed: launcher.SubmitArgs, jar: str | None) -> str | None:
 
 
 def _not_here(
-    parsed: launcher.SubmitArgs, run_dir: str, folder: str, mode: str, spark_version: str | None
+    parsed: spark_argv.SubmitArgs, run_dir: str, folder: str, mode: str, spark_version: str | None
 ) -> str | None:
     """Why ``mode`` keeps nothing for this run directory and master, or None."""
     master = parsed.master or "local[*]"
@@ -144,7 +144,7 @@ def _not_here(
     return _not_free(parsed, folder) if local_root else None
 
 
-def _local_master(parsed: launcher.SubmitArgs) -> bool:
+def _local_master(parsed: spark_argv.SubmitArgs) -> bool:
     return not parsed.master_unknown and (parsed.master or "local[*]").startswith("local")
 
 
@@ -152,7 +152,7 @@ def _before_spark_4(version: str | None) -> bool:
     return bool(version) and int((version or "0").split(".")[0]) < 4
 
 
-def _not_free(parsed: launcher.SubmitArgs, folder: str) -> str | None:
+def _not_free(parsed: spark_argv.SubmitArgs, folder: str) -> str | None:
     """Why keeping would cost a copy per map output here (``auto`` keeps only links), or None."""
     local_dir = (parsed.conf("spark.local.dir") or os.environ.get("SPARK_LOCAL_DIRS") or tempfile.gettempdir()).split(
         ","

@@ -1,7 +1,7 @@
 """The driver's log4j2 configuration under ``submit`` and ``resume`` when the user gave none:
 Spark's INFO lines off the terminal (docs/cli-output.md, "Spark's own log"). The one harmless
 ERROR a reused map stage makes Spark log is dropped in the driver whatever its configuration
-(driver/spark_log.py)."""
+(driver/process/log_filter.py)."""
 
 from __future__ import annotations
 

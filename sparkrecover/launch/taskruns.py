@@ -15,7 +15,7 @@ import hashlib
 import re
 from collections.abc import Mapping
 
-from sparkrecover.planning.resume import last_attempt_succeeded
+from sparkrecover.planning.next_attempt import last_attempt_succeeded
 from sparkrecover.rundir import runs
 
 MAX_RUN_ID = 128  # rundir/runs.py

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from sparkrecover.core.report import Collector
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.views.report_data import Collector
 from sparkrecover.errors import JournalDamagedError, JournalError, RunNotFoundError
 from sparkrecover.journal.reader import iter_journal, read_journal, read_salvaged
 from sparkrecover.journal.tail import JournalTail

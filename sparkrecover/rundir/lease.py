@@ -26,7 +26,7 @@ and how to clear it) until the file is older than the TTL; then it is stale like
 
 Fencing: the driver is given the token of the lease it runs under (``--lease-token``) and
 checks ``lease.json`` still holds it before each stage starts writing and before each commit
-(``driver/fence.py``); a holder whose heartbeat finds another token (or none) sets ``lost``.
+(``driver/process/fence.py``); a holder whose heartbeat finds another token (or none) sets ``lost``.
 """
 
 from __future__ import annotations

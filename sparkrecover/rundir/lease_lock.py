@@ -1,6 +1,6 @@
 """``lease.lock``: on a local run directory, the lease changes hands only while this lock is held,
 and a driver's job commit holds it from its check of the lease to its end
-(``sparkrecover/jvm/FencedCommitProtocol.java``). So a takeover never falls between a driver's
+(``sparkrecover/jvm/commit/FencedCommitProtocol.java``). So a takeover never falls between a driver's
 check and its commit: it waits for the commit to end, and the commit, if the takeover came first,
 sees it (docs/operations.md, "Fencing").
 

@@ -1,7 +1,7 @@
 """``plans/<attempt>.json``: the plan a resumed attempt was launched with.
 
 One definition of the plan, on both sides of the process boundary: the command line builds
-``Plan`` and ``PlanEntry`` objects (core/planner.py) and stores ``encode(plan)``; the driver reads the
+``Plan`` and ``PlanEntry`` objects (core/verdicts/planner.py) and stores ``encode(plan)``; the driver reads the
 bytes back into the same types with ``read_plan``, which decodes them from the types' own fields
 and hints (rundir/decoding.py) and refuses a plan it cannot read, a field missing, unknown or of
 the wrong type (``FormatError``, exit 3). A plan is pure data (docs/design.md §4 rule 8): read
@@ -29,7 +29,7 @@ class Committed:
     paths: list[str]  # the outputs as Spark names them
     format: str | None = None
     schema: str | None = None  # Spark's JSON of the written schema
-    table: dict[str, Any] | None = None  # how a table write registers its table again (driver/tables.py)
+    table: dict[str, Any] | None = None  # how a table write registers its table again (driver/recording/tables.py)
     # The manifest of an implicit write, inline or by reference (rundir/manifests.py).
     manifest: list[dict[str, Any]] | None = None
     manifest_ref: str | None = None
@@ -48,7 +48,7 @@ class KeptTasks:
 
     kept: list[int]  # partitions whose committed task output is kept
     partitions: int  # the write's partition count, which the resumed write must run again
-    shape: str | None = None  # digest of the write's shape when they committed (driver/partitions.py)
+    shape: str | None = None  # digest of the write's shape when they committed (driver/tasks/partitions.py)
     # Digest of the post-shuffle partition specs they were committed under (None: no shuffle read).
     specs: str | None = None
     empty: list[int] = field(default_factory=list)  # kept partitions that wrote no rows
@@ -105,7 +105,8 @@ class PlanEntry:
 
 @dataclass
 class SchemaEntry:
-    """An inferred schema the next attempt may reuse (core/schema_reuse.py, driver/schema_reads.py)."""
+    """An inferred schema the next attempt may reuse (core/verdicts/schema_reuse.py,
+    driver/recording/schema_reads.py)."""
 
     key: str
     format: str
@@ -141,7 +142,7 @@ class KeptMap:
 @dataclass
 class KeptShuffle:
     """The kept map outputs of one shuffle identity that the next attempt may reuse
-    (core/shuffles.py, sparkrecover/jvm/KeepingShuffleManager.java)."""
+    (core/fold/kept_shuffles.py, sparkrecover/jvm/shuffle/KeepingShuffleManager.java)."""
 
     shuffle: str  # the identity
     stage: str | None

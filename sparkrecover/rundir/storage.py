@@ -166,7 +166,7 @@ def listdir(url: str) -> list[str]:
 
 
 # In the driver, Spark's data (the paths it reads and writes, as fsspec URLs) is served through the
-# client Spark wrote it with (driver/hadoopfs.py installs it): an output on s3a:// or hdfs:// then
+# client Spark wrote it with (driver/process/hadoopfs.py installs it): an output on s3a:// or hdfs:// then
 # needs no Python backend there. Everywhere else, and for local paths, fsspec.
 _data_resolver: Callable[[str], tuple[Any, str]] | None = None
 

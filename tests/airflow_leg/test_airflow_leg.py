@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -207,9 +207,9 @@ HEAVY = (
     "rich",
     "orjson",
     "sparkrecover.journal",
-    "sparkrecover.core.planner",
+    "sparkrecover.core.verdicts.planner",
     "sparkrecover.driver.api",
-    "sparkrecover.driver.telemetry",
+    "sparkrecover.driver.process.telemetry",
 )
 
 
@@ -268,3 +268,20 @@ def test_the_shared_options_object_takes_each_commands_own_options_by_name():
     assert shared <= params["submit"]
     assert shared - params["spark-submit-args"] == {"max_attempts"}  # a launcher retries, not sparkrecover
     assert shared & params["resume"] == {"root", "spark_submit", "max_attempts", "json_output"}
+
+
+def test_an_option_several_commands_share_is_declared_once():
+    """--root (seven commands), --max-attempts, the journal's options and RUN are one declaration
+    each in cli/app.py, so their help cannot drift apart; --json twice: the run's outcome
+    (submit, resume) and the view (inspect, replay), spark-submit-args' and doctor's being other
+    documents."""
+    import sparkrecover.cli.app as module
+
+    source = open(module.__file__, encoding="utf-8").read()
+    shared = ("--root", "--max-attempts", "--flush-interval", "--buffer-size", "--checksums", "--checkpoint-root")
+    assert {name: source.count(f'"{name}"') for name in shared} == dict.fromkeys(shared, 1)
+    assert source.count('"--json"') == 4
+    assert source.count('metavar="RUN"') == 2  # inspect's RUN is optional and lists the runs
+    commands = {command.name or command.callback.__name__: command.callback for command in app.registered_commands}
+    with_root = [name for name, callback in commands.items() if "root" in callback.__code__.co_varnames]
+    assert len(with_root) == 7

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from sparkrecover.cli import render
-from sparkrecover.core import watch
+from sparkrecover.core.views import watch
 from sparkrecover.errors import RunNotFoundError
 from sparkrecover.planning import reading
 from sparkrecover.rundir import lease

@@ -8,7 +8,7 @@ import shutil
 import orjson
 import pytest
 
-from sparkrecover.core import timeline
+from sparkrecover.core.views import timeline
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
 from tests import journals

@@ -183,7 +183,7 @@ def test_the_journal_can_be_written_while_the_page_is_made(tmp_path):
     """The report reads a snapshot: a writer still appending does not break it (the segment's torn
     tail is dropped with a warning, as inspect does)."""
     from sparkrecover.cli import report as command
-    from sparkrecover.core import report as pages
+    from sparkrecover.core.views import report_data as pages
     from sparkrecover.journal import read_journal
 
     run = SyntheticRun(tmp_path / "root").attempt().done("orders")

@@ -8,7 +8,8 @@ import shlex
 import orjson
 import pytest
 
-from sparkrecover.launch import launcher
+from sparkrecover.jvm import SHUFFLE_DIR_CONF, SHUFFLE_MANAGER_CLASS, SHUFFLE_MANAGER_CONF
+from sparkrecover.launch import launcher, spark_argv
 from tests.helpers import fake_executable
 
 
@@ -27,7 +28,7 @@ def test_the_line_is_what_submit_would_launch_without_an_attempt_or_a_token(cli,
     )  # fmt: skip
     assert code == 0, err
     argv = shlex.split(out)
-    parsed = launcher.split_submit_args(argv)
+    parsed = spark_argv.split_submit_args(argv)
     assert parsed.app == launcher.BOOTSTRAP
     run_dir = str(tmp_path / "runs" / "nightly")
     assert parsed.app_args == [
@@ -102,7 +103,7 @@ def test_the_listeners_jar_is_handed_on_when_a_jdk_builds_it(cli, tmp_path, app,
     assert code == 0, err
     document = orjson.loads(out)
     assert document["jars"] == [str(jar)]
-    assert document["conf"]["spark.extraListeners"] == "sparkrecover.jvm.SparkRecoverListener"
+    assert document["conf"]["spark.extraListeners"] == "sparkrecover.jvm.bridge.SparkRecoverListener"
     assert document["arguments"][document["arguments"].index("--listener") + 1] == "jvm"
 
 
@@ -154,7 +155,7 @@ def test_with_no_master_anywhere_an_explicit_copy_puts_the_jar_on_spark_35_execu
     Spark 3.5's executors get the jar on their class path (ignored on a local master)."""
     jar["version"] = "3.5.3-scala2.12"
     document, err = handed(cli, jar, "--keep-shuffles", "copy")
-    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager", err
+    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.shuffle.KeepingShuffleManager", err
     assert document["conf"]["spark.executor.extraClassPath"] == jar["path"], err
 
 
@@ -181,7 +182,7 @@ def test_the_line_is_printed_without_making_the_run_directory_or_its_keep_folder
     folder when it keeps a map output, so neither an empty ``<run>/shuffles`` nor the run's folder
     appears on every call, nor for a run that already succeeded (whose keep folder is gone)."""
     document, err = handed(cli, jar, "--keep-shuffles", "copy")
-    assert document["conf"]["spark.shuffle.manager"] == "sparkrecover.jvm.KeepingShuffleManager", err
-    keep = document["conf"]["spark.sparkrecover.shuffle.dir"]
+    assert document["conf"][SHUFFLE_MANAGER_CONF] == SHUFFLE_MANAGER_CLASS, err
+    keep = document["conf"][SHUFFLE_DIR_CONF]
     assert keep == str(tmp_path / ".sparkrecover" / "n1" / "shuffles")
     assert not (tmp_path / ".sparkrecover").exists()

@@ -14,8 +14,8 @@ from rich.console import Console
 from sparkrecover.cli import follow as following
 from sparkrecover.cli import inspect as inspecting
 from sparkrecover.cli import render
-from sparkrecover.core import watch
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.views import watch
 from sparkrecover.journal import read_journal
 from sparkrecover.planning import reading
 from sparkrecover.rundir import lease

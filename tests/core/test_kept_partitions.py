@@ -1,10 +1,10 @@
-"""The one rule of kept write partitions (core/kept_partitions.py), on records as the journal
+"""The one rule of kept write partitions (core/fold/kept_partitions.py), on records as the journal
 holds them; the fold, the planner and the report read it (tests/core/test_task_progress.py,
 tests/core/test_report.py), the driver asks it too (tests/driver/test_shape_changes.py)."""
 
 from __future__ import annotations
 
-from sparkrecover.core import kept_partitions as kp
+from sparkrecover.core.fold import kept_partitions as kp
 
 
 def write_started(attempt, shape="s1", partitions=4, kept=(), reusable=True):

@@ -1,24 +1,24 @@
-"""The data behind ``sparkrecover report`` (core/report.py, core/grids.py) on recorded journals:
+"""The data behind ``sparkrecover report`` (core/views/report_data.py, core/views/grids.py) on recorded journals:
 lanes, bars and their outcomes, durations on the journal's clock, time saved, partition grids."""
 
 from __future__ import annotations
 
 import os
 
-from sparkrecover.core import report, summary
-from sparkrecover.core.grids import fold_grids
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.views import report_data, summary
+from sparkrecover.core.views.grids import fold_grids
 from sparkrecover.journal import read_journal
 from tests.journals import SyntheticRun, crashed_run, invalidated_run, resumed_run
 
 
-def page_of(run: SyntheticRun, **options) -> report.Report:
-    collected = report.Collector(run.run_id)
+def page_of(run: SyntheticRun, **options) -> report_data.Report:
+    collected = report_data.Collector(run.run_id)
     collected.feed(read_journal(run.dir))
     return collected.report(run.dir, **options)
 
 
-def bars(lane: report.Lane) -> list[tuple[str, str]]:
+def bars(lane: report_data.Lane) -> list[tuple[str, str]]:
     return [(bar.stage, bar.outcome) for bar in lane.bars]
 
 

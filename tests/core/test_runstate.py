@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 
 
 def event(type_, seq, attempt=1, writer="cli", **payload):

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
-from sparkrecover.core import schema_reuse
-from sparkrecover.core.staleness import digest, stat_files
+from sparkrecover.core.verdicts import schema_reuse
+from sparkrecover.core.verdicts.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
-from sparkrecover.planning.resume import plan_resume, read_run
+from sparkrecover.planning.next_attempt import plan_resume, read_run
 from sparkrecover.rundir import storage
 
 

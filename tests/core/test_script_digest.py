@@ -1,13 +1,13 @@
 """Is the script the same? One digest, which the driver salts a write's shape with and submit hands
-the JVM for the shuffle identity (core/staleness.py)."""
+the JVM for the shuffle identity (core/verdicts/staleness.py)."""
 
 from __future__ import annotations
 
 import hashlib
 
-from sparkrecover.core import staleness
+from sparkrecover.core.verdicts import staleness
 from sparkrecover.launch import shuffles
-from sparkrecover.launch.launcher import split_submit_args
+from sparkrecover.launch.spark_argv import split_submit_args
 from sparkrecover.rundir import storage
 
 

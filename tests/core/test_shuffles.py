@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from sparkrecover.core import planner, shuffles, timeline
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold import kept_shuffles
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.core.views import timeline
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir.plans import PartitionCount
 
@@ -83,7 +85,8 @@ def test_the_fold_keeps_the_union_of_every_attempts_kept_map_outputs():
     (shuffle,) = state.shuffles.values()
     assert sorted(shuffle.kept) == [0, 1, 3] and shuffle.maps == 4
     assert (
-        shuffle.reused == {1: 0, 2: 2} and shuffles.describe(shuffle) == "3/4 map outputs kept, 2 reused by attempt 2"
+        shuffle.reused == {1: 0, 2: 2}
+        and kept_shuffles.describe(shuffle) == "3/4 map outputs kept, 2 reused by attempt 2"
     )
 
 
@@ -95,7 +98,7 @@ def test_only_map_outputs_whose_files_match_the_record_are_offered():
     files["abc/map-1/data"] = 93  # truncated
     del files["abc/map-2/meta"]  # never renamed into place whole
     del files["abc/map-3/data"]  # an empty map output writes no data file: still intact
-    (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
+    (offer,) = kept_shuffles.reusable(state.shuffles, sizes_of(files))
     assert [entry.map for entry in offer.maps] == [3]
 
 
@@ -104,7 +107,7 @@ def test_a_map_output_whose_record_names_a_path_outside_the_keep_folder_is_never
     state = RunState.from_events("r", [registered(), committed(bad, kept(1))])
     files = on_disk(kept(1))
     files["../../etc/data"], files["../../etc/index"], files["../../etc/meta"] = 100, 24, 1
-    (offer,) = shuffles.reusable(state.shuffles, sizes_of(files))
+    (offer,) = kept_shuffles.reusable(state.shuffles, sizes_of(files))
     assert [entry.map for entry in offer.maps] == [1]
 
 
@@ -226,10 +229,10 @@ def test_a_range_shuffle_is_offered_only_with_its_kept_bounds_and_the_plan_says_
 
 def test_progress_counts_what_the_journal_kept_or_what_the_plan_offers():
     state = RunState.from_events("r", [registered(), committed(kept(0), kept(1)), registered("def", maps=2)])
-    assert shuffles.progress(state.shuffles, "w") == (2, 6)
-    (offer,) = shuffles.reusable(state.shuffles, sizes_of(on_disk(kept(1))))
-    assert shuffles.progress(state.shuffles, "w", [offer]) == (1, 6)
-    assert shuffles.progress(state.shuffles, "other") == (0, 0)
+    assert kept_shuffles.progress(state.shuffles, "w") == (2, 6)
+    (offer,) = kept_shuffles.reusable(state.shuffles, sizes_of(on_disk(kept(1))))
+    assert kept_shuffles.progress(state.shuffles, "w", [offer]) == (1, 6)
+    assert kept_shuffles.progress(state.shuffles, "other") == (0, 0)
 
 
 def test_reuse_is_counted_from_the_registration_never_from_the_offer():
@@ -244,9 +247,9 @@ def test_reuse_is_counted_from_the_registration_never_from_the_offer():
             committed(kept(0, "new"), kept(1, "new"), attempt=2),
         ],
     )
-    assert shuffles.cells(state.shuffles["abc"]) is None  # attempt 2 never planned it again
-    assert shuffles.cells(state.shuffles["new"]) is None  # attempt 2 was its first
-    assert shuffles.reused_work(state.shuffles, 2) == []
+    assert kept_shuffles.cells(state.shuffles["abc"]) is None  # attempt 2 never planned it again
+    assert kept_shuffles.cells(state.shuffles["new"]) is None  # attempt 2 was its first
+    assert kept_shuffles.reused_work(state.shuffles, 2) == []
 
 
 def test_a_later_attempt_that_reused_some_shows_them_kept_and_saves_their_time():
@@ -255,10 +258,10 @@ def test_a_later_attempt_that_reused_some_shows_them_kept_and_saves_their_time()
     done = committed(kept(0), kept(1), kept(2))
     done["ts"] = "1970-01-01T00:00:30.000Z"  # 30 s from registration to its last kept map output
     state = RunState.from_events("r", [*first, done, registered(attempt=2, reused=2), committed(kept(3), attempt=2)])
-    latest, cells = shuffles.cells(state.shuffles["abc"])
+    latest, cells = kept_shuffles.cells(state.shuffles["abc"])
     assert latest == 2
     assert cells == [(0, "kept", 1), (1, "kept", 1), (2, "not finished", None), (3, "computed", 2)]
-    assert shuffles.reused_work(state.shuffles, 2) == [("w", 2, 20.0)]  # 2 of the 3 it computed
+    assert kept_shuffles.reused_work(state.shuffles, 2) == [("w", 2, 20.0)]  # 2 of the 3 it computed
 
 
 def test_a_followed_map_stage_shows_its_quarters_not_each_map_output():

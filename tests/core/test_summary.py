@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sparkrecover.core import summary
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.views import summary
 from sparkrecover.journal import read_journal
 from tests import journals
 

@@ -8,8 +8,8 @@ import json
 import os
 import uuid
 
-from sparkrecover.core import planner
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.core.verdicts import planner
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PartitionCount
 
@@ -373,7 +373,7 @@ def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_pat
     """The manifest committer's job commit publishes every manifest in its folder: before a resumed
     write, only the kept partitions' manifests of one job folder stay (a kept partition of an
     attempt that died too has two there: the adopted one and its own empty task's)."""
-    from sparkrecover.driver import taskresume
+    from sparkrecover.driver.tasks import taskresume
 
     out = str(tmp_path / "out")
     manifest(out, 0)
@@ -397,7 +397,7 @@ def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_pat
 def test_manifests_a_resume_had_adopted_are_kept_with_the_dead_jobs_files(tmp_path):
     """A resumed write moves the manifests it adopts into its own job's folder; their files stay in
     the dead job's. When that resume dies too, both folders are needed."""
-    from sparkrecover.driver import taskresume
+    from sparkrecover.driver.tasks import taskresume
 
     out = str(tmp_path / "out")
     adopted = manifest(out, 4)  # written by the first job, in job-uuid
@@ -419,7 +419,7 @@ def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed
     keeps the dead job's only when its folder holds the kept ones and nothing else (a set-aside
     cut short by an error leaves others: then nothing is kept, and the write runs under a UUID of
     its own)."""
-    from sparkrecover.driver import partitions, taskresume
+    from sparkrecover.driver.tasks import partitions, taskresume
 
     out = str(tmp_path / "out")
     for partition in (0, 1, 2):

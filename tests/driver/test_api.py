@@ -7,12 +7,12 @@ import os
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import runtime
-from sparkrecover.driver.runtime import Runtime
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, numbers
 
 
@@ -60,8 +60,8 @@ def test_stage_property_attributes_jobs_while_building(spark, tmp_path):
 
 def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
     """The next attempt's runtime, with the plan the real planner makes from the journal so far."""
-    from sparkrecover.core import planner
-    from sparkrecover.core.runstate import RunState
+    from sparkrecover.core.fold.runstate import RunState
+    from sparkrecover.core.verdicts import planner
 
     rt.writer.close()
     state = RunState.from_events("run1", read_journal(rt.run_dir))

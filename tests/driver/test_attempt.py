@@ -1,4 +1,4 @@
-"""Which attempt a driver is, decided from the journal (driver/attempt.py): the four ways a
+"""Which attempt a driver is, decided from the journal (driver/process/which_attempt.py): the four ways a
 driver starts, a finished run, a live holder, two drivers at once. No Spark: the decision is made
 before the script runs."""
 
@@ -11,8 +11,8 @@ import re
 import orjson
 import pytest
 
-from sparkrecover.driver import attempt as attempts
 from sparkrecover.driver.bootstrap import _parse
+from sparkrecover.driver.process import which_attempt as attempts
 from sparkrecover.errors import LeaseHeldError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import segments

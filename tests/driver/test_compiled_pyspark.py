@@ -1,5 +1,5 @@
 """pyspark imported from the installed package's compiled files, not from the zip spark-submit puts
-first on the path (driver/compiled_pyspark.py): in fresh Python processes whose PYTHONPATH starts
+first on the path (driver/process/compiled_pyspark.py): in fresh Python processes whose PYTHONPATH starts
 as spark-submit starts a driver's or a Python worker's, with the real pyspark of this environment;
 and every layout where the zip is not the installed package's own left as it is."""
 
@@ -12,7 +12,8 @@ import zipfile
 
 import pyspark
 
-from sparkrecover.driver import bootstrap, compiled_pyspark
+from sparkrecover.driver import bootstrap
+from sparkrecover.driver.process import compiled_pyspark
 
 PACKAGE = os.path.dirname(os.path.abspath(pyspark.__file__))
 ZIP = os.path.join(PACKAGE, "python", "lib", "pyspark.zip")
@@ -34,7 +35,7 @@ def test_spark_submits_zip_is_what_python_imports_otherwise():
 
 
 def test_the_installed_package_is_imported_instead_of_its_own_zip():
-    prefer = "from sparkrecover.driver import compiled_pyspark; print(compiled_pyspark.prefer_compiled())"
+    prefer = "from sparkrecover.driver.process import compiled_pyspark; print(compiled_pyspark.prefer_compiled())"
     found = run(f"{prefer}; {WHERE}", [ZIP])
     assert found[0] == PACKAGE
     assert found[1] == os.path.join(PACKAGE, "__init__.py")
@@ -87,7 +88,7 @@ def test_the_first_pyspark_on_the_path_decides(tmp_path):
 def test_the_redirected_package_is_the_installed_one_in_a_fresh_process(tmp_path):
     zip_path, site = fake_spark(tmp_path, installed=True)
     code = (
-        "from sparkrecover.driver import compiled_pyspark\n"
+        "from sparkrecover.driver.process import compiled_pyspark\n"
         "first = compiled_pyspark.prefer_compiled()\n"
         "assert compiled_pyspark.prefer_compiled() is None  # once\n"
         "import pyspark; print(first, pyspark.WHERE)\n"

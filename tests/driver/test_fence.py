@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import fence
+from sparkrecover.driver.process import fence
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.jvm import (
     COMMIT_PROTOCOL_CONF,
@@ -114,7 +114,7 @@ def _data_files(folder):
 @pytest.fixture
 def fenced(spark, jvm):
     """The JVM's FencedCommitProtocol, disarmed and the session's protocol unset afterwards."""
-    protocol = jvm.sparkrecover.jvm.FencedCommitProtocol
+    protocol = jvm.sparkrecover.jvm.commit.FencedCommitProtocol
     yield protocol
     protocol.disarm()
     spark.conf.unset(COMMIT_PROTOCOL_CONF)
@@ -188,7 +188,7 @@ def test_a_job_commit_waits_for_a_takeover_under_way_and_then_refuses(spark, fen
 
 
 def test_a_lease_the_jvm_cannot_read_does_not_fence_the_job_commit(spark, fenced, tmp_path):
-    """Cannot tell is not lost (as in driver/fence.py): no FileSystem for the lease's scheme."""
+    """Cannot tell is not lost (as in driver/process/fence.py): no FileSystem for the lease's scheme."""
     reason = fenced.arm("nosuchfs://bucket/run/lease.json", "mine", spark.sparkContext._jsc.hadoopConfiguration())
     assert reason and "cannot be read from the JVM" in reason
     spark.conf.set(COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS)

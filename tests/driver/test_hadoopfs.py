@@ -1,4 +1,4 @@
-"""Spark's data seen from the driver through Hadoop's FileSystem (driver/hadoopfs.py), on the test
+"""Spark's data seen from the driver through Hadoop's FileSystem (driver/process/hadoopfs.py), on the test
 session's JVM: a ``viewfs://`` mount over a local folder stands for a store that is not ``file:``."""
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from sparkrecover import jvm as jvm_names
-from sparkrecover.driver import hadoopfs, writes
+from sparkrecover.driver.process import hadoopfs
+from sparkrecover.driver.recording import writes
 from sparkrecover.rundir import manifests, storage
 
 

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from sparkrecover.driver import hooks
+from sparkrecover.driver.recording import hooks
 
 
 @pytest.fixture()

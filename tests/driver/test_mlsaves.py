@@ -1,5 +1,5 @@
 """Model and pipeline saves as implicit stages, in-process against a real SparkSession
-(driver/mlsaves.py): MLlib's ``model.save(sc, path)``, ML's ``write().save``, ``overwrite()``,
+(driver/recording/mlsaves.py): MLlib's ``model.save(sc, path)``, ML's ``write().save``, ``overwrite()``,
 pipelines."""
 
 from __future__ import annotations
@@ -8,12 +8,12 @@ import os
 
 import pytest
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import mlsaves
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, marked_line
 
 pytest.importorskip("numpy")  # pyspark.ml and pyspark.mllib need it

@@ -1,5 +1,5 @@
 """Task-level resume of one write (docs/design.md §4a): KeptPartitionsRDD, ResumingCommitProtocol, the
-listener's task.committed lines and driver/partitions.py, on real Spark."""
+listener's task.committed lines and driver/tasks/partitions.py, on real Spark."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 import orjson
 import pytest
 
-from sparkrecover.driver import partitions
+from sparkrecover.driver.tasks import partitions
 from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, KEPT_DIR_CONF, KEPT_RDD_CLASS, LISTENER_CLASS, find_class
 from sparkrecover.launch.launcher import find_spark_submit
 
@@ -176,7 +176,7 @@ def test_a_resumed_write_keeps_the_committed_tasks_and_ends_like_a_clean_write(s
 
 
 def test_kept_in_place_an_overwrite_empties_the_target_around_them(spark, jvm, tmp_path):
-    """What a resumed overwrite on an object store does (driver/taskresume.py keeps the committed
+    """What a resumed overwrite on an object store does (driver/tasks/taskresume.py keeps the committed
     task folders where the dead job left them): the kept folder is the target's own job attempt
     folder; the overwrite's delete spares the kept partitions' folders and removes everything else
     (old output, other partitions' folders, tasks in flight, other job attempts); setupJob moves
@@ -339,7 +339,7 @@ LISTENER_APP = textwrap.dedent("""
     sc.setLocalProperty("sparkrecover.stage", None)
     spark.range(0, 10, 1, 3).count()  # outside any stage: no task.committed
     sc._jsc.sc().listenerBus().waitUntilEmpty(10000)
-    print("LINES" + sc._jvm.sparkrecover.jvm.SparkRecoverListener.drain(sc._jsc.sc()))
+    print("LINES" + sc._jvm.sparkrecover.jvm.bridge.SparkRecoverListener.drain(sc._jsc.sc()))
     spark.stop()
 """)
 

@@ -9,9 +9,10 @@ import uuid
 
 import pytest
 
-from sparkrecover.core import schema_reuse
-from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, schema_reads
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import schema_reuse
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import schema_reads
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import storage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparkrecover.driver import partitions, taskresume
+from sparkrecover.driver.tasks import partitions, taskresume
 from sparkrecover.rundir.plans import KeptTasks
 
 

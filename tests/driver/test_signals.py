@@ -1,4 +1,4 @@
-"""A driver stopped by SIGINT or SIGTERM keeps what it finished (driver/signals.py and the JVM's
+"""A driver stopped by SIGINT or SIGTERM keeps what it finished (driver/process/signals.py and the JVM's
 DriverSignals and FencedCommitProtocol.abortJob), on the session's real Spark: a write cancelled
 because the driver is being stopped keeps its committed task folders, one cancelled for any other
 reason is aborted as Spark aborts it. The bootstrap's side runs as its own process (no Spark)."""
@@ -16,7 +16,8 @@ import time
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.driver import bootstrap, signals
+from sparkrecover.driver import bootstrap
+from sparkrecover.driver.process import signals
 from sparkrecover.journal import read_journal
 from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FENCED_PROTOCOL_CLASS, SIGNALS_CLASS, find_class
 from tests.helpers import install_runtime, journal
@@ -249,7 +250,7 @@ def test_a_stage_stopped_by_a_signal_ends_with_stopped_even_when_the_jvm_connect
     """A signal can interrupt a Py4J call half-way (the script's ``save``), leaving the connection
     broken: the stage's scope then makes no call into the JVM on its way out, so the script sees
     Stopped (its ``except KeyboardInterrupt`` and the exit code 128+N), not a network error."""
-    from sparkrecover.driver.stages import Scope
+    from sparkrecover.driver.lifecycle.stages import Scope
 
     class CutConnection:
         """A SparkContext whose Py4J connection the interrupted command broke."""

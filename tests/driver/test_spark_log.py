@@ -1,13 +1,13 @@
 """Spark's harmless "No stages registered for job N" ERROR dropped in the driver JVM at runtime
-(driver/spark_log.py), on the session's real log4j2: exactly that message of DAGScheduler's is
+(driver/process/log_filter.py), on the session's real log4j2: exactly that message of DAGScheduler's is
 denied, every other message of it still reaches the appenders, and the logger keeps its level."""
 
 from __future__ import annotations
 
 import pytest
 
-from sparkrecover.driver import spark_log
-from sparkrecover.driver.spark_log import DAG_SCHEDULER
+from sparkrecover.driver.process import log_filter as spark_log
+from sparkrecover.driver.process.log_filter import DAG_SCHEDULER
 
 MESSAGES = [
     "No stages registered for job 12",  # the one dropped

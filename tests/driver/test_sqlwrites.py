@@ -1,4 +1,4 @@
-"""Which SQL statements are writes: classified by Spark's own parser (driver/sqlwrites.py), against
+"""Which SQL statements are writes: classified by Spark's own parser (driver/recording/sqlwrites.py), against
 a real SparkSession without Hive support. docs/recorded.md lists the statements left alone."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sparkrecover.driver import sqlwrites, writes
+from sparkrecover.driver.recording import sqlwrites, writes
 from sparkrecover.journal import events as ev
 from tests.helpers import install_runtime, journal
 

@@ -8,12 +8,13 @@ import os
 
 import pytest
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, tables
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import tables
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from tests.helpers import install_runtime, journal, marked_line
 
 HERE = os.path.basename(__file__)

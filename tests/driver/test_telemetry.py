@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkrecover.driver.runtime import STAGE_PROPERTY, Runtime
-from sparkrecover.driver.telemetry import JVM, Telemetry, _parse_lines
+from sparkrecover.driver.process.runtime import STAGE_PROPERTY, Runtime
+from sparkrecover.driver.process.telemetry import JVM, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, WRITING_PROPERTY

@@ -8,12 +8,13 @@ import shutil
 import pytest
 
 import sparkrecover as sr
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
-from sparkrecover.driver import runtime, sqlwrites, zerocode
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recording import sqlwrites, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
-from sparkrecover.planning.evidence import StorageEvidence
+from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import manifests, storage
 from tests.helpers import install_runtime, journal, marked_line, numbers
 
@@ -317,7 +318,7 @@ def test_a_write_from_the_users_script_is_named_by_the_scripts_line(spark, tmp_p
 def test_own_frames_are_told_apart_by_module_not_by_folder():
     """sparkrecover's own modules in any subpackage are ours; its demo, run as a script, is the
     user's; a user's module whose name merely starts with 'sparkrecover' is the user's."""
-    assert zerocode.is_own_module("sparkrecover.driver.writes")
+    assert zerocode.is_own_module("sparkrecover.driver.recording.writes")
     assert zerocode.is_own_module("sparkrecover")
     assert zerocode.is_own_module("pyspark.sql.readwriter")
     assert zerocode.is_own_module("py4j.java_gateway")
@@ -539,7 +540,7 @@ def test_sql_with_parameters_or_a_parse_error_runs_as_pyspark_runs_it(spark, tmp
 
 
 def test_replace_table_as_select_and_partition_overwrites_are_classified_from_the_parsed_plan(spark, tmp_path):
-    from sparkrecover.driver import writes
+    from sparkrecover.driver.recording import writes
 
     install_runtime(tmp_path)
     replace = sqlwrites.describe(spark, "CREATE OR REPLACE TABLE s6 USING parquet AS SELECT 1 AS id")

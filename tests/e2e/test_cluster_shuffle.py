@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import keep, storage
 from tests.cluster import Cluster

@@ -90,7 +90,7 @@ def test_submit_uses_the_jvm_listener_and_its_counts_match_spark(tmp_path):
     jar = command[command.index("--jars") + 1]
     assert jar.startswith(os.environ["SPARKRECOVER_CACHE"]) and os.path.isfile(jar)
     assert (
-        "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener,sparkrecover.jvm.SparkRecoverListener"
+        "spark.extraListeners=org.apache.spark.scheduler.StatsReportListener,sparkrecover.jvm.bridge.SparkRecoverListener"
     ) in command
     assert of_type(records, ev.DRIVER_STARTED)[0]["listener"] == "jvm"
     ended = of_type(records, ev.DRIVER_ENDED)[0]
@@ -117,7 +117,7 @@ def test_without_the_jar_the_py4j_listener_takes_over_and_says_so_once(tmp_path)
     assert result.stderr.count("Py4J listener") == 1
     assert "SPARKRECOVER_NO_JVM_LISTENER" in result.stderr
     command = of_type(records, ev.ATTEMPT_STARTED)[0]["command"]
-    assert "--jars" not in command and "sparkrecover.jvm.SparkRecoverListener" not in " ".join(command)
+    assert "--jars" not in command and "sparkrecover.jvm.bridge.SparkRecoverListener" not in " ".join(command)
     assert of_type(records, ev.DRIVER_STARTED)[0]["listener"] == "py4j"
     ended = of_type(records, ev.DRIVER_ENDED)[0]
     assert (ended["listener"], ended["spark_events_dropped"]) == ("py4j", 0)

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.launch.launcher import find_spark_submit
@@ -195,7 +195,7 @@ def test_the_same_spark_submit_args_line_resumes_then_runs_nothing(spark, tmp_pa
     # --keep-shuffles link: kept map outputs need no master given, and the restart then points the
     # JVM at its own reuse list and script digest.
     line = handoff(root, APP, out, markers, "--flush-interval", "0.2", "--keep-shuffles", "link", variant="shuffled")
-    assert "spark.shuffle.manager=sparkrecover.jvm.KeepingShuffleManager" in line
+    assert "spark.shuffle.manager=sparkrecover.jvm.shuffle.KeepingShuffleManager" in line
 
     first = start(line, folder, "first")
     until(first, lambda: commits(run_dir, 1) >= 11, "11 of 16 partitions committed")

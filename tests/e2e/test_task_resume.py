@@ -12,7 +12,7 @@ from collections.abc import Callable
 import orjson
 import pytest
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from tests.helpers import SPARK_OPTIONS, dry_run, events_of, run_and_kill_when, run_cli, sparkrecover_command
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import JournalError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.reader import iter_journal, read_journal

@@ -14,8 +14,8 @@ import fsspec
 import orjson
 import pytest
 
-from sparkrecover.core import planner
-from sparkrecover.core.runstate import RunState
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import planner
 from sparkrecover.errors import JournalError
 from sparkrecover.journal import JournalWriter, events, read_journal
 from sparkrecover.journal.pending import Dropped, enforce_cap

@@ -1,4 +1,4 @@
-"""A range shuffle's bounds kept beside its map outputs (sparkrecover/jvm/KeptBounds.java), in the
+"""A range shuffle's bounds kept beside its map outputs (sparkrecover/jvm/shuffle/KeptBounds.java), in the
 shared session: the first registration of an identity saves the bounds it sampled, every later
 one partitions by the saved bounds, and bounds that cannot be read or would give another
 partition count are refused (the shuffle then runs again, unkept). The end-to-end case, a write
@@ -20,7 +20,7 @@ PARTITIONS = 4
 
 @pytest.fixture
 def bounds(jvm):
-    found = find_class(jvm, "sparkrecover.jvm.KeptBounds")
+    found = find_class(jvm, "sparkrecover.jvm.shuffle.KeptBounds")
     assert found is not None
     return found
 

@@ -12,17 +12,17 @@ PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file
 JVM_FOLDER = os.path.join(PACKAGE, "sparkrecover", "jvm")
 # (Python constant, Java file, Java constant)
 READ_BY_JAVA = [
-    ("KEPT_DIR_CONF", "ResumingCommitProtocol.java", "KEPT_DIR"),
-    ("KEPT_PARTITIONS_CONF", "ResumingCommitProtocol.java", "KEPT_PARTITIONS"),
-    ("KEPT_JOB_CONF", "FencedCommitProtocol.java", "KEPT_JOB"),
-    ("FACTORY_COMMITTER_CONF", "FencedCommitProtocol.java", "FACTORY_COMMITTER"),
-    ("MAGIC_COMMITTER", "FencedCommitProtocol.java", "MAGIC_COMMITTER"),
-    ("SHUFFLE_DIR_CONF", "KeepingShuffleManager.java", "DIR"),
-    ("SHUFFLE_MODE_CONF", "KeepingShuffleManager.java", "MODE"),
-    ("SHUFFLE_SCRIPT_CONF", "KeepingShuffleManager.java", "SCRIPT"),
-    ("SHUFFLE_REUSE_CONF", "KeepingShuffleManager.java", "REUSE"),
-    ("WRITING_PROPERTY", "SparkRecoverListener.java", "WRITING_PROPERTY"),
-    ("KEPT_PROPERTY", "SparkRecoverListener.java", "KEPT_PROPERTY"),
+    ("KEPT_DIR_CONF", "commit/ResumingCommitProtocol.java", "KEPT_DIR"),
+    ("KEPT_PARTITIONS_CONF", "commit/ResumingCommitProtocol.java", "KEPT_PARTITIONS"),
+    ("KEPT_JOB_CONF", "commit/FencedCommitProtocol.java", "KEPT_JOB"),
+    ("FACTORY_COMMITTER_CONF", "commit/FencedCommitProtocol.java", "FACTORY_COMMITTER"),
+    ("MAGIC_COMMITTER", "commit/FencedCommitProtocol.java", "MAGIC_COMMITTER"),
+    ("SHUFFLE_DIR_CONF", "shuffle/KeepingShuffleManager.java", "DIR"),
+    ("SHUFFLE_MODE_CONF", "shuffle/KeepingShuffleManager.java", "MODE"),
+    ("SHUFFLE_SCRIPT_CONF", "shuffle/KeepingShuffleManager.java", "SCRIPT"),
+    ("SHUFFLE_REUSE_CONF", "shuffle/KeepingShuffleManager.java", "REUSE"),
+    ("WRITING_PROPERTY", "bridge/SparkRecoverListener.java", "WRITING_PROPERTY"),
+    ("KEPT_PROPERTY", "bridge/SparkRecoverListener.java", "KEPT_PROPERTY"),
 ]
 
 
@@ -38,13 +38,27 @@ def test_each_setting_a_java_class_reads_is_the_one_python_sets():
         assert getattr(jvm, python) == java_constant(file, java), python
 
 
+def class_of(path: str) -> str:
+    """The class a source under sparkrecover/jvm/ defines, by its place: jvm/commit/X.java is
+    sparkrecover.jvm.commit.X."""
+    return "sparkrecover.jvm." + os.path.relpath(path, JVM_FOLDER)[: -len(".java")].replace(os.sep, ".")
+
+
 def test_each_class_name_names_a_shipped_source():
-    shipped = {os.path.basename(path)[: -len(".java")] for path in jvm.sources()}
+    shipped = {class_of(path) for path in jvm.sources()}
     classes = [value for name, value in vars(jvm).items() if name.endswith("_CLASS")]
     assert len(classes) == 9  # a new class Python names must be added here too
     for name in classes:
-        package, _, simple = name.rpartition(".")
-        assert package == "sparkrecover.jvm" and simple in shipped, name
+        assert name in shipped, name
+
+
+def test_each_source_declares_the_package_of_its_folder():
+    """javac does not hold a source to its folder; the cache key, the docs and this test do."""
+    for path in jvm.sources():
+        package = class_of(path).rpartition(".")[0]
+        text = open(path, encoding="utf-8").read()
+        assert f"package {package};" in text, path
+    assert {class_of(path).rsplit(".", 2)[1] for path in jvm.sources()} == {"bridge", "commit", "shuffle"}
 
 
 def python_files_spelling(pattern: re.Pattern[str]) -> list[str]:

@@ -11,14 +11,14 @@ import sys
 import pytest
 
 from sparkrecover.errors import LaunchError, UsageError
-from sparkrecover.launch import launcher, spark_log
+from sparkrecover.launch import launcher, spark_argv, spark_log
 from tests.helpers import fake_executable
 
 # -- split_submit_args / check_application --------------------------------------------------------
 
 
 def test_split_options_app_and_app_args():
-    parsed = launcher.split_submit_args(
+    parsed = spark_argv.split_submit_args(
         [
             "--master",
             "local[2]",
@@ -54,12 +54,12 @@ def test_split_options_app_and_app_args():
 
 
 def test_split_skips_a_leading_double_dash():
-    parsed = launcher.split_submit_args(["--", "--master", "yarn", "app.py", "x"])
+    parsed = spark_argv.split_submit_args(["--", "--master", "yarn", "app.py", "x"])
     assert (parsed.options, parsed.app, parsed.app_args) == (["--master", "yarn"], "app.py", ["x"])
 
 
 def test_option_and_conf_accessors():
-    parsed = launcher.split_submit_args(
+    parsed = spark_argv.split_submit_args(
         [
             "--master",
             "local",
@@ -75,8 +75,8 @@ def test_option_and_conf_accessors():
     assert parsed.master == "yarn"
     assert parsed.conf("spark.a") == " b=c"
     assert parsed.deploy_mode == "cluster"
-    assert launcher.split_submit_args(["app.py"]).deploy_mode == "client"
-    assert launcher.split_submit_args(["--deploy-mode", "cluster", "app.py"]).deploy_mode == "cluster"
+    assert spark_argv.split_submit_args(["app.py"]).deploy_mode == "client"
+    assert spark_argv.split_submit_args(["--deploy-mode", "cluster", "app.py"]).deploy_mode == "cluster"
 
 
 @pytest.mark.parametrize(
@@ -90,13 +90,13 @@ def test_option_and_conf_accessors():
 )
 def test_missing_application_is_a_usage_error(args, message):
     with pytest.raises(UsageError, match=message) as caught:
-        launcher.split_submit_args(args)
+        spark_argv.split_submit_args(args)
     assert caught.value.exit_code == 2
 
 
 def test_unknown_options_are_those_before_the_application_spark_submit_does_not_know():
     assert (
-        launcher.unknown_options(
+        spark_argv.unknown_options(
             [
                 "--master",
                 "yarn",
@@ -113,8 +113,8 @@ def test_unknown_options_are_those_before_the_application_spark_submit_does_not_
         )
         == []
     )
-    assert launcher.unknown_options(["--run-idd", "x", "app.py"]) == ["--run-idd"]
-    assert launcher.unknown_options(["--", "--max-attempt=2", "-x", "app.py", "--y"]) == ["--max-attempt=2", "-x"]
+    assert spark_argv.unknown_options(["--run-idd", "x", "app.py"]) == ["--run-idd"]
+    assert spark_argv.unknown_options(["--", "--max-attempt=2", "-x", "app.py", "--y"]) == ["--max-attempt=2", "-x"]
 
 
 @pytest.mark.parametrize(
@@ -123,18 +123,18 @@ def test_unknown_options_are_those_before_the_application_spark_submit_does_not_
 def test_jvm_applications_are_refused(tmp_path, args):
     (tmp_path / "app.py").write_text("")
     with pytest.raises(UsageError, match="JVM applications are not supported") as caught:
-        launcher.check_application(launcher.split_submit_args(args))
+        spark_argv.check_application(spark_argv.split_submit_args(args))
     assert caught.value.exit_code == 2
 
 
 def test_check_application(tmp_path):
     (tmp_path / "app.py").write_text("")
-    launcher.check_application(launcher.split_submit_args(["app.py"]))
-    launcher.check_application(launcher.split_submit_args(["--deploy-mode", "cluster", "missing.py"]))
+    spark_argv.check_application(spark_argv.split_submit_args(["app.py"]))
+    spark_argv.check_application(spark_argv.split_submit_args(["--deploy-mode", "cluster", "missing.py"]))
     with pytest.raises(UsageError, match="no such file"):
-        launcher.check_application(launcher.split_submit_args(["missing.py"]))
+        spark_argv.check_application(spark_argv.split_submit_args(["missing.py"]))
     with pytest.raises(UsageError, match="expected a Python script"):
-        launcher.check_application(launcher.split_submit_args(["job.R"]))
+        spark_argv.check_application(spark_argv.split_submit_args(["job.R"]))
 
 
 # -- find_spark_submit ----------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def test_no_spark_submit_anywhere_is_a_launch_error(monkeypatch, tmp_path):
 
 
 def test_bootstrap_command_client_mode(tmp_path):
-    parsed = launcher.split_submit_args(["--master", "local[2]", "app.py", "--day", "1"])
+    parsed = spark_argv.split_submit_args(["--master", "local[2]", "app.py", "--day", "1"])
     assert launcher.bootstrap_command("/x/spark-submit", parsed, ["--run-id", "r1"]) == [
         "/x/spark-submit",
         "--master",
@@ -205,7 +205,7 @@ def test_bootstrap_command_client_mode(tmp_path):
 
 
 def test_bootstrap_command_cluster_mode_ships_the_script():
-    parsed = launcher.split_submit_args(["--deploy-mode", "cluster", "--files", "a.txt", "jobs/app.py", "x"])
+    parsed = spark_argv.split_submit_args(["--deploy-mode", "cluster", "--files", "a.txt", "jobs/app.py", "x"])
     assert launcher.bootstrap_command("ss", parsed, []) == [
         "ss",
         "--deploy-mode",
@@ -217,7 +217,7 @@ def test_bootstrap_command_cluster_mode_ships_the_script():
         "app.py",
         "x",
     ]
-    parsed = launcher.split_submit_args(["--deploy-mode", "cluster", "jobs/app.py"])
+    parsed = spark_argv.split_submit_args(["--deploy-mode", "cluster", "jobs/app.py"])
     assert launcher.bootstrap_command("ss", parsed, [])[:5] == [
         "ss",
         "--deploy-mode",
@@ -230,18 +230,18 @@ def test_bootstrap_command_cluster_mode_ships_the_script():
 def test_child_environment(monkeypatch):
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    env = launcher.child_environment(launcher.split_submit_args(["app.py"]))
+    env = launcher.child_environment(spark_argv.split_submit_args(["app.py"]))
     assert (env["PYSPARK_DRIVER_PYTHON"], env["PYSPARK_PYTHON"]) == (sys.executable, sys.executable)
-    env = launcher.child_environment(launcher.split_submit_args(["--master", "yarn", "app.py"]))
+    env = launcher.child_environment(spark_argv.split_submit_args(["--master", "yarn", "app.py"]))
     assert env["PYSPARK_DRIVER_PYTHON"] == sys.executable and "PYSPARK_PYTHON" not in env
     env = launcher.child_environment(
-        launcher.split_submit_args(["--conf", "spark.pyspark.driver.python=/opt/py", "app.py"])
+        spark_argv.split_submit_args(["--conf", "spark.pyspark.driver.python=/opt/py", "app.py"])
     )
     assert "PYSPARK_DRIVER_PYTHON" not in env
-    env = launcher.child_environment(launcher.split_submit_args(["--deploy-mode", "cluster", "app.py"]))
+    env = launcher.child_environment(spark_argv.split_submit_args(["--deploy-mode", "cluster", "app.py"]))
     assert "PYSPARK_DRIVER_PYTHON" not in env and "PYSPARK_PYTHON" not in env
     monkeypatch.setenv("PYSPARK_DRIVER_PYTHON", "/usr/bin/python-of-my-choice")
-    env = launcher.child_environment(launcher.split_submit_args(["app.py"]))
+    env = launcher.child_environment(spark_argv.split_submit_args(["app.py"]))
     assert env["PYSPARK_DRIVER_PYTHON"] == "/usr/bin/python-of-my-choice"
 
 
@@ -254,23 +254,25 @@ def quiet(env: dict[str, str]) -> bool:
 def test_the_driver_logs_warnings_only_unless_the_user_configured_logging(monkeypatch, tmp_path):
     for name in ("SPARK_SUBMIT_OPTS", "SPARK_CONF_DIR", "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)
-    env = launcher.child_environment(launcher.split_submit_args(["app.py"]))
+    env = launcher.child_environment(spark_argv.split_submit_args(["app.py"]))
     assert quiet(env) and os.path.isfile(spark_log.CONFIG)
     with open(spark_log.CONFIG) as handle:
         config = handle.read()
-    assert "rootLogger.level = warn" in config  # Spark's one harmless ERROR: driver/spark_log.py
+    assert "rootLogger.level = warn" in config  # Spark's one harmless ERROR: driver/process/log_filter.py
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Xss4m")  # kept, the configuration added after it
-    assert launcher.child_environment(launcher.split_submit_args(["app.py"]))["SPARK_SUBMIT_OPTS"].startswith("-Xss4m ")
+    assert launcher.child_environment(spark_argv.split_submit_args(["app.py"]))["SPARK_SUBMIT_OPTS"].startswith(
+        "-Xss4m "
+    )
     # The user's own logging configuration wins: on the command line, in the environment, in conf/.
     for options in (
         ["--driver-java-options", "-Dlog4j2.configurationFile=mine.xml"],
         ["--conf", "spark.driver.extraJavaOptions=-Dlog4j2.configurationFile=mine.xml"],
         ["--deploy-mode", "cluster"],  # the driver's log is the cluster's, not this terminal's
     ):
-        assert not quiet(launcher.child_environment(launcher.split_submit_args([*options, "app.py"]))), options
+        assert not quiet(launcher.child_environment(spark_argv.split_submit_args([*options, "app.py"]))), options
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-Dlog4j2.configurationFile=mine.properties")
-    assert not quiet(launcher.child_environment(launcher.split_submit_args(["app.py"])))
+    assert not quiet(launcher.child_environment(spark_argv.split_submit_args(["app.py"])))
     monkeypatch.delenv("SPARK_SUBMIT_OPTS")
     (tmp_path / "log4j2.properties").write_text("rootLogger.level = info\n")
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
-    assert not quiet(launcher.child_environment(launcher.split_submit_args(["app.py"])))
+    assert not quiet(launcher.child_environment(spark_argv.split_submit_args(["app.py"])))

@@ -9,7 +9,8 @@ import pytest
 
 from sparkrecover.jvm import LISTENER_CLASS
 from sparkrecover.launch import launcher, listener_jar
-from sparkrecover.launch.launcher import SubmitArgs, bootstrap_command, with_listener
+from sparkrecover.launch.launcher import bootstrap_command
+from sparkrecover.launch.spark_argv import SubmitArgs, with_listener
 
 JAR = "/cache/listener.jar"
 
@@ -25,7 +26,7 @@ def test_the_jar_is_compiled_once_then_taken_from_the_cache(tmp_path, monkeypatc
     assert first.compiled and first.reason is None
     assert os.path.dirname(first.path) == str(tmp_path / "cache")
     with zipfile.ZipFile(first.path) as archive:
-        assert "sparkrecover/jvm/SparkRecoverListener.class" in archive.namelist()
+        assert LISTENER_CLASS.replace(".", "/") + ".class" in archive.namelist()
     built = os.stat(first.path).st_mtime_ns
     again = listener_jar.ensure_jar(spark_submit)
     assert (again.path, again.compiled) == (first.path, False)
@@ -41,6 +42,18 @@ def test_the_cache_key_follows_the_source_and_the_spark_version():
     }
     assert len(keys) == 3
     assert listener_jar.cache_key(b"class A {}", "4.3.0-scala2.13") in keys
+
+
+def test_a_class_moved_to_another_java_package_changes_the_cache_key(tmp_path, monkeypatch):
+    """The same source in another folder is another class: a jar cached before the move must not
+    stand in for it."""
+    for package in ("bridge", "commit"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "Probe.java").write_text("final class Probe {}\n")
+    monkeypatch.setattr(listener_jar.jvm, "FOLDER", str(tmp_path))
+    before = listener_jar._read(str(tmp_path / "bridge" / "Probe.java"))
+    after = listener_jar._read(str(tmp_path / "commit" / "Probe.java"))
+    assert listener_jar.cache_key(before, "4.1.0-scala2.13") != listener_jar.cache_key(after, "4.1.0-scala2.13")
 
 
 def test_the_spark_version_comes_from_the_jars_of_the_spark_in_use(tmp_path, monkeypatch):

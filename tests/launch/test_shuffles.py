@@ -9,7 +9,7 @@ import pytest
 
 from sparkrecover.jvm import KEEPING_PLUGIN_CLASS, SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import shuffles
-from sparkrecover.launch.launcher import split_submit_args
+from sparkrecover.launch.spark_argv import split_submit_args
 from sparkrecover.rundir.plans import KeptMap, KeptShuffle
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from sparkrecover.core import summary
+from sparkrecover.core.views import summary
 from sparkrecover.planning import reading
 from tests import journals
 from tests.helpers import fake_executable

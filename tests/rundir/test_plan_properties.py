@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sparkrecover.core import planner
+from sparkrecover.core.verdicts import planner
 from sparkrecover.rundir import plans
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,0 +1,84 @@
+"""Stage fingerprints (docs/design.md §4 rule 5): what a stage's result depends on, recorded at
+``stage.started`` and compared when a resumed driver reaches a stage the plan would skip.
+
+A fingerprint holds one digest per ingredient so that a difference names its reason:
+``version changed``, ``code changed``, ``plan changed``, ``input changed``, ``upstream changed``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import types
+from collections.abc import Iterable
+from typing import Any
+
+from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.rundir import storage
+
+# Expression ids (`id#12L`) and plan ids differ from one run of the same code to the next.
+_PLAN_NOISE = re.compile(r"#\d+L?|plan_id=\d+|@[0-9a-f]{6,}")
+
+
+def _feed_code(sha: Any, code: types.CodeType) -> None:
+    # Bytecode, names and constants; not file names or line numbers, which move when code
+    # above the function is edited.
+    sha.update(code.co_code)
+    sha.update(repr((code.co_names, code.co_varnames, code.co_freevars, code.co_argcount)).encode())
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _feed_code(sha, const)
+        elif isinstance(const, frozenset):  # set literal order follows string hashing: randomized
+            sha.update(repr(sorted(map(repr, const))).encode())
+        else:
+            sha.update(repr(const).encode("utf-8", "backslashreplace"))
+
+
+def codedigest(fn: Any) -> str | None:
+    """The digest of a function's code (its nested functions and lambdas included)."""
+    function = getattr(fn, "__func__", fn)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    sha = hashlib.sha256()
+    _feed_code(sha, code)
+    sha.update(repr(getattr(function, "__defaults__", None)).encode("utf-8", "backslashreplace"))
+    return sha.hexdigest()[:32]
+
+
+def canonical_plan(frame: Any) -> str | None:
+    """The analyzed logical plan with run-specific noise removed; None where there is no JVM
+    plan to read (Spark Connect). An RDD's stand-in (``zerocode.RDDSource``) gives its own."""
+    if callable(getattr(type(frame), "canonical_plan", None)):  # never a DataFrame's column
+        return frame.canonical_plan()
+    try:
+        text = frame._jdf.queryExecution().analyzed().toString()
+    except Exception:
+        return None
+    return _PLAN_NOISE.sub("", text)
+
+
+def build(
+    *,
+    version: str | None,
+    fn: Any = None,
+    frame: Any = None,
+    input_urls: Iterable[str] = (),
+    upstream: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A fingerprint: one digest per ingredient plus an overall digest."""
+    inputs = stat_files(input_urls, storage.data_stat)
+    plan = canonical_plan(frame) if frame is not None else None
+    parts = {
+        "version": None if version is None else str(version),
+        "code": codedigest(fn) if fn is not None else None,
+        "plan": digest(plan) if plan is not None else None,
+        "input": digest(inputs),
+        "upstream": digest(sorted((upstream or {}).items())),
+    }
+    fingerprint: dict[str, Any] = dict(parts)
+    fingerprint["digest"] = digest(sorted(parts.items()))
+    fingerprint["upstream_stages"] = dict(upstream or {})
+    if len(inputs) <= INPUT_LIST_LIMIT:
+        fingerprint["input_files"] = inputs
+    return fingerprint

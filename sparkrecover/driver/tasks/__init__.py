@@ -1,0 +1,2 @@
+"""Task-level resume inside one write: a write's shape and the resuming commit protocol's settings
+(``partitions``), and what an unfinished write's committed tasks become (``taskresume``)."""
