@@ -6,7 +6,9 @@ with ``airflow tasks test`` on DAG runs made with ``airflow dags trigger``:
 1. the first try's driver is killed in its write (7 of 16 partitions committed);
 2. the same task instance again (a retry) resumes: the append before the write is not repeated;
 3. once more, it runs nothing;
-4. another DAG run is another run, computed whole.
+4. another DAG run is another run, computed whole;
+5. the first task instance tried with the page's ``recompute`` param set computes its run again,
+   as the run's next generation.
 
 ``airflow tasks test`` exits 0 whatever the task did, so each try's state is read from its log.
 """
@@ -100,13 +102,13 @@ class Airflow:
         assert done.returncode == 0, f"airflow {' '.join(args)}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
         return done.stdout + done.stderr
 
-    def start_try(self, dag_run: str) -> tuple[subprocess.Popen, str]:
+    def start_try(self, dag_run: str, *given: str) -> tuple[subprocess.Popen, str]:
         """``airflow tasks test`` of the task in ``dag_run``, in a process group of its own."""
         self.tries += 1
         log = os.path.join(self.folder, f"try-{self.tries}.log")
         with open(log, "wb") as handle:
             process = subprocess.Popen(
-                ["airflow", "tasks", "test", "nightly_etl", "etl", dag_run],
+                ["airflow", "tasks", "test", "nightly_etl", "etl", dag_run, *given],
                 env=self.env,
                 cwd=self.folder,
                 stdout=handle,
@@ -115,8 +117,8 @@ class Airflow:
             )
         return process, log
 
-    def run_try(self, dag_run: str) -> str:
-        process, log = self.start_try(dag_run)
+    def run_try(self, dag_run: str, *given: str) -> str:
+        process, log = self.start_try(dag_run, *given)
         assert process.wait(timeout=900) == 0
         with open(log, encoding="utf-8", errors="replace") as handle:
             return handle.read()
@@ -202,3 +204,10 @@ def test_the_pages_dag_retried_resumes_then_runs_nothing_and_a_new_dag_run_compu
     assert len(os.listdir(markers)) == computed + PARTS  # a new DAG run computes everything
     assert appended_files(out) == 4  # and appends once more: it is another night's data
     assert sorted(os.listdir(root)) == ["nightly_etl.first.etl", "nightly_etl.second.etl"]
+
+    again = airflow.run_try("first", "--task-params", json.dumps({"recompute": True}))
+    assert final_state(again) == "success", again[-3000:]
+    assert "recompute=True: this try computes it again as run nightly_etl.first.etl.r2" in again, again[-3000:]
+    assert "run nightly_etl.first.etl.r2: this driver starts it, as attempt 1" in again
+    assert len(os.listdir(markers)) == computed + 2 * PARTS
+    assert max(e["attempt"] for e in events(run_dir)) == 2  # the first generation is left as it was
