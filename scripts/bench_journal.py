@@ -36,6 +36,7 @@ from sparkrecover.journal import (
     events,
 )
 from sparkrecover.journal.segments import list_segments
+from sparkrecover.rundir.runs import Run
 
 GOAL = 300_000
 ENTRIES = ("append", "emit")
@@ -70,7 +71,7 @@ def feed(writer: JournalWriter, entry: str, count: int) -> None:
 def measure(run_dir: str, count: int, entry: str) -> dict:
     """Append ``count`` events, close, and return the figures: speed and peak RSS on a first pass,
     the Python heap on a second under tracemalloc (which slows allocation and inflates RSS)."""
-    writer = JournalWriter(run_dir, "bench", 1, events.WRITER_DRIVER)
+    writer = JournalWriter(Run("bench", run_dir), 1, events.WRITER_DRIVER)
     started = time.perf_counter()
     feed(writer, entry, count)
     appended = time.perf_counter() - started
@@ -80,7 +81,7 @@ def measure(run_dir: str, count: int, entry: str) -> dict:
     check_lines(run_dir, count)
 
     tracemalloc.start()
-    writer = JournalWriter(run_dir + "-mem", "bench", 1, events.WRITER_DRIVER)
+    writer = JournalWriter(Run("bench", run_dir + "-mem"), 1, events.WRITER_DRIVER)
     feed(writer, entry, min(count, 200_000))
     writer.close()
     _, peak_heap = tracemalloc.get_traced_memory()

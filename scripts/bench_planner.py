@@ -25,6 +25,8 @@ import time
 import _bench
 import orjson
 
+from sparkrecover.rundir.runs import Run
+
 GOAL_SECONDS = 3.0
 RUN = "planner-bench"
 
@@ -63,7 +65,7 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
     from sparkrecover.rundir import manifests
 
     run_dir = os.path.join(root, RUN)
-    cli = JournalWriter(run_dir, RUN, 1, "cli", flush_interval=0)
+    cli = JournalWriter(Run(RUN, run_dir), 1, "cli", flush_interval=0)
     cli.emit(
         "run.started",
         app=os.path.join(root, "etl.py"),
@@ -77,7 +79,7 @@ def make_run(root: str, events: int, stages: int, files: int) -> int:
     )
     cli.emit("attempt.started", pid=1, command=["spark-submit", "bootstrap.py"])
     cli.close()
-    driver = JournalWriter(run_dir, RUN, 1, "driver", flush_interval=0)
+    driver = JournalWriter(Run(RUN, run_dir), 1, "driver", flush_interval=0)
     driver.emit(
         "driver.started",
         app_id="local-1",

@@ -29,7 +29,9 @@
 # Py4J, on 3.5's Hadoop 3.3); a Parquet write through hadoop-aws's magic committer, bound as Spark's
 # docs bind it (PathOutputCommitProtocol, which FencedCommitProtocol stands in for: the committer from
 # the factory, its work path through HadoopMapReduceCommitProtocol's getFilename), stopped by SIGTERM,
-# keeps its pendingsets and the resumed write adopts them. Extra arguments go to pytest.
+# keeps its pendingsets and the resumed write adopts them; a foreachPartition killed at 70 % runs
+# only its unfinished partitions again (runJob over some partitions, the probe of a Python RDD's
+# lineage, 3.5's DataFrame class hooked). Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
 # docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
@@ -59,6 +61,11 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_tables.py \
   tests/driver/test_sqlwrites.py \
   tests/driver/test_mlsaves.py \
+  tests/driver/test_foreach.py \
+  tests/e2e/test_foreach.py \
+  tests/driver/test_recall.py \
+  tests/driver/test_recall_codec.py \
+  "tests/e2e/test_replay.py::test_a_resumed_script_runs_no_job_before_its_unfinished_write" \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \
   "tests/e2e/test_post_shuffle_write.py::test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions" \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \

@@ -27,3 +27,18 @@ class Verdict(TextEnum):
     RERUN = "rerun"  # committed, but runs again (asked for, lost and needed, upstream reruns)
     LOST = "lost"  # committed, output gone, nothing that runs needs it (§4 rule 4)
     CONTINUE = "continue"  # a write that started: its committed partitions are kept, the rest run
+
+
+class CommitKind(TextEnum):
+    """How a write's committed tasks wait for its job commit, as far as a resumed write can keep
+    them (docs/task-resume.md): FileOutputCommitter's task folders, the S3A magic committer's
+    pendingsets, the manifest committer's task manifests."""
+
+    FOLDERS = "folders"
+    PENDINGSETS = "pendingsets"
+    MANIFESTS = "manifests"
+
+
+# The kind (``stage.started``'s ``kind``) of a ``foreach``/``foreachPartition`` stage: nothing of
+# ours holds its side effects, so the journal alone says which of its partitions finished.
+FOREACH = "foreach"

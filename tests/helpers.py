@@ -11,11 +11,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import orjson
 
 from sparkrecover.journal import read_journal
+from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
     from sparkrecover.driver.process.runtime import Runtime
@@ -99,6 +101,33 @@ def _segment_contents(run_dir: str):
             yield storage.read_bytes(segment.url)
         except FileNotFoundError:  # compacted away between the listing and the read
             continue
+
+
+def spark_events(event_logs: str, app_id: str, kind: str) -> list[dict]:
+    """The events of one kind (``SparkListenerJobStart``) an application wrote to Spark's event log
+    (uncompressed; a file, or Spark 4's rolling folder of ``events_*`` files), in order."""
+    import glob
+    import json
+
+    found = []
+    for path in glob.glob(os.path.join(event_logs, f"*{app_id}*")):
+        files = sorted(glob.glob(os.path.join(path, "events_*"))) if os.path.isdir(path) else [path]
+        for name in files:
+            with open(name) as handle:
+                found += [json.loads(line) for line in handle if f'"Event":"{kind}"' in line]
+    return found
+
+
+def journaled_records(run_dir: str) -> list[dict]:
+    """Every whole record of a run's journal so far, as a live run leaves it (a torn last line skipped)."""
+    found = []
+    for content in _segment_contents(run_dir):
+        for line in content.split(b"\n"):
+            try:
+                found.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                continue
+    return found
 
 
 def journaled(run_dir: str, event_type: str, stage: str | None = None, attempt: int | None = None) -> dict | None:
@@ -265,14 +294,20 @@ def run_and_kill_when(
     env: dict | None = None,
     timeout: float = 240,
     stop: Callable[[subprocess.Popen], None] | None = None,
+    stdout: Path | None = None,
 ) -> int:
     """Run ``command`` in its own process group and SIGKILL the group, and every process below it,
     once ``until()`` holds (``what`` names it in a failure); returns the time of the kill (ns).
     ``stop``: how to stop it instead (a signal sent to it, say), waited for before the SIGKILL
-    that clears whatever is left."""
-    process = subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
-    )
+    that clears whatever is left. ``stdout``: a file for what the command prints (else dropped)."""
+    printed = open(stdout, "wb") if stdout is not None else subprocess.DEVNULL
+    try:
+        process = subprocess.Popen(
+            command, stdout=printed, stderr=subprocess.DEVNULL, start_new_session=True, cwd=cwd, env=env
+        )
+    finally:
+        if stdout is not None:
+            printed.close()  # type: ignore[union-attr]
     try:
         deadline = time.monotonic() + timeout
         while not until():
@@ -315,7 +350,7 @@ def freeze_group(pid: int, run_dir: str) -> None:
     outside both."""
     from sparkrecover.rundir import lease_lock
 
-    with lease_lock.held(run_dir, os.path.basename(run_dir)):
+    with lease_lock.held(Run(os.path.basename(run_dir), run_dir)):
         os.killpg(pid, signal.SIGSTOP)
 
 
@@ -343,7 +378,7 @@ def install_runtime(tmp_path, plan=None, attempt=1) -> Runtime:
     if isinstance(plan, dict):  # a plan as a test writes it: read the way the driver reads one
         plan = plans.parse_plan({"run": "run1", "attempt": attempt, **plan})
     run_dir = str(tmp_path / "root" / "run1")
-    writer = JournalWriter(run_dir, "run1", attempt, ev.WRITER_DRIVER, flush_interval=0)
+    writer = JournalWriter(Run("run1", run_dir), attempt, ev.WRITER_DRIVER, flush_interval=0)
     rt = Runtime(writer, run_dir, plan)
     runtime.install(rt)
     return rt
@@ -354,6 +389,19 @@ def journal(rt: Runtime, event_type: str | None = None) -> list[dict]:
     rt.writer.flush()
     records = read_journal(rt.run_dir)
     return [r for r in records if event_type is None or r["type"] == event_type]
+
+
+def jobs_of(spark, act):
+    """(what act() returned, the Spark jobs it ran): a job group of its own, asked afterwards."""
+    import uuid
+
+    group = f"jobs-{uuid.uuid4().hex}"
+    spark.sparkContext.setJobGroup(group, "test")
+    try:
+        result = act()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    return result, spark.sparkContext.statusTracker().getJobIdsForGroup(group)
 
 
 def numbers(spark, n=100):

@@ -15,7 +15,7 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.core.verdicts import planner
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.planning.storage_evidence import StorageEvidence
-from sparkrecover.rundir import manifests
+from sparkrecover.rundir import manifests, runs
 
 
 class Clock:
@@ -47,6 +47,7 @@ class SyntheticRun:
     def __init__(self, root: str, run_id: str = "nightly", clock: Clock | None = None):
         self.root, self.run_id = str(root), run_id
         self.dir = os.path.join(self.root, run_id)
+        self.ref = runs.Run(run_id, self.dir)  # the run as the package passes it
         self.data = os.path.join(os.path.dirname(self.root), "data")
         self.clock = clock or Clock()
         self.number = 0
@@ -59,8 +60,8 @@ class SyntheticRun:
 
     def attempt(self, plan: dict[str, str] | None = None) -> SyntheticRun:
         self.number += 1
-        self.cli = ClockedWriter(self.dir, self.run_id, self.number, "cli", clock=self.clock)
-        self.driver = ClockedWriter(self.dir, self.run_id, self.number, "driver", clock=self.clock)
+        self.cli = ClockedWriter(self.ref, self.number, "cli", clock=self.clock)
+        self.driver = ClockedWriter(self.ref, self.number, "driver", clock=self.clock)
         if self.number == 1:
             self.cli.emit(
                 "run.started",
@@ -224,14 +225,15 @@ class Run:
     def __init__(self, root, run_id="r1"):
         self.run_id = run_id
         self.dir = os.path.join(str(root), run_id)
+        self.ref = runs.Run(run_id, self.dir)  # the run as the package passes it
         self.outputs: dict[str, str] = {}
         self.attempt = 0
         self.cli = self.driver = None
 
     def start_attempt(self, app="app.py"):
         self.attempt += 1
-        self.cli = JournalWriter(self.dir, self.run_id, self.attempt, "cli", flush_interval=0)
-        self.driver = JournalWriter(self.dir, self.run_id, self.attempt, "driver", flush_interval=0)
+        self.cli = JournalWriter(self.ref, self.attempt, "cli", flush_interval=0)
+        self.driver = JournalWriter(self.ref, self.attempt, "driver", flush_interval=0)
         if self.attempt == 1:
             self.cli.emit("run.started", app=app, app_args=[], spark_submit_args=["--master", "local[2]"])
         self.cli.emit("attempt.started", pid=1)

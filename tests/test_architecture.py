@@ -55,7 +55,7 @@ def test_the_driver_never_imports_the_cli_or_the_launcher():
 # the package's modules that stand above them all (the driver's entry points). The core's
 # ``humanize`` stands under its rooms: each may use it.
 ROOMS = {
-    "driver": (("process", "tasks", "lifecycle", "recording"), ("bootstrap", "api")),
+    "driver": (("process", "tasks", "lifecycle", "recording", "recall"), ("bootstrap", "api")),
     "core": (("fold", "verdicts", "views"), ()),
 }
 
@@ -196,10 +196,28 @@ def test_no_two_modules_share_a_name():
     assert namesakes(PACKAGE) == []
 
 
+def public_and_private_twins(top: str) -> list[str]:
+    """Top-level functions of one module named ``x`` and ``_x``: two things under one name."""
+    found = []
+    for folder, _, names in os.walk(top):
+        for name in (n for n in names if n.endswith(".py")):
+            path = os.path.join(folder, name)
+            tree = ast.parse(open(path, encoding="utf-8").read())
+            defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+            found += [f"{os.path.relpath(path, top)}: {n} and _{n}" for n in sorted(defined) if f"_{n}" in defined]
+    return found
+
+
+def test_no_module_has_a_public_and_a_private_function_of_one_name():
+    assert public_and_private_twins(PACKAGE) == []
+
+
 def test_namesakes_are_found(tmp_path):
     for path in ("cli/report.py", "core/report.py", "launch/attempts.py", "driver/attempt.py", "core/plans.py"):
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text("")
+    (tmp_path / "core" / "plans.py").write_text("def keep():\n    pass\n\n\ndef _keep():\n    pass\n")
+    assert public_and_private_twins(str(tmp_path)) == ["core/plans.py: keep and _keep"]
     assert namesakes(str(tmp_path)) == [
         "cli/report.py beside core/report.py",
         "driver/attempt.py beside launch/attempts.py",

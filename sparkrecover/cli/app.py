@@ -146,7 +146,7 @@ def _complete_run(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
     if not storage.is_local(root):
         return []
-    return [run_id for run_id, _ in runs.list_runs(root) if run_id.startswith(incomplete)]
+    return [run.id for run in runs.list_runs(root) if run.id.startswith(incomplete)]
 
 
 def _complete_verify(incomplete: str) -> list[str]:
@@ -171,6 +171,16 @@ RUN_JSON = typer.Option(False, "--json", help=RUN_JSON_HELP)  # submit, resume: 
 VIEW_JSON = typer.Option(False, "--json", help="Print one JSON document on stdout.")  # inspect, replay
 
 
+def spark_submit_option(help: str) -> Any:
+    """--spark-submit: each command says what it uses it for."""
+    return typer.Option(None, "--spark-submit", metavar="PATH", help=help)
+
+
+def keep_shuffles_option(help: str, **more: Any) -> Any:
+    """--keep-shuffles: submit's, and spark-submit-args' (which decides without a master)."""
+    return typer.Option("auto", "--keep-shuffles", metavar="MODE", help=help, **more)
+
+
 def _version(value: bool) -> None:
     if value:
         print(f"sparkrecover {__version__}")
@@ -178,7 +188,7 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(
+def _top_level(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
@@ -193,26 +203,20 @@ def submit(
     run_id: Optional[str] = typer.Option(
         None, "--run-id", metavar="ID", help="Name the run (default: time, app and a random suffix)."
     ),
-    spark_submit: Optional[str] = typer.Option(
-        None,
-        "--spark-submit",
-        metavar="PATH",
-        help="The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's).",
+    spark_submit: Optional[str] = spark_submit_option(
+        "The spark-submit to use (default: $SPARK_HOME/bin, PATH, then pyspark's)."
     ),
     flush_interval: float = FLUSH_INTERVAL,
     buffer_size: int = BUFFER_SIZE,
     max_attempts: int = MAX_ATTEMPTS,
     checksums: bool = CHECKSUMS,
     checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
-    keep_shuffles: str = typer.Option(
-        "auto",
-        "--keep-shuffles",
-        metavar="MODE",
-        autocompletion=_complete_keep_shuffles,
-        help="auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
+    keep_shuffles: str = keep_shuffles_option(
+        "auto|link|copy|off: keep each finished shuffle map task's output under the run, so a resume runs only "
         "the missing map tasks. auto: where it is a free hard link (a local master, Spark's local "
         "dir on the run directory's filesystem); link: hard links only; copy: copy each map output "
         "(costs disk writes, docs/shuffles.md); off. Recorded: resume uses it too.",
+        autocompletion=_complete_keep_shuffles,
     ),
     json_output: bool = RUN_JSON,
 ) -> None:
@@ -247,6 +251,11 @@ def resume(
         "file:line#n an implicit write's name starts with, or any prefix of one name only.",
     ),
     from_scratch: bool = typer.Option(False, "--from-scratch", help="Run every stage again."),
+    no_replay: bool = typer.Option(
+        False,
+        "--no-replay",
+        help="Run every recorded action (count, collect, show, ...) again instead of replaying its result.",
+    ),
     verify: str = typer.Option(
         "size",
         "--verify",
@@ -256,9 +265,7 @@ def resume(
         "bytes), checksum (also content digests recorded with submit --checksums).",
     ),
     max_attempts: int = MAX_ATTEMPTS,
-    spark_submit: Optional[str] = typer.Option(
-        None, "--spark-submit", metavar="PATH", help="The spark-submit to use (default: the recorded one)."
-    ),
+    spark_submit: Optional[str] = spark_submit_option("The spark-submit to use (default: the recorded one)."),
     json_output: bool = RUN_JSON,
 ) -> None:
     """Relaunch a run, skipping the stages that finished and whose outputs survive.
@@ -277,6 +284,7 @@ def resume(
             dry_run=dry_run,
             rerun=tuple(rerun),
             from_scratch=from_scratch,
+            replay=not no_replay,
             verify=verify,
             extra=list(ctx.args),
         )
@@ -378,22 +386,16 @@ def spark_submit_args(
         metavar="ID",
         help="Name the run: every launch of the printed line is an attempt of this run.",
     ),
-    spark_submit: Optional[str] = typer.Option(
-        None,
-        "--spark-submit",
-        metavar="PATH",
-        help="The spark-submit whose Spark the listener's jar is built for (default: as submit finds it).",
+    spark_submit: Optional[str] = spark_submit_option(
+        "The spark-submit whose Spark the listener's jar is built for (default: as submit finds it)."
     ),
     flush_interval: float = FLUSH_INTERVAL,
     buffer_size: int = BUFFER_SIZE,
     checksums: bool = CHECKSUMS,
     checkpoint_root: Optional[str] = CHECKPOINT_ROOT,
-    keep_shuffles: str = typer.Option(
-        "auto",
-        "--keep-shuffles",
-        metavar="MODE",
-        help="auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
-        "spark.master of spark-defaults.conf, and keeps nothing when none is named.",
+    keep_shuffles: str = keep_shuffles_option(
+        "auto|link|copy|off, as submit --keep-shuffles; with no --master after --, auto decides for the "
+        "spark.master of spark-defaults.conf, and keeps nothing when none is named."
     ),
     json_output: bool = typer.Option(
         False,
@@ -423,12 +425,7 @@ def spark_submit_args(
 @app.command(cls=_Command)
 def doctor(
     root: Optional[str] = ROOT,
-    spark_submit: Optional[str] = typer.Option(
-        None,
-        "--spark-submit",
-        metavar="PATH",
-        help="The spark-submit to check (default: as submit finds it).",
-    ),
+    spark_submit: Optional[str] = spark_submit_option("The spark-submit to check (default: as submit finds it)."),
     json_output: bool = typer.Option(
         False, "--json", help='Print {"ok": ..., "checks": [{"check", "status", "detail"}, ...]} on stdout.'
     ),

@@ -22,6 +22,7 @@ from sparkrecover.core.fold.runstate import STARTED, RunState, StageState
 from sparkrecover.core.views import summary, timeline, watch
 from sparkrecover.journal import events as ev
 from sparkrecover.planning import reading
+from sparkrecover.rundir.runs import Run
 
 STAGE_WIDTH = 16  # the least a stage name gets; a wide terminal gives it more (_name_width)
 # What the other columns of the live view need at least: icon, bar, state and a useful detail.
@@ -39,20 +40,20 @@ ICONS = {
 }
 
 
-def until_ended(run_dir: str, run_id: str, *, quiet: bool) -> dict[str, Any]:
+def until_ended(run: Run, *, quiet: bool) -> dict[str, Any]:
     """Follow the run until it ends; returns what ``inspect`` shows of it then."""
-    updates = watch.follow(reading.WatchedRun(run_dir), run_id)
+    updates = watch.follow(reading.WatchedRun(run.dir), run.id)
     if quiet:
         last = _drain(updates)
     elif render.report().is_terminal:
-        last = _live(updates, run_id)
+        last = _live(updates, run.id)
     else:
-        last = _lines(updates, run_id)
+        last = _lines(updates, run.id)
     for message in last.warnings:
         render.warning(message)
     if not quiet:
-        render.info(f"run {run_id}: {last.ended}", render.report())
-    return summary.run_summary(last.state, run_dir, lease_live=False)
+        render.info(f"run {run.id}: {last.ended}", render.report())
+    return summary.run_summary(last.state, run.dir, lease_live=False)
 
 
 def _drain(updates: Iterator[watch.Update]) -> watch.Update:

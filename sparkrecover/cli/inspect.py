@@ -29,29 +29,29 @@ def run(*, run: str | None, root: str | None, json_output: bool, follow: bool = 
             # default root may be absent.
             raise RunNotFoundError(f"no such root {root_url}: no run was ever started there")
         items: list[tuple[str, str, RunState | None, str | None, bool]] = []
-        for run_id, run_dir in runs.list_runs(root_url):
+        for listed in runs.list_runs(root_url):
             try:
-                state = reading.load_state(run_dir, run_id)
-                items.append((run_id, run_dir, state, None, reading.live_lease(run_dir) is not None))
+                state = reading.load_state(listed)
+                items.append((listed.id, listed.dir, state, None, reading.live_lease(listed.dir) is not None))
             except SparkRecoverError as problem:
-                items.append((run_id, run_dir, None, str(problem), False))
+                items.append((listed.id, listed.dir, None, str(problem), False))
         rows = summary.runs_overview(items)
         if json_output:
             render.emit_json({"root": root_url, "runs": rows})
         else:
             render.runs_table(rows, root_url)
         return 0
-    run_dir, run_id = runs.resolve_run(run, root_url)
+    resolved = runs.resolve_run(run, root_url)
     if follow:
         from sparkrecover.cli.follow import until_ended
 
-        details = until_ended(run_dir, run_id, quiet=json_output)
+        details = until_ended(resolved, quiet=json_output)
     else:
-        state = reading.load_state(run_dir, run_id, render.warning)
-        lease = reading.live_lease(run_dir)
-        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
-    details["shuffle_bytes"] = keep.disk_usage(run_dir)  # what kept map outputs hold now, on any store
-    details["shuffle_folder"] = keep.folder(run_dir)
+        state = reading.load_state(resolved, render.warning)
+        lease = reading.live_lease(resolved.dir)
+        details = summary.run_summary(state, resolved.dir, lease_live=lease is not None, lease=lease)
+    details["shuffle_bytes"] = keep.disk_usage(resolved.dir)  # what kept map outputs hold now, on any store
+    details["shuffle_folder"] = keep.folder(resolved.dir)
     if json_output:
         render.emit_json(details)
     else:

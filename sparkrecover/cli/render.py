@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sparkrecover.core import humanize
+from sparkrecover.kinds import FOREACH
 
 if TYPE_CHECKING:
     from sparkrecover.launch.recovery import Outcome
@@ -140,13 +141,13 @@ def command_summary(outcome: Outcome, json_output: bool) -> None:
     from sparkrecover.core.views import summary
 
     if outcome.state is None:  # the run happened; only its summary cannot be read back
-        warning(f"no summary: the journal of run {outcome.run_id} cannot be read back: {outcome.unreadable}")
+        warning(f"no summary: the journal of run {outcome.run.id} cannot be read back: {outcome.unreadable}")
         if json_output:
-            emit_json({"run": outcome.run_id, "run_dir": outcome.run_dir, "exit_code": outcome.exit_code})
+            emit_json({"run": outcome.run.id, "run_dir": outcome.run.dir, "exit_code": outcome.exit_code})
         return
     document = {
         **summary.command_summary(outcome.state, outcome.first_attempt, outcome.exit_code),
-        "run_dir": outcome.run_dir,
+        "run_dir": outcome.run.dir,
     }
     if outcome.complete:
         document["complete"] = True
@@ -203,6 +204,10 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     to.print(table)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
+    from sparkrecover.core.views.summary import action_lines
+
+    for line in action_lines(document.get("actions") or []):
+        info(line, to)
 
 
 # -- inspect RUN ----------------------------------------------------------------------------------
@@ -256,14 +261,20 @@ def _notes(stages: list[dict[str, Any]], last_attempt: int) -> list[str]:
                 f"{progress['computed']:,} computed in attempt {row['attempt']} ({origin})"
             )
         elif progress["committed"]:
+            # A foreach's partitions have no files: the journal alone says they finished.
+            done, kept = (
+                ("finished", "resume runs only the others")
+                if row.get("kind") == FOREACH
+                else ("committed", "resume keeps those whose files survive")
+            )
             notes.append(
-                f"{name}: {progress['committed']:,}/{progress['total']:,} partitions committed before it "
-                "stopped (resume keeps those whose files survive)"
+                f"{name}: {progress['committed']:,}/{progress['total']:,} partitions {done} before it stopped ({kept})"
             )
         else:
+            done, whole = ("finished", "runs") if row.get("kind") == FOREACH else ("committed", "writes")
             notes.append(
-                f"{name}: none of its {progress['total']:,} partitions committed before it stopped "
-                "(resume writes it whole)"
+                f"{name}: none of its {progress['total']:,} partitions {done} before it stopped "
+                f"(resume {whole} it whole)"
             )
     return notes
 
@@ -386,6 +397,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         )
     for row in summary.get("shuffles_unsupported") or []:
         out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
+    _actions(out, summary.get("actions") or {}, removed=summary["status"] == "succeeded")
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":
         out.print(Text.assemble(("last error: ", "red"), humanize.first_line(summary["last_error"], 500)))
@@ -393,6 +405,24 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         warning(f"the journal's storage failed {summary['journal_degraded']} time(s) during this run", out)
     if hint:
         out.print(Text(hint, style="dim"), soft_wrap=True)
+
+
+def _actions(out: Console, actions: dict[str, Any], removed: bool) -> None:
+    """What inspect says of recorded and replayed actions (docs/replay.md)."""
+    if not actions.get("recorded"):
+        return
+    replayed = ", ".join(f"{n:,} replayed by attempt {a}" for a, n in actions["replayed"].items())
+    where = "were kept (removed when the run succeeded)" if removed else "kept"
+    line = f"actions: {actions['recorded']:,} recorded, {actions['kept']:,} results {where}"
+    if not removed:
+        line += f" ({humanize.size(actions['kept_bytes'])})"
+    if replayed:
+        line += f"; {replayed}, saving about {humanize.duration(actions['saved_s'])}"
+    out.print(Text(line), soft_wrap=True)
+    for row in actions["ran_again"][:10]:
+        out.print(Text(f"  ran again in attempt {row['attempt']}: {row['key']}: {row['reason']}", style="dim"))
+    for row in actions["not_kept"][:10]:
+        out.print(Text(f"  not kept in attempt {row['attempt']}: {row['key']}: {row['reason']}", style="dim"))
 
 
 def _brief(seconds: float) -> str:

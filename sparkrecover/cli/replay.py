@@ -11,6 +11,7 @@ from sparkrecover.errors import EXIT_JOURNAL, UsageError
 from sparkrecover.planning import reading
 from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import runs, storage
+from sparkrecover.rundir.runs import Run
 
 
 def run(*, run: str, root: str | None, until: str | None, verify: bool, json_output: bool) -> int:
@@ -18,25 +19,25 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
     target = timeline.parse_until(until) if until is not None else None
     if verify and target is not None:
         raise UsageError("--verify checks the whole journal: it takes no --until")
-    run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
+    resolved = runs.resolve_run(run, storage.resolve_root(root))
     if verify:
-        return _verify(run_dir, run_id, json_output)
-    records = reading.load_records(run_dir, run_id, render.warning)
+        return _verify(resolved, json_output)
+    records = reading.load_records(resolved, render.warning)
     kept = timeline.cut(records, target) if target else len(records)
     shown = records[:kept]
-    state = RunState.from_events(run_id, shown)
+    state = RunState.from_events(resolved.id, shown)
     plan = None
     if target:
-        details = summary.run_summary(state, run_dir, lease_live=timeline.ongoing_at(records, kept))
+        details = summary.run_summary(state, resolved.dir, lease_live=timeline.ongoing_at(records, kept))
         with render.file_progress(enabled=not json_output) as progress:
-            plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
+            plan = timeline.plan_at(state, StorageEvidence(resolved.dir, "size", progress))
     else:
-        lease = reading.live_lease(run_dir)
-        details = summary.run_summary(state, run_dir, lease_live=lease is not None, lease=lease)
+        lease = reading.live_lease(resolved.dir)
+        details = summary.run_summary(state, resolved.dir, lease_live=lease is not None, lease=lease)
     if json_output:
         document: dict[str, Any] = {
-            "run": run_id,
-            "run_dir": run_dir,
+            "run": resolved.id,
+            "run_dir": resolved.dir,
             "until": _stop(target, shown),
             "events": list(timeline.normalized(shown)),
             "state": details,
@@ -45,7 +46,7 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
             document["plan"] = plan
         render.emit_json(document)
         return 0
-    render.info(f"journal of run {run_id} at {run_dir}: {len(records):,} events", render.report())
+    render.info(f"journal of run {resolved.id} at {resolved.dir}: {len(records):,} events", render.report())
     # As wide as the longest name (as shown: shortened on a terminal), so every fact lines up.
     width = max([5, *(len(render.stage_name(r.get("stage") or "")) for r in shown)])
     render.timeline(shown, timeline.fact, stage_width=width)
@@ -77,10 +78,10 @@ def _stop(target: timeline.Until | None, shown: list[dict[str, Any]]) -> dict[st
     return {"given": target.text, "index": len(shown), "event": timeline.address(shown[-1]), "ts": shown[-1]["ts"]}
 
 
-def _verify(run_dir: str, run_id: str, json_output: bool) -> int:
+def _verify(run: Run, json_output: bool) -> int:
     from sparkrecover.journal.verify import verify_journal
 
-    report = verify_journal(run_dir, run_id)
+    report = verify_journal(run)
     if json_output:
         render.emit_json(report.document())
     else:

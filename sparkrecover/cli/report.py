@@ -37,30 +37,30 @@ def command_for(run_id: str, root: str | None) -> str:
 def run(*, run: str, root: str | None, output: str | None, open_browser: bool) -> int:
     if output == STDOUT and open_browser:
         raise UsageError("--open needs a file: give -o FILE (or none), not -o -")
-    run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
-    collected, damage = reading.load_report(run_dir, run_id, render.warning)
+    resolved = runs.resolve_run(run, storage.resolve_root(root))
+    collected, damage = reading.load_report(resolved, render.warning)
     state = collected.state
-    live = reading.live_lease(run_dir) is not None
+    live = reading.live_lease(resolved.dir) is not None
     plan, problem = None, None
     if not damage and report_data.wants_plan(state.status(lease_live=live)):
         try:
             with render.file_progress(enabled=output != STDOUT) as progress:
-                plan = timeline.plan_at(state, StorageEvidence(run_dir, "size", progress))
+                plan = timeline.plan_at(state, StorageEvidence(resolved.dir, "size", progress))
         except SparkRecoverError as error:  # the page still shows what happened
             problem = f"resume could not plan: {error}"
-    page = collected.report(run_dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
+    page = collected.report(resolved.dir, lease_live=live, plan=plan, plan_problem=problem, damage=damage)
     html = render_html(page, root)
     if output == STDOUT:
         sys.stdout.write(html)
         sys.stdout.flush()
     else:
-        path = os.path.abspath(output or default_output(run_id))
+        path = os.path.abspath(output or default_output(resolved.id))
         _write(path, html)
-        render.info(f"report of run {run_id} ({page.status}) written to {path}")
+        render.info(f"report of run {resolved.id} ({page.status}) written to {path}")
         if open_browser:
             _open(path)
     if damage:
-        render.warning(f"the journal of run {run_id} is damaged; the report shows what could be read: {damage[0]}")
+        render.warning(f"the journal of run {resolved.id} is damaged; the report shows what could be read: {damage[0]}")
         return EXIT_JOURNAL
     return 0
 

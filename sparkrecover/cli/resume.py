@@ -21,19 +21,25 @@ def run(
     dry_run: bool,
     rerun: tuple[str, ...],
     from_scratch: bool,
+    replay: bool = True,
     verify: str,
     extra: list[str],
 ) -> int:
     if verify not in VERIFY_LEVELS:
         raise UsageError(f"--verify {verify}: expected one of {', '.join(VERIFY_LEVELS)}")
     root, json_output = given.root, given.json_output
-    run_dir, run_id = runs.resolve_run(run, storage.resolve_root(root))
+    resolved = runs.resolve_run(run, storage.resolve_root(root))
     options = recovery.ResumeOptions.of(
-        given, extra_options=tuple(extra), verify_level=verify, rerun=rerun, from_scratch=from_scratch
+        given,
+        extra_options=tuple(extra),
+        verify_level=verify,
+        rerun=rerun,
+        from_scratch=from_scratch,
+        replay=replay,
     )
     if dry_run:
         with render.file_progress(enabled=not json_output) as progress:
-            plan, complete = recovery.dry_run(run_dir, run_id, options, warn=render.warning, progress=progress)
+            plan, complete = recovery.dry_run(resolved, options, warn=render.warning, progress=progress)
         document = plan.dry_run()
         if complete:
             document["complete"] = True  # nothing will run unless --rerun or --from-scratch says so
@@ -43,7 +49,7 @@ def run(
             render.plan(document)
             if complete:
                 render.info(
-                    f"run {run_id} already completed successfully; resume would launch nothing", render.report()
+                    f"run {resolved.id} already completed successfully; resume would launch nothing", render.report()
                 )
         return 0
     with ExitStack() as bar:
@@ -55,9 +61,9 @@ def run(
                 render.plan(plan.dry_run(), to=render.console())
 
         outcome = recovery.resume(
-            run_dir, run_id, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
+            resolved, options, notify=render.info, warn=render.warning, show_plan=show, progress=progress
         )
     render.command_summary(outcome, json_output)
     if not json_output and not outcome.complete:
-        render.info(f"to see the run as a page: {command_for(run_id, root)}")
+        render.info(f"to see the run as a page: {command_for(resolved.id, root)}")
     return outcome.exit_code

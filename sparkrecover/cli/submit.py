@@ -52,8 +52,8 @@ def run(options: RunOptions, *, run_id: str | None, args: list[str]) -> int:
     if not json_output:
         if code != 0:
             render.warning(
-                f"run {outcome.run_id} ended with exit code {code}; to continue where it stopped: "
-                f"sparkrecover resume {outcome.run_id}" + ("" if root is None else f" --root {root}")
+                f"run {outcome.run.id} ended with exit code {code}; to continue where it stopped: "
+                f"sparkrecover resume {outcome.run.id}" + ("" if root is None else f" --root {root}")
             )
         report_hint(outcome, root)
     return code
@@ -65,4 +65,4 @@ def report_hint(outcome: recovery.Outcome, root: str | None) -> None:
 
     resumed = outcome.state is not None and any(number > 1 for number in outcome.state.attempts)
     if outcome.exit_code != 0 or resumed:
-        render.info(f"to see the run as a page: {command_for(outcome.run_id, root)}")
+        render.info(f"to see the run as a page: {command_for(outcome.run.id, root)}")

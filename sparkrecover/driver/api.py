@@ -126,7 +126,7 @@ class CheckpointStage:
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
         writer = self.frame.write.mode("overwrite").format(self.format)
         if tasks is not None and self.target is not None:
-            taskresume.started(self.rt, self.name, self.target, tasks)
+            taskresume.journal_write_started(self.rt, self.name, self.target, tasks)
             taskresume.run(self.target, tasks, writer, lambda: writer.save(self.spark_path))
         else:
             writer.save(self.spark_path)

@@ -66,6 +66,7 @@ def _hook_spark_context(rt: Any) -> None:
     """Attach the listener and record driver.started as soon as the script's SparkContext exists."""
     from pyspark import SparkContext
 
+    from sparkrecover.driver import recall
     from sparkrecover.driver.process import fence, hadoopfs, log_filter, signals
     from sparkrecover.journal import events as ev
 
@@ -89,6 +90,7 @@ def _hook_spark_context(rt: Any) -> None:
             )
         not_handed_on = signals.attach(rt, self)
         conf = self.getConf()
+        recall.start(rt, conf)  # actions recorded and replayed, unless the run's conf turns it off
         rt.writer.emit(
             ev.DRIVER_STARTED,
             app_id=self.applicationId,
@@ -187,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from sparkrecover.errors import SparkRecoverError
     from sparkrecover.journal import JournalWriter, runinfo
     from sparkrecover.journal import events as ev
+    from sparkrecover.rundir.runs import Run
 
     try:
         start = which_attempt.begin(options)
@@ -197,8 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sparkrecover: error: {problem}", file=sys.stderr)
         return problem.exit_code
     writer = JournalWriter(
-        options.run_dir,
-        options.run_id,
+        Run(options.run_id, options.run_dir),
         start.attempt,
         ev.WRITER_DRIVER,
         buffer_size=options.buffer_size,
@@ -229,13 +231,17 @@ def main(argv: list[str] | None = None) -> int:
     rt.telemetry = Telemetry(rt, options.listener, options.flush_interval)
     runtime.install(rt)
     _hook_spark_context(rt)
+    from sparkrecover.driver import recall
     from sparkrecover.driver.process import signals
-    from sparkrecover.driver.recording import mlsaves, schema_reads, sqlwrites, zerocode
+    from sparkrecover.driver.recall import actions
+    from sparkrecover.driver.recording import foreach, mlsaves, schema_reads, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
     sqlwrites.install()  # and so do its SQL statements that write
     mlsaves.install()  # and its model and pipeline saves (MLlib, ML)
+    foreach.install()  # and its foreach/foreachPartition calls, kept per finished partition
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
+    actions.install()  # actions record their results, and a resumed attempt replays them
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:
@@ -262,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
                 f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})"
             )
+        recall.stop(rt)
         if rt.fenced:
             error = "lease lost: the run was taken over by another submit or resume"
         writer.emit(ev.DRIVER_ENDED, exit_code=exit_code, error=error, signal=rt.interrupted, **_close_telemetry(rt))

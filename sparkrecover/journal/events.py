@@ -43,6 +43,10 @@ LEASE_LOST = "lease.lost"
 # and what a resumed attempt took from the plan instead of inferring again.
 SCHEMA_INFERRED = "schema.inferred"
 SCHEMA_REUSED = "schema.reused"
+# Actions (count, collect, show, ...): an action that ran, with its result kept in a file or why
+# not, and an action a resumed attempt answered from that file instead of running it (§4c).
+ACTION_RECORDED = "action.recorded"
+ACTION_REPLAYED = "action.replayed"
 # Shuffle map outputs kept across driver death (docs/shuffles.md): a shuffle the shuffle manager
 # identified (and how many kept map outputs it reused), map outputs kept (batched), and a shuffle
 # or an attempt whose map outputs cannot be kept, with the reason.
@@ -75,6 +79,9 @@ REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
     # The fold keeps the latest schema per key, and the plan hands it back checked by input_digest.
     SCHEMA_INFERRED: (("key", str), ("format", str), ("schema", dict), ("input_digest", str)),
     SCHEMA_REUSED: (("key", str),),
+    # The fold keeps the latest record per key; the plan hands back its result file and digest.
+    ACTION_RECORDED: (("key", str), ("kind", str)),
+    ACTION_REPLAYED: (("key", str), ("kind", str)),
     SHUFFLE_REGISTERED: (("shuffle", str), ("maps", int), ("reduces", int)),
     SHUFFLE_COMMITTED: (("shuffle", str), ("maps", list)),
     SHUFFLE_UNSUPPORTED: (("reason", str),),

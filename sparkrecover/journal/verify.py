@@ -25,6 +25,7 @@ from sparkrecover.journal import events
 from sparkrecover.journal.segments import Segment, parse_segment_name
 from sparkrecover.journal.tail import journal_files
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 
 MAX_FINDINGS = 200  # a journal broken everywhere is reported by its first problems, not a million
 
@@ -102,11 +103,11 @@ def envelope_problem(record: Any, segment: Segment) -> str | None:
     return events.record_problem(record, segment.attempt, segment.writer, strict=True)
 
 
-def verify_journal(run_dir: str, run_id: str) -> VerifyReport:
-    files = journal_files(run_dir)
+def verify_journal(run: Run) -> VerifyReport:
+    files = journal_files(run.dir)
     if files is None:
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    report = VerifyReport(run_id, run_dir)
+        raise RunNotFoundError(f"no run {run.id!r} at {run.dir}")
+    report = VerifyReport(run.id, run.dir)
     segments = []
     for name, url, _ in sorted(files):
         parsed = parse_segment_name(name)

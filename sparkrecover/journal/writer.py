@@ -36,6 +36,7 @@ from sparkrecover.journal.events import SCHEMA_VERSION, URGENT_TYPES
 from sparkrecover.journal.pending import Dropped, enforce_cap
 from sparkrecover.journal.sinks import LocalSink, ObjectSink
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 
 DEFAULT_BUFFER_SIZE = 1 << 20
 DEFAULT_FLUSH_INTERVAL = 1.0
@@ -53,8 +54,7 @@ CLOSE_TIMEOUT = 10.0
 class JournalWriter:
     def __init__(
         self,
-        run_dir: str,
-        run_id: str,
+        run: Run,
         attempt: int,
         writer: str,
         *,
@@ -70,8 +70,7 @@ class JournalWriter:
     ):
         if writer not in events.WRITERS:
             raise ValueError(f"unknown journal writer {writer!r}")
-        self.run_dir = run_dir
-        self.run_id = run_id
+        self.run = run
         self.attempt = attempt
         self.writer = writer
         self._max_pending = max_pending_bytes
@@ -82,10 +81,10 @@ class JournalWriter:
         )
         self._retry = (retry_initial, retry_max)
         self._close_timeout = close_timeout
-        if storage.is_local(run_dir):
-            self._sink: Any = LocalSink(run_dir, attempt, writer, segment_bytes)
+        if storage.is_local(run.dir):
+            self._sink: Any = LocalSink(run.dir, attempt, writer, segment_bytes)
         else:
-            self._sink = ObjectSink(run_dir, attempt, writer, segment_bytes, segment_age)
+            self._sink = ObjectSink(run.dir, attempt, writer, segment_bytes, segment_age)
         self._buffer = bytearray()
         self._seq = 0
         self._lock = threading.RLock()  # the buffer and seq: held for microseconds
@@ -128,7 +127,7 @@ class JournalWriter:
             record = {
                 "v": SCHEMA_VERSION,
                 "type": event_type,
-                "run": self.run_id,
+                "run": self.run.id,
                 "attempt": self.attempt,
                 "writer": self.writer,
                 "seq": self._seq,
@@ -252,7 +251,7 @@ class JournalWriter:
         prefix = b'{"v":%d,"type":%b,"run":%b,"attempt":%b,"writer":%b,"seq":' % (
             SCHEMA_VERSION,
             orjson.dumps(event_type),
-            orjson.dumps(self.run_id),
+            orjson.dumps(self.run.id),
             orjson.dumps(self.attempt),
             orjson.dumps(self.writer),
         )
@@ -263,7 +262,7 @@ class JournalWriter:
         record = {
             "v": events.SCHEMA_VERSION,
             "type": event_type,
-            "run": self.run_id,
+            "run": self.run.id,
             "attempt": self.attempt,
             "writer": self.writer,
             "seq": self._seq,

@@ -18,8 +18,9 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
 from sparkrecover.launch import launcher, shuffles, spark_argv
-from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
+from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
     from sparkrecover.launch.listener_jar import ListenerJar
@@ -150,8 +151,7 @@ class BootstrapLaunch:
 
 
 def bootstrap_launch(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     spec: LaunchSpec,
     *,
     attempt: int | None = None,
@@ -162,7 +162,7 @@ def bootstrap_launch(
 ) -> BootstrapLaunch:
     """The command line of one attempt, or (no ``attempt``, no token: ``spark-submit-args``) of a
     driver that decides its attempt from the journal and takes the lease itself."""
-    bootstrap_args = ["--run-dir", run_dir, "--run-id", run_id]
+    bootstrap_args = ["--run-dir", run.dir, "--run-id", run.id]
     if attempt is not None:
         bootstrap_args += ["--attempt", str(attempt)]
     bootstrap_args += ["--flush-interval", str(spec.flush_interval), "--buffer-size", str(spec.buffer_size)]
@@ -179,7 +179,7 @@ def bootstrap_launch(
     bootstrap_args += ["--listener", "jvm" if jar else "py4j"]
     keeping = shuffles.setup(
         spark_argv.with_default_master(spec.submit_args, spec.spark_submit),
-        run_dir,
+        run.dir,
         spec.keep_shuffles,
         jar=jar,
         spark_version=built.spark_version,
@@ -197,8 +197,7 @@ def bootstrap_launch(
 
 
 def run_attempt(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     attempt: int,
     spec: LaunchSpec,
     *,
@@ -216,16 +215,15 @@ def run_attempt(
     The attempt (and on a first one the run) is journaled only once spark-submit is running: one
     that cannot be started is an error to fix and try again, not an attempt that crashed."""
     spark_argv.check_deploy_mode(spec.submit_args)  # a resume's merged options, too
-    _warn_spark_connect(run_id, spec.submit_args, warn or notify)
+    _warn_spark_connect(run.id, spec.submit_args, warn or notify)
     plan_url = None
     if plan is not None:
         # Written before the launch: the driver reads it as it starts. A launch that fails leaves
         # it for the next attempt of the same number to overwrite.
-        plan_url = runs.plan_url(run_dir, attempt)
+        plan_url = run.plan_url(attempt)
         storage.write_atomic(plan_url, plans.encode(plan))
     launch = bootstrap_launch(
-        run_dir,
-        run_id,
+        run,
         spec,
         attempt=attempt,
         plan_url=plan_url,
@@ -240,7 +238,7 @@ def run_attempt(
 
     def journal_start(_pid: int) -> None:
         writer = JournalWriter(
-            run_dir, run_id, attempt, ev.WRITER_CLI, buffer_size=spec.buffer_size, flush_interval=spec.flush_interval
+            run, attempt, ev.WRITER_CLI, buffer_size=spec.buffer_size, flush_interval=spec.flush_interval
         )
         writers.append(writer)
         if first:
@@ -265,7 +263,7 @@ def run_attempt(
             started=journal_start,
             stdout_to_stderr=stdout_to_stderr,
         )
-        later = _latest_attempt(run_dir, attempt)
+        later = _latest_attempt(run.dir, attempt)
         if later > attempt:
             # While spark-submit waited, the cluster restarted the driver (YARN's next application
             # attempt), which journaled itself as a later attempt: spark-submit's code is the
@@ -283,11 +281,13 @@ def run_attempt(
         for writer in writers:
             writer.close()
     if later <= attempt:
-        _report_journal_health(run_dir, attempt, code, writers[0], warn or notify)
+        _report_journal_health(run.dir, attempt, code, writers[0], warn or notify)
     if keeping.reason is not None and spec.keep_shuffles != "auto":
         (warn or notify)(f"shuffle map outputs were not kept (--keep-shuffles {spec.keep_shuffles}): {keeping.reason}")
-    if code == 0 and keep.remove(run_dir):
+    if code == 0 and keep.remove(run.dir):
         notify("removed the kept shuffle map outputs: the run succeeded")
+    if code == 0 and results.remove(run.dir):
+        notify("removed the recorded action results: the run succeeded")
     return code
 
 

@@ -81,7 +81,7 @@ def handoff(root: str, run_id: str, args: list[str], given: RunOptions, *, notif
                 settings += ["--conf", f"{key}={python}"]
         parsed = spark_argv.SubmitArgs([*parsed.options, *settings], parsed.app, parsed.app_args)
     spec = given.launch_spec(parsed, spark_submit)
-    launch = attempts.bootstrap_launch(runs.run_dir_of(root, run_id), run_id, spec, notify=notify)
+    launch = attempts.bootstrap_launch(runs.Run.under(root, run_id), spec, notify=notify)
     if launch.keeping.reason is not None and keep_shuffles not in ("auto", "off"):
         notify(f"shuffle map outputs will not be kept (--keep-shuffles {keep_shuffles}): {launch.keeping.reason}")
     elif launch.keeping.reason is not None and launch.keeping.tell:

@@ -156,7 +156,7 @@ def driver_python() -> tuple[str, str]:
     return sys.executable, "the Python sparkrecover runs on"
 
 
-def _driver_python(machine: Machine) -> list[Finding]:
+def _check_driver_python(machine: Machine) -> list[Finding]:
     python, chosen = driver_python()
     try:
         done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=120)
@@ -349,7 +349,7 @@ CHECKS: tuple[Callable[[Machine], list[Finding]], ...] = (
     _spark_submit,
     _listener_jar,
     # the class-data-sharing archive's check goes here (see above)
-    _driver_python,
+    _check_driver_python,
     _pyspark,
     _root,
 )

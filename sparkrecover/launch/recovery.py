@@ -24,8 +24,9 @@ from sparkrecover.launch import attempts
 from sparkrecover.launch.options import RunOptions
 from sparkrecover.planning import reading
 from sparkrecover.planning.next_attempt import ResumePlan, finished, plan_resume, read_run, sweep_unjournaled
-from sparkrecover.rundir import keep, runs, storage
+from sparkrecover.rundir import keep, results, runs, storage
 from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir.runs import Run
 
 Notify = Callable[[str], None]
 ShowPlan = Callable[[ResumePlan], None]
@@ -37,8 +38,7 @@ _STOPPED = {EXIT_INTERRUPTED, 128 + signal.SIGTERM, 128 + signal.SIGINT}
 class Outcome:
     """What one ``submit`` or ``resume`` did: the command line renders it."""
 
-    run_id: str
-    run_dir: str
+    run: Run
     first_attempt: int  # the first attempt the command launched (or would have: nothing to do)
     state: RunState | None  # the run as its journal says after the command; None: see `unreadable`
     exit_code: int
@@ -53,6 +53,7 @@ class ResumeOptions:
     verify_level: str = "size"
     rerun: tuple[str, ...] = ()
     from_scratch: bool = False
+    replay: bool = True  # --no-replay: recorded action results are not offered (all run again)
     max_attempts: int = 1
     app_args_now: list[str] | None = None
     # --json: the application's stdout goes to stderr, so that stdout holds one JSON document.
@@ -89,21 +90,20 @@ def submit(
     """
     parsed = given.application(submit_args, root)
     run_id = run_id if run_id is not None else runs.new_run_id(parsed.app)
-    run_dir = runs.run_dir_of(root, run_id)  # checks the id
+    run = Run.under(root, run_id)  # checks the id
     # Resumes and retries relaunch this very command line: its secrets are in memory, never in the journal.
     options = ResumeOptions.of(
         given, extra_options=tuple(parsed.options), app_args_now=parsed.app_args, command=runinfo.BY_SUBMIT
     )
-    if runs.has_journal(run_dir):
-        return resume(run_dir, run_id, options, notify=notify, warn=warn, show_plan=show_plan)
+    if run.has_journal():
+        return resume(run, options, notify=notify, warn=warn, show_plan=show_plan)
     spec = given.launch_spec(parsed)
-    storage.make_folder(run_dir)  # a root that cannot be made fails here, before anything is launched
+    storage.make_folder(run.dir)  # a root that cannot be made fails here, before anything is launched
     checkpoints = given.checkpoint_root
-    notify(f"run {run_id}: journal in {run_dir}" + (f", checkpoints in {checkpoints}" if checkpoints else ""))
-    with _lease(run_dir, run_id, notify) as lease:
+    notify(f"run {run.id}: journal in {run.dir}" + (f", checkpoints in {checkpoints}" if checkpoints else ""))
+    with _lease(run, notify) as lease:
         code = attempts.run_attempt(
-            run_dir,
-            run_id,
+            run,
             1,
             spec,
             first=True,
@@ -117,8 +117,7 @@ def submit(
 
 
 def dry_run(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     options: ResumeOptions,
     *,
     warn: Notify | None = None,
@@ -126,14 +125,15 @@ def dry_run(
 ) -> tuple[ResumePlan, bool]:
     """What ``resume`` would do now, and whether the run is complete (nothing would be launched).
     Nothing is written: a damaged journal's segments are not set aside."""
-    state = read_run(run_dir, run_id, from_scratch=options.from_scratch, warn=warn)
+    state = read_run(run, from_scratch=options.from_scratch, warn=warn)
     plan = plan_resume(
         state,
-        run_dir,
-        next_attempt(run_dir),
+        run,
+        next_attempt(run.dir),
         verify_level=options.verify_level,
         rerun=options.rerun,
         from_scratch=options.from_scratch,
+        replay=options.replay,
         warn=warn,
         progress=progress,
     )
@@ -141,8 +141,7 @@ def dry_run(
 
 
 def resume(
-    run_dir: str,
-    run_id: str,
+    run: Run,
     options: ResumeOptions,
     *,
     notify: Notify,
@@ -154,28 +153,31 @@ def resume(
     no other process can have moved it on in between), then retry as ``max_attempts`` allows.
     Given by ``submit`` (of a run that exists), it says so, and has nothing to rerun."""
     resuming = options.command == runinfo.BY_SUBMIT
-    with _lease(run_dir, run_id, notify) as lease:
-        state = read_run(run_dir, run_id, from_scratch=options.from_scratch, warn=notify, set_aside=True)
-        first = next_attempt(run_dir)
+    with _lease(run, notify) as lease:
+        state = read_run(run, from_scratch=options.from_scratch, warn=notify, set_aside=True)
+        first = next_attempt(run.dir)
         if finished(state, options.rerun, options.from_scratch):
             hint = "" if resuming else " (use --rerun STAGE or --from-scratch to run stages again)"
-            notify(f"run {run_id} already completed successfully; nothing to {'do' if resuming else 'resume'}{hint}")
-            return Outcome(run_id, run_dir, first, state, 0, complete=True)
+            notify(f"run {run.id} already completed successfully; nothing to {'do' if resuming else 'resume'}{hint}")
+            return Outcome(run, first, state, 0, complete=True)
         if resuming:
-            notify(f"run {run_id} exists and did not finish ({state.status()}): resuming it")
+            notify(f"run {run.id} exists and did not finish ({state.status()}): resuming it")
         plan = plan_resume(
             state,
-            run_dir,
+            run,
             first,
             verify_level=options.verify_level,
             rerun=options.rerun,
             from_scratch=options.from_scratch,
+            replay=options.replay,
             warn=notify,
             progress=progress,
         )
         show_plan(plan)
-        if options.from_scratch and keep.remove(run_dir):
+        if options.from_scratch and keep.remove(run.dir):
             notify("removed the kept shuffle map outputs (--from-scratch)")
+        if options.from_scratch and results.remove(run.dir):
+            notify("removed the recorded action results (--from-scratch)")
         code = _launch(plan, options, lease, notify, warn)
         return _retry(lease, state, first, code, options, notify, show_plan, warn)
 
@@ -184,14 +186,13 @@ def _launch(
     plan: ResumePlan, options: ResumeOptions, lease: leases.Lease, notify: Notify, warn: Notify | None = None
 ) -> int:
     if not plan.state.run:
-        raise UsageError(f"run {plan.run_id} has no run.started record: it cannot be relaunched")
+        raise UsageError(f"run {plan.run.id} has no run.started record: it cannot be relaunched")
     spec = attempts.LaunchSpec.from_run_started(
         plan.state.run, list(options.extra_options), options.spark_submit, options.app_args_now
     )
-    sweep_unjournaled(plan.state, plan.run_dir, notify)
+    sweep_unjournaled(plan.state, plan.run.dir, notify)
     return attempts.run_attempt(
-        plan.run_dir,
-        plan.run_id,
+        plan.run,
         plan.attempt,
         spec,
         plan=plan.document(),
@@ -209,10 +210,10 @@ def _still_held(lease: leases.Lease, code: int) -> None:
     if lease.still_held():
         return
     raise LeaseLostError(
-        f"run {lease.run_id}: this process lost the run's lease while the attempt ran (exit "
+        f"run {lease.run.id}: this process lost the run's lease while the attempt ran (exit "
         f"{code}): another submit or resume judged it dead (a pause, a network "
         "partition) and took the run over; its driver committed nothing after that. "
-        f"See `sparkrecover inspect {lease.run_id}`"
+        f"See `sparkrecover inspect {lease.run.id}`"
     )
 
 
@@ -230,26 +231,26 @@ def _retry(
     it) caught up with it, and
     after a driver failure a resume again until success, ``max_attempts`` attempts, or an attempt
     that made no progress (retrying a deterministic failure wastes the cluster)."""
-    run_dir, run_id = lease.run_dir, lease.run_id
+    run = lease.run
     launched, made = first, 1
     while True:
         _still_held(lease, code)
         try:
-            state = reading.catch_up(state, run_dir, run_id, launched, warn)
+            state = reading.catch_up(state, run, launched, warn)
         except SparkRecoverError as problem:  # the attempt ran; only its journal cannot be read back
-            return Outcome(run_id, run_dir, first, None, code, unreadable=str(problem))
+            return Outcome(run, first, None, code, unreadable=str(problem))
         if code == 0 or code in _STOPPED or made >= options.max_attempts:
-            return Outcome(run_id, run_dir, first, state, code)
+            return Outcome(run, first, state, code)
         stuck = no_progress(state)
         if stuck:
             notify(f"not retrying: {stuck}")
-            return Outcome(run_id, run_dir, first, state, code)
+            return Outcome(run, first, state, code)
         notify(
             f"attempt {max(state.attempts)} failed (exit {code}); resuming automatically "
             f"({made + 1} of {options.max_attempts})"
         )
-        launched = next_attempt(run_dir)
-        plan = plan_resume(state, run_dir, launched, verify_level=options.verify_level, warn=notify)
+        launched = next_attempt(run.dir)
+        plan = plan_resume(state, run, launched, verify_level=options.verify_level, warn=notify)
         show_plan(plan)
         code = _launch(plan, options, lease, notify, warn)
         made += 1
@@ -295,8 +296,8 @@ def no_progress(state: RunState) -> str | None:
 class _lease:
     """The run's lease as a context manager that says when it took over a stale one."""
 
-    def __init__(self, run_dir: str, run_id: str, notify: Notify):
-        self.lease, self.notify = leases.Lease(run_dir, run_id), notify
+    def __init__(self, run: Run, notify: Notify):
+        self.lease, self.notify = leases.Lease(run), notify
 
     def __enter__(self) -> leases.Lease:
         self.lease.acquire()

@@ -48,10 +48,10 @@ def run_for_try(root: str, run_id: str, recompute: bool) -> tuple[str, str | Non
     if not recompute:
         return run_id, None
     number = 1
-    while runs.has_journal(runs.run_dir_of(root, generation(run_id, number + 1))):
+    while runs.Run.under(root, generation(run_id, number + 1)).has_journal():
         number += 1
     latest = generation(run_id, number)
-    if not last_attempt_succeeded(runs.run_dir_of(root, latest), latest):
+    if not last_attempt_succeeded(runs.Run.under(root, latest)):
         return latest, None
     fresh = generation(run_id, number + 1)
     return fresh, f"run {latest} succeeded; recompute=True: this try computes it again as run {fresh}"

@@ -13,15 +13,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.core.verdicts import planner, schema_reuse, staleness
+from sparkrecover.core.verdicts import action_reuse, planner, schema_reuse, staleness
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
 from sparkrecover.journal.segments import latest_attempt, list_segments
 from sparkrecover.planning import reading
 from sparkrecover.planning.storage_evidence import StorageEvidence
-from sparkrecover.rundir import keep, runs, storage
-from sparkrecover.rundir.plans import KeptShuffle, Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir import keep, results, storage
+from sparkrecover.rundir.plans import ActionEntry, KeptShuffle, Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir.runs import Run
 
 Notify = Callable[[str], None]
 DAMAGED_DIR = "journal.damaged"
@@ -29,8 +30,7 @@ DAMAGED_DIR = "journal.damaged"
 
 @dataclass
 class ResumePlan:
-    run_dir: str
-    run_id: str
+    run: Run
     state: RunState
     attempt: int
     decisions: list[PlanEntry]
@@ -38,12 +38,16 @@ class ResumePlan:
     schemas: list[SchemaEntry] = field(default_factory=list)
     # Kept shuffle map outputs the next attempt may reuse (planner.plan_shuffles).
     shuffles: list[KeptShuffle] = field(default_factory=list)
+    # Recorded actions, each replayed or run again (core/verdicts/action_reuse.py).
+    actions: list[ActionEntry] = field(default_factory=list)
 
     def document(self) -> Plan:
-        return planner.plan_of(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
+        return planner.plan_of(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions)
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(self.run_id, self.attempt, self.decisions, self.schemas, self.shuffles)
+        return planner.dry_run_document(
+            self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions
+        )
 
 
 def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = False) -> bool:
@@ -52,46 +56,45 @@ def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = 
     return state.succeeded and not (rerun or from_scratch)
 
 
-def last_attempt_succeeded(run_dir: str, run_id: str) -> bool:
+def last_attempt_succeeded(run: Run) -> bool:
     """Whether the run's last attempt succeeded, from that attempt's records alone (no lease
     taken, nothing written): a restart of a finished run stops here, and a launcher asked to
     recompute a finished run starts another (``launch/taskruns.py``)."""
-    if not runs.has_journal(run_dir):
+    if not run.has_journal():
         return False
-    last = latest_attempt(run_dir)
+    last = latest_attempt(run.dir)
     if not last:
         return False
-    return RunState.from_events(run_id, reader.iter_journal(run_dir, attempt=last)).succeeded
+    return RunState.from_events(run.id, reader.iter_journal(run.dir, attempt=last)).succeeded
 
 
-def read_run(
-    run_dir: str, run_id: str, *, from_scratch: bool = False, warn: Notify | None = None, set_aside: bool = False
-) -> RunState:
+def read_run(run: Run, *, from_scratch: bool = False, warn: Notify | None = None, set_aside: bool = False) -> RunState:
     """The run folded for planning. A damaged journal can only be planned ``from_scratch``: its
     damaged segments are left out (moved to ``journal.damaged/`` when ``set_aside``, i.e. when
     the attempt is launched, not on a dry run) and every stage runs."""
     try:
-        return reading.load_state(run_dir, run_id, warn)
+        return reading.load_state(run, warn)
     except JournalDamagedError:
         if not from_scratch:
             raise
-    return RunState.from_events(run_id, _without_damage(run_dir, warn or (lambda message: None), set_aside))
+    return RunState.from_events(run.id, _without_damage(run.dir, warn or (lambda message: None), set_aside))
 
 
 def plan_resume(
     state: RunState,
-    run_dir: str,
+    run: Run,
     attempt: int,
     *,
     verify_level: str = "size",
     rerun: tuple[str, ...] = (),
     from_scratch: bool = False,
+    replay: bool = True,
     warn: Notify | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ResumePlan:
     """The plan of ``attempt``, the next attempt of the run ``state`` holds."""
-    run_id = state.run_id
-    evidence = StorageEvidence(run_dir, verify_level, progress)
+    run_id = run.id
+    evidence = StorageEvidence(run.dir, verify_level, progress)
     verified = "output verified"
     if verify_level == "checksum" and not state.run.get("checksums"):
         # Without digests the checksum level checks what footer does: say so, not "verified".
@@ -105,8 +108,11 @@ def plan_resume(
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
     app = state.run.get("app")
     script = staleness.script_digest(app, storage.read_bytes) if isinstance(app, str) else None
-    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run_dir), from_scratch=from_scratch, script=script)
-    return ResumePlan(run_dir, run_id, state, attempt, decisions, reusable, kept)
+    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run.dir), from_scratch=from_scratch, script=script)
+    actions = action_reuse.replayable(
+        state, evidence.stat, results.size_reader(run.dir), from_scratch=from_scratch, replay=replay
+    )
+    return ResumePlan(run, state, attempt, decisions, reusable, kept, actions)
 
 
 def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:

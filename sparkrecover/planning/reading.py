@@ -13,74 +13,72 @@ from sparkrecover.errors import JournalDamagedError, JournalError, RunNotFoundEr
 from sparkrecover.journal.reader import iter_journal, read_journal, read_salvaged
 from sparkrecover.journal.tail import JournalTail
 from sparkrecover.rundir import lease as leases
-from sparkrecover.rundir import runs
+from sparkrecover.rundir.runs import Run
 
 
-def load_state(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> RunState:
+def load_state(run: Run, warn: Callable[[str], None] | None = None) -> RunState:
     """The run folded as the journal streams by: a million events in bounded memory."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    if not run.has_journal():
+        raise RunNotFoundError(f"no run {run.id!r} at {run.dir}")
     for _ in range(3):
         try:
-            state = RunState.from_events(run_id, iter_journal(run_dir, warn))
+            state = RunState.from_events(run.id, iter_journal(run.dir, warn))
             break
         except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
             continue
     else:
-        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+        raise JournalError(f"{run.dir}: journal segments kept disappearing while being read")
     if not state.event_count:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+        raise RunNotFoundError(f"run {run.id!r} at {run.dir} has an empty journal")
     return state
 
 
-def catch_up(
-    state: RunState | None, run_dir: str, run_id: str, since: int, warn: Callable[[str], None] | None = None
-) -> RunState:
+def catch_up(state: RunState | None, run: Run, since: int, warn: Callable[[str], None] | None = None) -> RunState:
     """The run as the journal says now, after the attempts from ``since`` on: ``state`` (None:
     nothing folded yet) with those attempts' records folded in, without folding the earlier
     attempts again (the reader's order is by attempt, so folding on is folding whole). ``state``
     must hold none of those attempts' records. A segment compacted away mid-read leaves ``state``
     half-way: the run is then folded whole, once more."""
     if state is None:
-        return load_state(run_dir, run_id, warn)
+        return load_state(run, warn)
     try:
-        state.apply_all(iter_journal(run_dir, warn, since=since))
+        state.apply_all(iter_journal(run.dir, warn, since=since))
     except FileNotFoundError:
-        return load_state(run_dir, run_id, warn)
+        return load_state(run, warn)
     return state
 
 
-def load_records(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> list[dict]:
+def load_records(run: Run, warn: Callable[[str], None] | None = None) -> list[dict]:
     """The run's events in the reader's order; a missing or empty journal is an unknown run."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
-    records = read_journal(run_dir, warn)
+    if not run.has_journal():
+        raise RunNotFoundError(f"no run {run.id!r} at {run.dir}")
+    records = read_journal(run.dir, warn)
     if not records:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+        raise RunNotFoundError(f"run {run.id!r} at {run.dir} has an empty journal")
     return records
 
 
-def load_report(run_dir: str, run_id: str, warn: Callable[[str], None] | None = None) -> tuple[Collector, list[str]]:
+def load_report(run: Run, warn: Callable[[str], None] | None = None) -> tuple[Collector, list[str]]:
     """The run folded for ``report`` as the journal streams by, and the damage found in it: a
     damaged journal is read around its damage (``read_salvaged``) rather than refused."""
-    if not runs.has_journal(run_dir):
-        raise RunNotFoundError(f"no run {run_id!r} at {run_dir}")
+    if not run.has_journal():
+        raise RunNotFoundError(f"no run {run.id!r} at {run.dir}")
     for _ in range(3):
-        collected, damage = Collector(run_id), []
+        collected, damage = Collector(run.id), []
         try:
-            collected.feed(iter_journal(run_dir, warn))
+            collected.feed(iter_journal(run.dir, warn))
         except FileNotFoundError:  # a segment compacted away mid-read: fold the new listing
             continue
         except JournalDamagedError as problem:
-            collected = Collector(run_id)
-            records, damaged = read_salvaged(run_dir, warn)
+            collected = Collector(run.id)
+            records, damaged = read_salvaged(run.dir, warn)
             collected.feed(records)
             damage = [str(problem), *(f"damaged segment {s.url}: its readable lines are shown" for s in damaged)]
         break
     else:
-        raise JournalError(f"{run_dir}: journal segments kept disappearing while being read")
+        raise JournalError(f"{run.dir}: journal segments kept disappearing while being read")
     if not collected.state.event_count:
-        raise RunNotFoundError(f"run {run_id!r} at {run_dir} has an empty journal")
+        raise RunNotFoundError(f"run {run.id!r} at {run.dir} has an empty journal")
     return collected, damage
 
 

@@ -4,8 +4,10 @@ core decides, this module looks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
+from sparkrecover.core.fold import kept_partitions
 from sparkrecover.core.fold.runstate import StageState
 from sparkrecover.errors import StorageError
 from sparkrecover.rundir import manifests, storage, taskfiles, tasklists
@@ -30,22 +32,19 @@ class StorageEvidence:
     def committed_partitions(self, stage: StageState) -> tuple[set[int], str | None]:
         if not stage.outputs:
             return set(), "it has no output folder to keep tasks in"
-        empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
         out = stage.outputs[0]
-        folders = taskfiles.task_folders(out)
-        try:  # the committers that record committed tasks as lists, with the driver's rules
-            pendingsets = tasklists.pendingsets(out) if tasklists.on_s3(out) else {}
-            manifests = tasklists.manifests(out)
+        progress = stage.write_progress
+        wanted = progress.unfinished if progress is not None else {}
+        empty_ok = {p for p, (_, rows) in stage.committed_tasks.items() if rows == 0}
+        try:  # what the driver will keep, decided by the rule it follows (core/fold/kept_partitions.adopt)
+            adopted = kept_partitions.adopt(
+                partial(tasklists.committed, out), wanted, empty_ok, partial(taskfiles.job_commit_began, out)
+            )
         except StorageError as error:  # cannot tell: nothing is kept, as the driver would
             return set(), f"its committed tasks could not be read ({error})"
-        everything = {p: [*folders.get(p, []), *pendingsets.get(p, []), *manifests.get(p, [])] for p in
-                      {*folders, *pendingsets, *manifests}}  # fmt: skip
-        if taskfiles.job_commit_began(out, everything):
+        if adopted.began:
             return set(), "the dead attempt's job commit had begun, so what it left cannot be trusted"
-        usable = taskfiles.usable(folders, empty_ok)
-        usable.update(tasklists.one_job(taskfiles.usable(pendingsets, empty_ok)))
-        usable.update(tasklists.one_place(taskfiles.usable(manifests, empty_ok)))
-        return set(usable), None
+        return set(adopted.chosen), None
 
     def stat(self, url: str) -> tuple[int, Any]:
         return storage.data_stat(url)

@@ -45,6 +45,7 @@ import orjson
 
 from sparkrecover.errors import LeaseHeldError, UsageError
 from sparkrecover.rundir import formats, lease_lock, storage
+from sparkrecover.rundir.runs import Run
 
 LEASE_FILE = "lease.json"
 DEFAULT_TTL = 30.0
@@ -179,9 +180,9 @@ def _conditional(url: str) -> bool:
 
 
 class Lease:
-    def __init__(self, run_dir: str, run_id: str, ttl: float | None = None):
-        self.url = storage.join(run_dir, LEASE_FILE)
-        self.run_dir, self.run_id = run_dir, run_id
+    def __init__(self, run: Run, ttl: float | None = None):
+        self.url = storage.join(run.dir, LEASE_FILE)
+        self.run = run
         self.ttl = configured_ttl() if ttl is None else ttl
         self.token = f"{socket.gethostname()}:{os.getpid()}:{time.monotonic_ns()}"
         self._stop = threading.Event()
@@ -198,7 +199,7 @@ class Lease:
             formats.stamped(
                 formats.LEASE,
                 {
-                    "run": self.run_id,
+                    "run": self.run.id,
                     "host": socket.gethostname(),
                     "pid": os.getpid(),
                     "user": user_name(),
@@ -213,7 +214,7 @@ class Lease:
     def acquire(self) -> Lease:
         # On local disk the lease changes hands only under its lock, which a driver's job commit
         # also holds from its check of the lease to its end (rundir/lease_lock.py).
-        with lease_lock.held(self.run_dir, self.run_id):
+        with lease_lock.held(self.run):
             self._take()
         self._thread = threading.Thread(target=self._beat, name="sparkrecover-lease", daemon=True)
         self._thread.start()
@@ -229,18 +230,18 @@ class Lease:
                 continue  # somebody created it between our look and our create: look again
             current = found.document
             if current is not None and is_live(current):
-                raise LeaseHeldError(f"run {self.run_id} is being run by {describe(current)}")
+                raise LeaseHeldError(f"run {self.run.id} is being run by {describe(current)}")
             if current is None:
                 self._check_unreadable(found)
                 current = {"unreadable": f"{self.url}, last written {_iso(found.modified or 0)}"}
             if self._replace(found):
                 self.took_over = current
                 break
-            landed = read_lease(self.run_dir)
-            raise LeaseHeldError(f"run {self.run_id} was taken by {describe(landed or {})}")
+            landed = read_lease(self.run.dir)
+            raise LeaseHeldError(f"run {self.run.id} was taken by {describe(landed or {})}")
         else:
             raise LeaseHeldError(
-                f"run {self.run_id}: its lease {self.url} kept changing while this "
+                f"run {self.run.id}: its lease {self.url} kept changing while this "
                 "process tried to take it; another submit or resume is starting it"
             )
 
@@ -252,7 +253,7 @@ class Lease:
             return
         who = f"its owner, user {found.owner}" if found.owner else "whoever runs this run"
         raise LeaseHeldError(
-            f"run {self.run_id}: its lease {self.url} is unreadable (empty or cut short, written "
+            f"run {self.run.id}: its lease {self.url} is unreadable (empty or cut short, written "
             f"{age:.0f} s ago): ask {who}, whether a submit or resume of it is still running. If none "
             f"is, remove {self.url} and try again; it is treated as stale once older than {self.ttl:g} s"
         )
@@ -298,7 +299,7 @@ class Lease:
 
     def _landed(self) -> bool:
         time.sleep(0.05)
-        landed = read_lease(self.run_dir)
+        landed = read_lease(self.run.dir)
         return landed is not None and landed.get("token") == self.token
 
     def _heartbeat(self) -> bool:
@@ -309,8 +310,8 @@ class Lease:
         # (SIGSTOP, a paused VM) would otherwise, once thawed, write its lease over its successor's
         # (or back after a release), and its job commit would pass the fence.
         try:
-            with lease_lock.held(self.run_dir, self.run_id, wait_s=self.ttl / 3):
-                landed = read_lease(self.run_dir)
+            with lease_lock.held(self.run, wait_s=self.ttl / 3):
+                landed = read_lease(self.run.dir)
                 if landed is None or landed.get("token") != self.token:
                     return False  # taken over (or removed) by someone who judged us dead: do not fight
                 storage.write_atomic(self.url, self._document())
@@ -348,8 +349,8 @@ class Lease:
         if self.lost.is_set():
             return
         try:
-            with lease_lock.held(self.run_dir, self.run_id, wait_s=5.0):  # as in _heartbeat
-                landed = read_lease(self.run_dir)
+            with lease_lock.held(self.run, wait_s=5.0):  # as in _heartbeat
+                landed = read_lease(self.run.dir)
                 if landed is not None and landed.get("token") == self.token:
                     fs, path = storage.filesystem(self.url)
                     fs.rm(path)

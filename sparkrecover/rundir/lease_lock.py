@@ -20,6 +20,7 @@ from collections.abc import Iterator
 
 from sparkrecover.errors import LeaseHeldError
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 
 LOCK_FILE = "lease.lock"  # FencedCommitProtocol.LOCK_FILE
 # How long a takeover waits for a job commit under way before it gives up (exit 4).
@@ -28,13 +29,13 @@ _POLL_S = 0.05
 
 
 @contextlib.contextmanager
-def held(run_dir: str, run_id: str, wait_s: float | None = None) -> Iterator[None]:
+def held(run: Run, wait_s: float | None = None) -> Iterator[None]:
     """Hold the run's lease lock (local run directories; elsewhere nothing). ``LeaseHeldError``
     when a job commit keeps it longer than ``wait_s`` (default ``COMMIT_WAIT_S``)."""
-    if not storage.is_local(run_dir):
+    if not storage.is_local(run.dir):
         yield
         return
-    folder = storage.normalize(run_dir)
+    folder = storage.normalize(run.dir)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, LOCK_FILE)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
@@ -49,7 +50,7 @@ def held(run_dir: str, run_id: str, wait_s: float | None = None) -> Iterator[Non
                     break  # a filesystem without locks (some network mounts): the checks alone, as elsewhere
                 if time.monotonic() >= deadline:
                     raise LeaseHeldError(
-                        f"run {run_id}: a driver of it is committing a write or renewing its lease ({path} "
+                        f"run {run.id}: a driver of it is committing a write or renewing its lease ({path} "
                         "is locked), so its lease cannot change hands now; try again when it is done. A "
                         "driver frozen there (a paused VM, SIGSTOP) holds it until it ends: end it first"
                     ) from None

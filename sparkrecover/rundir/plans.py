@@ -128,6 +128,31 @@ class SchemaEntry:
 
 
 @dataclass
+class ActionEntry:
+    """A recorded action and whether the next attempt may answer it from its result file
+    (core/verdicts/action_reuse.py decides, driver/recall/ replays)."""
+
+    key: str  # "etl.py:12#1 count()": call site, ordinal, the action and its arguments
+    kind: str
+    call_site: str
+    attempt: int  # the attempt that ran it
+    replay: bool
+    reason: str  # why it may be replayed, or why it runs again
+    fingerprint: dict[str, Any] | None = None
+    path: str | None = None  # the result file, relative to the run directory
+    sha256: str | None = None
+    bytes: int = 0
+    rows: int | None = None
+    duration_s: float = 0.0  # what running it took: what a replay saves
+
+    def summary(self) -> dict[str, Any]:
+        """As ``resume --dry-run --json`` shows it."""
+        shown = {key: getattr(self, key) for key in ("key", "kind", "call_site", "attempt", "reason")}
+        shown["decision"] = "replay" if self.replay else "run"
+        return shown
+
+
+@dataclass
 class KeptMap:
     """One kept shuffle map output, as its ``shuffle.committed`` record describes it."""
 
@@ -159,6 +184,7 @@ class Plan:
     stages: list[PlanEntry] = field(default_factory=list)
     schemas: list[SchemaEntry] = field(default_factory=list)
     shuffles: list[KeptShuffle] = field(default_factory=list)
+    actions: list[ActionEntry] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -12,13 +12,16 @@ its task commit (or a set-aside) was cut short. The journal's ``task.committed``
 the task's commit returned, is what says a folder is whole; a half-moved set-aside leaves files in
 both places, and a partition with two folders holding files is never kept.
 
-A partition counts as committed only with exactly one usable folder: data files whose names carry
-the partition (``part-<partition:05d>-<write uuid>…``), all of one write; or no file at all when the
-journal says the task wrote no rows (Spark writes nothing for an empty partition other than 0).
+A partition counts as committed only with exactly one usable folder (``core/fold/kept_partitions.usable``):
+data files whose names carry the partition (``part-<partition:05d>-<write uuid>…``), all of one
+write; or no file at all when the journal says the task wrote no rows (Spark writes nothing for an
+empty partition other than 0).
 Anything else is not kept: that partition is computed again, which is always safe.
 
 The S3A magic committer's pendingsets and the manifest committer's task manifests are read in
-``tasklists`` as ``TaskFolder``s too: the same rules choose one per partition.
+``tasklists`` as ``TaskFolder``s too: the same rule chooses what a resumed write keeps of each
+(``core/fold/kept_partitions.adopt``, for the plan and the driver alike). This module and ``tasklists``
+only read.
 
 Read through ``storage.data_filesystem``: fsspec on the command line (s3fs for ``s3://``, pyarrow
 for ``hdfs://``), Hadoop's FileSystem in the driver.
@@ -53,6 +56,10 @@ class TaskFolder:
     uploads: list[tuple[str, str]] = field(default_factory=list)
     # A task manifest's: each file its job commit renames (path, size).
     sources: list[tuple[str, int]] = field(default_factory=list)
+
+    @property
+    def place(self) -> str:
+        return place_of(self)
 
 
 def kept_dir(target_url: str) -> str | None:
@@ -151,20 +158,6 @@ def task_folders(target_url: str) -> dict[int, list[TaskFolder]]:
             for folder in _read_tasks(fs, path):
                 found.setdefault(folder.partition, []).append(folder)
     return found
-
-
-def usable(folders: dict[int, list[TaskFolder]], empty_ok: set[int]) -> dict[int, TaskFolder]:
-    """The one folder to keep for each partition that has one; ``empty_ok``: partitions whose task
-    the journal says wrote no rows, for which a folder without files is the right evidence."""
-    chosen: dict[int, TaskFolder] = {}
-    for partition, candidates in folders.items():
-        good = [f for f in candidates if f.problem is None and (f.files or partition in empty_ok)]
-        with_files = [f for f in good if f.files]
-        if len(with_files) == 1:
-            chosen[partition] = with_files[0]
-        elif not with_files and good:
-            chosen[partition] = good[0]
-    return chosen
 
 
 def job_commit_began(target_url: str, folders: dict[int, list[TaskFolder]]) -> bool:

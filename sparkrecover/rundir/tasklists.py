@@ -1,6 +1,6 @@
 """The committed tasks of the committers that record them as lists of files, read as
-``taskfiles.TaskFolder``s (docs/task-resume.md, "On HDFS and object stores"; the rules that choose one
-per partition, ``taskfiles.usable`` and ``job_commit_began``, apply unchanged).
+``taskfiles.TaskFolder``s (docs/task-resume.md, "On HDFS and object stores"; what a resumed write
+keeps of them is decided with the task folders', by ``core/fold/kept_partitions.adopt``).
 
 Under hadoop-aws's magic committer a committed task is a pendingset:
 ``<target>/__magic/job-<uuid>/task_<job>_m_<partition>.pendingset`` (``__magic_job-<uuid>/`` from
@@ -22,8 +22,9 @@ from typing import Any
 
 import orjson
 
+from sparkrecover.kinds import CommitKind
 from sparkrecover.rundir import storage
-from sparkrecover.rundir.taskfiles import PART_FILE, TaskFolder, dir_names, files_below, kept_dir, place_of
+from sparkrecover.rundir.taskfiles import PART_FILE, TaskFolder, dir_names, files_below, kept_dir, task_folders
 
 _PENDINGSET = re.compile(r"^task_[0-9a-zA-Z]+_\d+_m_(\d+)\.pendingset$")
 MAGIC_DIR = "__magic"
@@ -69,20 +70,14 @@ def pendingsets(target_url: str) -> dict[int, list[TaskFolder]]:
     return found
 
 
-def one_job(usable: dict[int, TaskFolder]) -> dict[int, TaskFolder]:
-    """The usable pendingsets a resumed write can keep: those of one S3A job only (it commits under
-    that job's UUID), else none."""
-    return usable if len({task.job for task in usable.values()}) <= 1 else {}
-
-
-def one_place(usable: dict[int, TaskFolder]) -> dict[int, TaskFolder]:
-    """The usable manifests a resumed write can keep: those of the one job folder that holds most of
-    them (it moves them from there)."""
-    places = [place_of(task) for task in usable.values()]
-    if not places:
-        return {}
-    place = max(sorted(set(places)), key=places.count)
-    return {p: task for p, task in usable.items() if place_of(task) == place}
+def committed(target_url: str, kind: CommitKind) -> dict[int, list[TaskFolder]]:
+    """The committed tasks of one kind of committer below the target (and set aside), by partition:
+    the reader ``core/fold/kept_partitions.adopt`` is given. No pendingset is looked for off S3."""
+    if kind == CommitKind.PENDINGSETS:
+        return pendingsets(target_url) if on_s3(target_url) else {}
+    if kind == CommitKind.MANIFESTS:
+        return manifests(target_url)
+    return task_folders(target_url)
 
 
 def kept_pendingsets(target_url: str, place: str) -> dict[int, list[TaskFolder]]:

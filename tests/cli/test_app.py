@@ -272,13 +272,22 @@ def test_the_shared_options_object_takes_each_commands_own_options_by_name():
 
 def test_an_option_several_commands_share_is_declared_once():
     """--root (seven commands), --max-attempts, the journal's options and RUN are one declaration
-    each in cli/app.py, so their help cannot drift apart; --json twice: the run's outcome
-    (submit, resume) and the view (inspect, replay), spark-submit-args' and doctor's being other
-    documents."""
+    each in cli/app.py, so their help cannot drift apart (--spark-submit and --keep-shuffles one
+    each too, with the help each command gives); --json twice: the run's outcome (submit,
+    resume) and the view (inspect, replay), spark-submit-args' and doctor's being other documents."""
     import sparkrecover.cli.app as module
 
     source = open(module.__file__, encoding="utf-8").read()
-    shared = ("--root", "--max-attempts", "--flush-interval", "--buffer-size", "--checksums", "--checkpoint-root")
+    shared = (
+        "--root",
+        "--max-attempts",
+        "--flush-interval",
+        "--buffer-size",
+        "--checksums",
+        "--checkpoint-root",
+        "--spark-submit",
+        "--keep-shuffles",
+    )
     assert {name: source.count(f'"{name}"') for name in shared} == dict.fromkeys(shared, 1)
     assert source.count('"--json"') == 4
     assert source.count('metavar="RUN"') == 2  # inspect's RUN is optional and lists the runs

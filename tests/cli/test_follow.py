@@ -18,6 +18,7 @@ from sparkrecover.core.views import watch
 from sparkrecover.errors import RunNotFoundError
 from sparkrecover.planning import reading
 from sparkrecover.rundir import lease
+from sparkrecover.rundir.runs import Run
 from tests import journals
 from tests.helpers import screen
 
@@ -55,7 +56,7 @@ def flushed(run, step):
 def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
     run = journals.SyntheticRun(tmp_path / "root")
     os.makedirs(run.dir)
-    held = lease.Lease(run.dir, run.run_id).acquire()  # this process runs the "attempt"
+    held = lease.Lease(run.ref).acquire()  # this process runs the "attempt"
     run.attempt()
     for writer in (run.cli, run.driver):
         writer.flush()
@@ -109,7 +110,7 @@ def test_follow_ends_when_the_attempt_ends(cli, tmp_path):
 def test_follow_ends_when_the_process_dies_without_a_word(cli, tmp_path):
     run = journals.SyntheticRun(tmp_path / "root")
     os.makedirs(run.dir)
-    held = lease.Lease(run.dir, run.run_id).acquire()
+    held = lease.Lease(run.ref).acquire()
     run.attempt()
 
     def die():  # kill -9 of the whole tree: no attempt.ended, and the lease now names a dead pid
@@ -141,7 +142,7 @@ def test_follow_of_a_finished_run_ends_at_once(cli, tmp_path):
 
 def test_follow_waits_for_a_journal_while_the_lease_is_held(tmp_path):
     run_dir = str(tmp_path / "root" / "r1")
-    held = lease.Lease(run_dir, "r1").acquire()  # submit takes the lease before it writes anything
+    held = lease.Lease(Run("r1", run_dir)).acquire()  # submit takes the lease before it writes anything
     updates = watch.follow(reading.WatchedRun(run_dir), "r1", sleep=lambda _: None)
     assert next(updates).ended is None and next(updates).ended is None
     held.release()  # and nothing was ever written: there is no run after all
@@ -152,7 +153,7 @@ def test_follow_waits_for_a_journal_while_the_lease_is_held(tmp_path):
 def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
     run = journals.SyntheticRun(tmp_path / "root")
     os.makedirs(run.dir)
-    held = lease.Lease(run.dir, run.run_id).acquire()
+    held = lease.Lease(run.ref).acquire()
     run.attempt()
     run.done("orders")
     run.started("clean")
@@ -170,7 +171,7 @@ def test_the_live_view_on_a_terminal(tmp_path, monkeypatch):
     from sparkrecover.cli import follow as command
 
     thread = in_background([end], pause=0.3)
-    details = command.until_ended(run.dir, run.run_id, quiet=False)
+    details = command.until_ended(run.ref, quiet=False)
     thread.join()
     assert details["status"] == "succeeded"
     drawn = screen_file.getvalue()
@@ -185,7 +186,7 @@ def test_tail_and_follow_on_an_fsspec_root(cli):
     """The same code path on memory://, which has no append: the writer rewrites segment objects."""
     run = journals.SyntheticRun("memory://follow-root")
     run.dir = "memory://follow-root/nightly"
-    held = lease.Lease(run.dir, run.run_id).acquire()
+    held = lease.Lease(run.ref).acquire()
     run.attempt()
     run.driver.flush()
 

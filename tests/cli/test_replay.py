@@ -11,6 +11,7 @@ import pytest
 from sparkrecover.core.views import timeline
 from sparkrecover.errors import UsageError
 from sparkrecover.journal import JournalWriter
+from sparkrecover.rundir.runs import Run
 from tests import journals
 from tests.helpers import on_screen
 
@@ -399,7 +400,7 @@ def test_verify_forgives_what_the_writer_itself_reported_dropped(cli, tmp_path):
 
 def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
     run_dir = str(tmp_path / "root" / "nightly")
-    writer = JournalWriter(run_dir, "nightly", 1, "cli", flush_interval=0)
+    writer = JournalWriter(Run("nightly", run_dir), 1, "cli", flush_interval=0)
     stamps = iter(["2026-11-22T03:00:02.000Z", "2026-11-22T03:00:01.000Z"])
     writer._timestamp = lambda: next(stamps)
     writer.emit("run.started", app="a.py")

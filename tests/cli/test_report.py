@@ -10,6 +10,7 @@ import webbrowser
 import pytest
 
 from sparkrecover.journal import JournalWriter
+from sparkrecover.rundir.runs import Run
 from tests.journals import SyntheticRun, invalidated_run, resumed_run, segment_path
 
 
@@ -132,7 +133,7 @@ def test_a_running_run_is_a_snapshot(cli, tmp_path):
     run.done("orders").started("clean")
     run.driver.flush()
     run.cli.flush()
-    lease = leases.Lease(run.dir, run.run_id).acquire()
+    lease = leases.Lease(run.ref).acquire()
     try:
         code, out, err = cli("report", "nightly", "--root", str(tmp_path / "root"), "-o", "-")
     finally:
@@ -145,8 +146,8 @@ def test_a_running_run_is_a_snapshot(cli, tmp_path):
 
 def test_a_run_on_s3_is_reported_like_a_local_one(cli, s3, tmp_path):
     run_dir = s3.prefix + "/r9"
-    cli_writer = JournalWriter(run_dir, "r9", 1, "cli", flush_interval=0)
-    driver = JournalWriter(run_dir, "r9", 1, "driver", flush_interval=0)
+    cli_writer = JournalWriter(Run("r9", run_dir), 1, "cli", flush_interval=0)
+    driver = JournalWriter(Run("r9", run_dir), 1, "driver", flush_interval=0)
     cli_writer.emit("run.started", app="etl.py")
     cli_writer.emit("attempt.started", pid=1)
     driver.emit("driver.started", app_id="local-1", master="local[2]", deploy_mode="client", spark_version="3.5.8")

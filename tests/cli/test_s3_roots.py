@@ -8,6 +8,7 @@ import orjson
 import pytest
 
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 from tests.helpers import events_of
 
 
@@ -99,7 +100,7 @@ def test_an_s3_run_directory_url_is_inspected_like_a_local_one(cli, s3, monkeypa
     from sparkrecover.journal import JournalWriter, events
 
     run_dir = s3.prefix + "/r9"
-    writer = JournalWriter(run_dir, "r9", 1, "cli", flush_interval=0)
+    writer = JournalWriter(Run("r9", run_dir), 1, "cli", flush_interval=0)
     writer.emit(events.RUN_STARTED, app="etl.py")
     writer.emit(events.ATTEMPT_ENDED, exit_code=0)
     writer.close()

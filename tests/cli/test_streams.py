@@ -104,7 +104,7 @@ def test_resume_json_says_what_each_stage_was_and_what_recovery_saved(tmp_path, 
         0,
     )
     assert document["saved"] == (
-        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused"
+        "recovery saved nothing: no stage, partition, map output or action of an earlier attempt was reused"
     )
     assert [(a["attempt"], a["plan"]) for a in document["attempts"]] == [(2, {"skip": 1, "run": 1})]
     assert [(s["stage"], s["decision"], s["outcome"]) for s in document["stages"]] == [
@@ -121,7 +121,7 @@ def test_resume_ends_with_a_summary_on_stderr(tmp_path, talkative):
     assert result.stderr.splitlines()[-4:] == [
         "run r1: succeeded (exit 0), attempt 2",
         "stages: 0 skipped, 0 run, 2 not reached (of 2)",  # the fake ran nothing of the plan
-        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused",
+        "recovery saved nothing: no stage, partition, map output or action of an earlier attempt was reused",
         "to see the run as a page: sparkrecover report r1 --root runs",
     ]
 
@@ -143,7 +143,7 @@ def test_an_automatic_retry_shows_its_plan_and_the_summary_counts_every_attempt(
     assert lines[-4:-1] == [
         "run r1: succeeded (exit 0), attempts 1-2",
         "stages: none recorded",
-        "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused",
+        "recovery saved nothing: no stage, partition, map output or action of an earlier attempt was reused",
     ]
     assert lines[-1].startswith("to see the run as a page: sparkrecover report r1")
 

@@ -19,6 +19,7 @@ from sparkrecover.core.views import watch
 from sparkrecover.journal import read_journal
 from sparkrecover.planning import reading
 from sparkrecover.rundir import lease
+from sparkrecover.rundir.runs import Run
 from tests import journals
 
 
@@ -214,7 +215,7 @@ def test_the_live_view_shows_whole_names_on_a_wide_terminal(tmp_path, terminal, 
     monkeypatch.setattr(watch, "POLL_INTERVAL", 0.01)
     name = "enrich_customer_orders_with_the_loyalty_programme_tiers"
     journals.SyntheticRun(tmp_path / "root").attempt().done("orders").done(name, ("orders",)).end(0)
-    following.until_ended(str(tmp_path / "root" / "nightly"), "nightly", quiet=False)
+    following.until_ended(Run("nightly", str(tmp_path / "root" / "nightly")), quiet=False)
     assert f"  {name}" in terminal.getvalue()
 
 
@@ -239,7 +240,7 @@ def test_a_follower_started_just_before_a_resume_follows_the_attempt_that_starts
         """The follower's sleeps: in the first one a resume takes the lease and starts attempt 2,
         in the next ones attempt 2 runs and ends."""
         if not held:
-            held.append(lease.Lease(run.dir, run.run_id).acquire())
+            held.append(lease.Lease(run.ref).acquire())
             run.attempt(plan={"orders": "skip", "clean": "skip", "daily": "run"})
             for writer in (run.cli, run.driver):
                 writer.flush()
@@ -272,7 +273,7 @@ def test_an_attempt_a_launcher_restarted_is_shown_as_such_everywhere(cli, tmp_pa
     run.driver.close()
     run.cli.emit("attempt.ended", exit_code=None, signal=None, continued_by=2, application_exit_code=0)
     run.cli.close()
-    restarted = JournalWriter(run.dir, "nightly", 2, "driver", flush_interval=0)
+    restarted = JournalWriter(Run("nightly", run.dir), 2, "driver", flush_interval=0)
     restarted.emit("attempt.started", pid=77, host="node-2", command=["bootstrap.py"], started_by="launcher")
     restarted.emit("stage.skipped", stage="orders", reason="committed in attempt 1, output verified")
     restarted.emit("driver.ended", exit_code=0, error=None)
@@ -301,7 +302,7 @@ def test_the_first_attempt_a_launcher_started_is_started_not_restarted(cli, tmp_
 
     root = str(tmp_path / "root")
     for attempt, pid in ((1, 76), (2, 77)):
-        driver = JournalWriter(os.path.join(root, "nightly"), "nightly", attempt, "driver", flush_interval=0)
+        driver = JournalWriter(Run("nightly", os.path.join(root, "nightly")), attempt, "driver", flush_interval=0)
         driver.emit("attempt.started", pid=pid, host="node-2", command=["bootstrap.py"], started_by="launcher")
         driver.emit("driver.ended", exit_code=1 if attempt == 1 else 0, error=None)
         driver.emit("attempt.ended", exit_code=1 if attempt == 1 else 0, signal=None)

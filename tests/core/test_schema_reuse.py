@@ -13,6 +13,7 @@ from sparkrecover.core.verdicts.staleness import digest, stat_files
 from sparkrecover.journal import events as ev
 from sparkrecover.planning.next_attempt import plan_resume, read_run
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 
 
 def inferred(run, folder, key="etl.py:7 json", fields=("id",), listed=True):
@@ -85,7 +86,8 @@ def test_an_unlisted_input_is_left_to_the_driver(run, raw):
 def test_the_plan_and_the_dry_run_carry_the_schemas(run, raw, cli, tmp_path):
     run.done("load")
     state_dir = inferred(run, raw).end(exit_code=137).dir
-    plan = plan_resume(read_run(state_dir, "r1"), state_dir, 2)
+    run = Run("r1", state_dir)
+    plan = plan_resume(read_run(run), run, 2)
     document = plan.document().to_json()
     assert [s["stage"] for s in document["stages"]] == ["load"]  # the stage decisions as before
     assert document["schemas"][0]["schema"]["fields"][0]["name"] == "id"

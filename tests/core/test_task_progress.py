@@ -4,35 +4,16 @@ laid out as FileOutputCommitter leaves them (no Spark)."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import uuid
 
+from sparkrecover.core.fold import kept_partitions
 from sparkrecover.core.verdicts import planner
+from sparkrecover.kinds import CommitKind, Verdict
 from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import taskfiles, tasklists
-from sparkrecover.rundir.plans import KeptTasks, PartitionCount
-
-UUID = str(uuid.UUID(int=7))
-
-
-def task_folder(
-    out: str,
-    partition: int,
-    write_uuid: str = UUID,
-    job: str = "202611230301",
-    rows: bool = True,
-    place: str | None = None,
-) -> str:
-    """A committed task folder with one data file (and its checksum), as commitTask leaves it."""
-    folder = os.path.join(place or os.path.join(out, "_temporary", "0"), f"task_{job}_0001_m_{partition:06d}")
-    os.makedirs(folder)
-    if rows:
-        name = f"part-{partition:05d}-{write_uuid}-c000.snappy.parquet"
-        with open(os.path.join(folder, name), "wb") as handle:
-            handle.write(b"PAR1" + b"x" * 10 + b"PAR1")
-        open(os.path.join(folder, f".{name}.crc"), "w").close()
-    return folder
+from sparkrecover.rundir.plans import KeptTasks, PartitionCount, PlanEntry
+from tests.task_evidence import UUID, WRITE, manifest, pendingset, task_folder
 
 
 def write_started(run, stage, partitions=8, shape="s1", reusable=True, reason=None, kept=(), specs=None):
@@ -165,8 +146,8 @@ def test_evidence_comes_from_the_job_attempt_folder_and_the_kept_folder(tmp_path
     os.makedirs(os.path.join(out, "_temporary", "0", "_temporary", "attempt_x_m_000003_0"))  # in flight
     folders = taskfiles.task_folders(out)
     assert sorted(folders) == [0, 1, 2]
-    assert sorted(taskfiles.usable(folders, empty_ok=set())) == [0, 1]
-    assert sorted(taskfiles.usable(folders, empty_ok={2})) == [0, 1, 2]
+    assert sorted(kept_partitions.usable(folders, empty_ok=set())) == [0, 1]
+    assert sorted(kept_partitions.usable(folders, empty_ok={2})) == [0, 1, 2]
 
 
 def test_doubtful_task_folders_are_not_kept(tmp_path):
@@ -179,7 +160,7 @@ def test_doubtful_task_folders_are_not_kept(tmp_path):
         os.path.join(wrong, f"part-00009-{UUID}-c000.snappy.parquet"),
     )  # not its partition
     task_folder(out, 2)
-    assert sorted(taskfiles.usable(taskfiles.task_folders(out), empty_ok=set())) == [2]
+    assert sorted(kept_partitions.usable(taskfiles.task_folders(out), empty_ok=set())) == [2]
 
 
 def test_a_job_commit_that_had_begun_is_seen_by_its_files_in_the_target(tmp_path):
@@ -240,26 +221,6 @@ def test_an_attempt_that_fell_back_keeps_its_own_tasks_for_the_next_resume(run):
     assert decision.tasks.kept == [2] and decision.tasks.specs == "aqe2"
 
 
-def pendingset(out: str, partition: int, *, place: str | None = None, job: str = "job-uuid", files=None) -> str:
-    """A committed task's pendingset as hadoop-aws's magic committer writes it (JSON: the job's UUID
-    and, per file, the upload left open at its final key), below ``out`` or in ``place``."""
-    folder = place or os.path.join(out, "__magic", f"job-{job}")
-    os.makedirs(folder, exist_ok=True)
-    key = out.strip("/")  # a local path stands for the bucket key here
-    names = files if files is not None else [f"part-{partition:05d}-{WRITE}.c000.json"]
-    commits = [
-        {"destinationKey": f"{key}/{name}", "uploadId": f"upload-{partition}-{i}", "length": 10, "jobId": job}
-        for i, name in enumerate(names)
-    ]
-    path = os.path.join(folder, f"task_202611270000_0001_m_{partition:06d}.pendingset")
-    with open(path, "w") as handle:
-        handle.write(json.dumps({"version": 3, "jobId": job, "commits": commits}))
-    return path
-
-
-WRITE = str(uuid.uuid4())
-
-
 def test_pendingsets_are_read_below_the_target_and_set_aside(tmp_path):
     out = str(tmp_path / "out")
     pendingset(out, 0)
@@ -275,8 +236,8 @@ def test_pendingsets_are_read_below_the_target_and_set_aside(tmp_path):
     assert found[0][0].files == [(f"part-00000-{WRITE}.c000.json", 10)] and found[0][0].job == "job-uuid"
     assert found[0][0].uploads == [(f"{out.strip('/')}/part-00000-{WRITE}.c000.json", "upload-0-0")]
     assert len(found[3][0].files) == 2 and found[4][0].job == "other"
-    assert sorted(taskfiles.usable(found, empty_ok=set())) == [0, 1, 3, 4]
-    assert sorted(taskfiles.usable(found, empty_ok={2})) == [0, 1, 2, 3, 4]
+    assert sorted(kept_partitions.usable(found, empty_ok=set())) == [0, 1, 3, 4]
+    assert sorted(kept_partitions.usable(found, empty_ok={2})) == [0, 1, 2, 3, 4]
     assert not taskfiles.job_commit_began(out, found)
     with open(os.path.join(out, f"part-00000-{WRITE}.c000.json"), "w") as handle:  # a commit had begun
         handle.write("{}")
@@ -295,7 +256,7 @@ def test_doubtful_pendingsets_are_not_kept(tmp_path):
     found = tasklists.pendingsets(out)
     assert "does not belong to partition 0" in found[0][0].problem
     assert "2 writes" in found[1][0].problem and "readable" in found[3][0].problem
-    assert sorted(taskfiles.usable(found, empty_ok=set())) == [2]
+    assert sorted(kept_partitions.usable(found, empty_ok=set())) == [2]
     # Outside the target (a pendingset of another folder's write).
     elsewhere = str(tmp_path / "elsewhere")
     pendingset(elsewhere, 5, place=os.path.join(out, "__magic", "job-x"))
@@ -308,27 +269,6 @@ def test_a_pendingset_whose_uploads_are_gone_is_not_kept():
     assert [tasks[p][0].problem is None for p in range(3)] == [True, False, True]
     assert "no longer all open" in tasks[1][0].problem
     tasklists._check_uploads(tasks, None)  # a store that cannot list them: nothing more is said
-
-
-def manifest(out: str, partition: int, *, job: str = "job-uuid", sizes=(7,), write: bool = True, names=None) -> str:
-    """A committed task's manifest as Hadoop's manifest committer writes it, with the task's files
-    in the job's tasks/ folder (``write``): each entry names a file there and where the job commit
-    renames it, by absolute URI."""
-    attempt = os.path.join(out, "_temporary", job, "00")
-    task_dir = os.path.join(attempt, "tasks", f"attempt_202611270000_0001_m_{partition:06d}_0")
-    os.makedirs(task_dir, exist_ok=True)
-    os.makedirs(os.path.join(attempt, "manifests"), exist_ok=True)
-    files = []
-    for i, size in enumerate(sizes):
-        name = (names or [f"part-{partition:05d}-{WRITE}-{i}.c000.parquet" for _ in sizes])[i]
-        if write:
-            with open(os.path.join(task_dir, name), "wb") as handle:
-                handle.write(b"x" * size)
-        files.append({"s": f"file://{task_dir}/{name}", "d": f"file:{out}/{name}", "z": size})
-    path = os.path.join(attempt, "manifests", f"task_202611270000_0001_m_{partition:06d}-manifest.json")
-    with open(path, "w") as handle:
-        handle.write(json.dumps({"type": "TaskManifest", "version": 1, "jobId": job, "files": files}))
-    return path
 
 
 def test_task_manifests_are_read_with_their_files_checked(tmp_path):
@@ -362,7 +302,7 @@ def test_task_manifests_are_read_with_their_files_checked(tmp_path):
     assert found[0][0].job == "job-uuid" and taskfiles.place_of(found[0][0]).endswith("/job-uuid/00/manifests")
     assert "missing or changed" in found[3][0].problem and "missing or changed" in found[6][0].problem
     assert "does not belong to partition 4" in found[4][0].problem and "readable" in found[5][0].problem
-    assert sorted(taskfiles.usable(found, empty_ok={2})) == [0, 1, 2]
+    assert sorted(kept_partitions.usable(found, empty_ok={2})) == [0, 1, 2]
     assert not taskfiles.job_commit_began(out, found)
     with open(os.path.join(out, f"part-00000-{WRITE}-0.c000.parquet"), "wb") as handle:
         handle.write(b"x" * 7)  # renamed by a job commit that had begun
@@ -384,13 +324,13 @@ def test_a_resume_leaves_one_kept_manifest_a_partition_in_one_job_folder(tmp_pat
     manifest(out, 1)  # written again over the empty one's name above: partition 1 has both
     manifest(out, 3, job="older-job")
     os.makedirs(os.path.join(out, "_temporary", "0", "_temporary"))
-    taskresume._keep_manifests(out, tasklists.manifests(out), wanted={0, 1}, empty_ok=set())
+    taskresume.set_aside(out, continuing(0, 1))
     assert os.listdir(os.path.join(out, "_temporary")) == ["job-uuid"]
     kept = sorted(os.listdir(os.path.join(out, "_temporary", "job-uuid", "00", "manifests")))
     assert kept == [f"task_202611270000_0001_m_{p:06d}-manifest.json" for p in (0, 1)]
-    assert sorted(taskfiles.usable(tasklists.manifests(out), empty_ok=set())) == [0, 1]
+    assert sorted(kept_partitions.usable(tasklists.manifests(out), empty_ok=set())) == [0, 1]
 
-    taskresume._keep_manifests(out, tasklists.manifests(out), wanted=set(), empty_ok=set())  # nothing kept
+    taskresume.set_aside(out, PlanEntry("w", Verdict.RUN, "-"))  # nothing kept
     assert not os.path.exists(os.path.join(out, "_temporary"))
 
 
@@ -407,11 +347,11 @@ def test_manifests_a_resume_had_adopted_are_kept_with_the_dead_jobs_files(tmp_pa
     manifest(out, 5, job="second-job")
     manifest(out, 6, job="third-job")  # an attempt whose manifests are not kept
     found = tasklists.manifests(out)
-    assert sorted(taskfiles.usable(found, empty_ok=set())) == [4, 5, 6]
+    assert sorted(kept_partitions.usable(found, empty_ok=set())) == [4, 5, 6]
     assert tasklists.source_jobs(found[4][0]) == {"job-uuid"}
-    taskresume._keep_manifests(out, found, wanted={4, 5}, empty_ok=set())
+    taskresume.set_aside(out, continuing(4, 5))
     assert sorted(os.listdir(os.path.join(out, "_temporary"))) == ["job-uuid", "second-job"]
-    assert sorted(taskfiles.usable(tasklists.manifests(out), empty_ok=set())) == [4, 5]
+    assert sorted(kept_partitions.usable(tasklists.manifests(out), empty_ok=set())) == [4, 5]
 
 
 def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed(tmp_path):
@@ -443,20 +383,89 @@ def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed
     assert keep().kept == []
 
 
+def continuing(*kept: int) -> PlanEntry:
+    """A plan's ``continue`` of a write that keeps these partitions."""
+    return PlanEntry("w", Verdict.CONTINUE, "-", tasks=KeptTasks(kept=list(kept), partitions=8, shape="s1"))
+
+
 def test_the_plan_keeps_what_the_driver_keeps_of_pendingsets_and_manifests(tmp_path):
-    """`resume --dry-run` reads the same evidence with the driver's rules: pendingsets of one S3A job
-    only (a write commits under one UUID), manifests of one job folder only (the one holding most)."""
+    """`resume --dry-run` asks the driver's rule (kept_partitions.adopt): of the partitions the journal
+    says committed, pendingsets of one S3A job only (a write commits under one UUID), manifests of
+    one job folder only (the one holding most of them)."""
     from types import SimpleNamespace
 
     out = str(tmp_path / "out")
     tasks = {p: [taskfiles.TaskFolder(p, f"/x/{p}.pendingset", job="a" if p < 2 else "b")] for p in range(3)}
-    usable = taskfiles.usable(tasks, empty_ok={0, 1, 2})
-    assert tasklists.one_job(usable) == {} and tasklists.one_job({p: usable[p] for p in (0, 1)}) == {
-        0: usable[0],
-        1: usable[1],
-    }
+    assert kept_partitions.choose(CommitKind.PENDINGSETS, tasks, {0, 1, 2}, {0, 1, 2}) == {}
+    assert kept_partitions.choose(CommitKind.PENDINGSETS, tasks, {0, 1}, {0, 1, 2}) == {0: tasks[0][0], 1: tasks[1][0]}
     manifest(out, 0)
     manifest(out, 1)
     manifest(out, 2, job="other-job")  # a crash inside a resumed write's adoption split them
-    stage = SimpleNamespace(outputs=[out], committed_tasks={p: (1, 100) for p in range(3)})
-    assert StorageEvidence(str(tmp_path / "run")).committed_partitions(stage) == ({0, 1}, None)
+
+    def kept_by_the_plan(*journaled: int) -> tuple[set[int], str | None]:
+        stage = SimpleNamespace(
+            outputs=[out],
+            committed_tasks={p: (1, 100) for p in journaled},
+            write_progress=SimpleNamespace(unfinished={p: (1, 100) for p in journaled}),
+        )
+        return StorageEvidence(str(tmp_path / "run")).committed_partitions(stage)
+
+    assert kept_by_the_plan(0, 1, 2) == ({0, 1}, None)
+    assert kept_by_the_plan(1, 2) == ({1}, None)  # a tie: the first job folder by name
+    assert kept_by_the_plan(2) == ({2}, None)  # the folder holding most of what the journal agrees on
+
+
+def foreach_started(run, stage="f", reusable=True, reason=None):
+    """A foreachPartition stage's start, as driver/recording/foreach.py journals it: no output, nothing to verify."""
+    run.driver.emit(
+        "stage.started",
+        stage=stage,
+        kind="foreach",
+        outputs=[],
+        upstream=[],
+        fingerprint={"version": None},
+        mode="foreachPartition",
+        target="RDD",
+        verifiable=False,
+    )
+    run.driver.emit(
+        "write.started", stage=stage, partitions=8, shape="s1", reusable=reusable, reason=reason, kept=[], staging=None
+    )
+    return run
+
+
+def test_a_killed_foreach_continues_with_the_partitions_the_journal_says_finished(run):
+    """A side effect leaves no files of ours: the journal's finished tasks alone are kept (a record
+    lost only makes a finished partition run again)."""
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, 5, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("continue", "4/8 partitions kept (finished in attempt 1)")
+    assert decision.partitions == PartitionCount(kept=4, total=8)
+    assert decision.tasks is not None and decision.tasks.kept == [0, 1, 2, 5] and decision.tasks.shape == "s1"
+
+
+def test_inspect_says_a_foreach_s_partitions_finished_and_the_others_run(run, cli, tmp_path):
+    foreach_started(run)
+    committed_tasks(run, "f", 0, 1, 2, records=0).end(137, 9)
+    code, out, _err = cli("inspect", "r1", "--root", os.path.dirname(run.dir))
+    assert code == 0
+    assert "f: 3/8 partitions finished before it stopped (resume runs only the others)" in out
+
+
+def test_a_foreach_whose_partitions_may_differ_runs_whole_and_the_plan_says_why(run):
+    foreach_started(run, reusable=False, reason="its RDD is INDETERMINATE in Spark's terms")
+    committed_tasks(run, "f", 0, 1, records=0).end(137, 9)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == (
+        "run",
+        "started in attempt 1 but not committed; no partition is kept: its RDD is INDETERMINATE in Spark's terms",
+    )
+
+
+def test_a_finished_foreach_is_skipped_with_nothing_to_verify(run):
+    foreach_started(run)
+    committed_tasks(run, "f", *range(8), records=0)
+    run.committed("f").end(0)
+    decision = decision_of(run, "f")
+    assert (decision.decision, decision.reason) == ("skip", "committed in attempt 1")

@@ -18,6 +18,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import segments
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import plans
+from sparkrecover.rundir.runs import Run
 from tests import journals
 
 
@@ -53,7 +54,7 @@ def said():
 
 def test_the_driver_a_command_launched_runs_the_commands_attempt_and_plan(tmp_path, said):
     run = journals.crashed_run(tmp_path / "root")
-    lease = leases.Lease(run.dir, "nightly").acquire()
+    lease = leases.Lease(Run("nightly", run.dir)).acquire()
     plan_url = os.path.join(run.dir, "plans", "0002.json")
     os.makedirs(os.path.dirname(plan_url))
     with open(plan_url, "wb") as handle:
@@ -148,7 +149,7 @@ def test_a_restart_of_a_finished_run_runs_nothing_and_writes_nothing(tmp_path, s
 def test_yarns_next_attempt_under_the_waiting_commands_lease_is_the_next_attempt(tmp_path, said):
     """(d): the command's token is the live lease's, but its attempt's driver segment exists."""
     run = journals.crashed_run(tmp_path / "root")
-    lease = leases.Lease(run.dir, "nightly").acquire()
+    lease = leases.Lease(Run("nightly", run.dir)).acquire()
     try:
         start = attempts.begin(options(run.dir, "--attempt", "1", "--lease-token", lease.token), said.append)
         assert (start.attempt, start.token, start.lease, start.restart) == (2, lease.token, None, True)
@@ -172,7 +173,7 @@ def test_a_restart_waits_for_a_lease_that_stopped_beating_then_takes_it_and_says
 
 def test_a_live_holder_that_renews_its_lease_stops_a_restart_with_exit_4_and_nothing_written(tmp_path, said):
     run = journals.crashed_run(tmp_path / "root")
-    holder = leases.Lease(run.dir, "nightly", ttl=0.6).acquire()  # renews every 0.2 s
+    holder = leases.Lease(Run("nightly", run.dir), ttl=0.6).acquire()  # renews every 0.2 s
     listing = sorted(os.listdir(os.path.join(run.dir, "journal")))
     try:
         with pytest.raises(LeaseHeldError) as held:

@@ -6,6 +6,7 @@ import orjson
 
 from sparkrecover.driver import bootstrap
 from sparkrecover.rundir.lease import Lease
+from sparkrecover.rundir.runs import Run
 
 
 def test_a_plan_of_a_newer_format_stops_the_driver_with_exit_3(tmp_path, capsys):
@@ -14,7 +15,7 @@ def test_a_plan_of_a_newer_format_stops_the_driver_with_exit_3(tmp_path, capsys)
     script = tmp_path / "app.py"
     script.write_text("open('ran', 'w').close()\n")
     run_dir = str(tmp_path / "run")
-    lease = Lease(run_dir, "r").acquire()  # the command that launched the driver holds the run
+    lease = Lease(Run("r", run_dir)).acquire()  # the command that launched the driver holds the run
     try:
         given = ["--run-dir", run_dir, "--run-id", "r", "--attempt", "2", "--lease-token", lease.token]
         code = bootstrap.main([*given, "--plan", str(plan), "--", str(script)])

@@ -20,6 +20,7 @@ from sparkrecover.jvm import (
 )
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import lease_lock
+from sparkrecover.rundir.runs import Run
 from tests.helpers import install_runtime, journal, numbers
 
 
@@ -177,7 +178,7 @@ def test_a_job_commit_waits_for_a_takeover_under_way_and_then_refuses(spark, fen
         except BaseException as error:  # the refusal, seen in the test's thread below
             failures.append(error)
 
-    with lease_lock.held(run_dir, "run1"):  # a takeover under way
+    with lease_lock.held(Run("run1", run_dir)):  # a takeover under way
         writing = threading.Thread(target=write)
         writing.start()
         assert _waiting_for(os.path.join(run_dir, lease_lock.LOCK_FILE)), "the job commit did not wait for the lock"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 
 import pytest
 
@@ -17,7 +16,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import Plan
-from tests.helpers import install_runtime, journal
+from tests.helpers import install_runtime, jobs_of, journal
 
 HERE = os.path.basename(__file__)
 
@@ -41,17 +40,6 @@ def raw(tmp_path):
     write_lines(folder / "a.json", [{"id": 1, "name": "a"}, {"id": 2, "name": "b"}])
     write_lines(folder / "b.json", [{"id": 3, "name": "c", "score": 1.5}])
     return folder
-
-
-def jobs_of(spark, read):
-    """(what read() returned, the Spark jobs it ran): a job group of its own, asked afterwards."""
-    group = f"schemas-{uuid.uuid4().hex}"
-    spark.sparkContext.setJobGroup(group, "test")
-    try:
-        result = read()
-    finally:
-        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
-    return result, spark.sparkContext.statusTracker().getJobIdsForGroup(group)
 
 
 def events(rt, event_type):
@@ -144,9 +132,26 @@ def test_a_schema_the_user_gives_or_a_read_that_infers_nothing_is_left_alone(spa
     rt = install_runtime(tmp_path)
     spark.read.schema("id long").json(str(raw))
     spark.read.json(str(raw), schema="id long")
-    spark.read.csv(str(raw))  # no inferSchema: every column is a string, nothing is inferred
+    spark.read.schema("id long").csv(str(raw))
     spark.read.parquet  # noqa: B018  (the attribute alone does nothing)
     assert events(rt, ev.SCHEMA_INFERRED) == []
+
+
+def read_csv_header(spark, path):
+    return spark.read.option("header", True).csv(str(path))
+
+
+def test_a_csv_read_without_infer_schema_still_reads_its_header_in_a_job_and_reuses_it(spark, tmp_path):
+    csv = tmp_path / "plain.csv"
+    csv.write_text("id,price\n1,2.5\n")
+    rt = install_runtime(tmp_path)
+    first, jobs = jobs_of(spark, lambda: read_csv_header(spark, csv))
+    assert jobs  # Spark reads the first line for the column names
+    assert dict(first.dtypes) == {"id": "string", "price": "string"}
+    rt = resumed(tmp_path, rt)
+    again, jobs = jobs_of(spark, lambda: read_csv_header(spark, csv))
+    assert (jobs, again.schema) == ([], first.schema)
+    assert [r["format"] for r in events(rt, ev.SCHEMA_REUSED)] == ["csv"]
 
 
 def test_options_are_part_of_the_key(spark, tmp_path, raw):

@@ -11,6 +11,7 @@ from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, WRITING_PROPERTY
 from sparkrecover.launch import launcher, listener_jar
+from sparkrecover.rundir.runs import Run
 from tests.helpers import summary_counts
 
 # -- in process: the listener added to the shared session through its own class loader -----------
@@ -52,7 +53,7 @@ def jvm_listener(spark, listener_cache):
 
 def journal_of(tmp_path, drain) -> tuple[Runtime, Telemetry]:
     run_dir = str(tmp_path / "run")
-    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
+    rt = Runtime(JournalWriter(Run("r", run_dir), 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
     telemetry = Telemetry(rt)
     telemetry.use(JVM, drain)
     return rt, telemetry
@@ -126,7 +127,7 @@ def test_the_bootstrap_falls_back_when_the_class_is_missing(spark, tmp_path, cap
     """--listener jvm but no jar on the classpath (a user overrode --jars in a strange way): the
     Py4J listener is used, with a warning, and events are still journaled."""
     run_dir = str(tmp_path / "run")
-    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
+    rt = Runtime(JournalWriter(Run("r", run_dir), 1, ev.WRITER_DRIVER, flush_interval=0), run_dir)
     telemetry = Telemetry(rt, JVM, interval=0.05)
     telemetry.attach(spark.sparkContext)
     try:
@@ -225,7 +226,7 @@ def test_the_drain_thread_journals_finished_work_without_waiting_for_its_interva
     import threading
 
     run_dir = str(tmp_path / "run")
-    rt = Runtime(JournalWriter(run_dir, "r", 1, ev.WRITER_DRIVER, flush_interval=3600), run_dir)
+    rt = Runtime(JournalWriter(Run("r", run_dir), 1, ev.WRITER_DRIVER, flush_interval=3600), run_dir)
     telemetry = Telemetry(rt, interval=3600)
     signalled = threading.Event()
     lines = [{"k": "task.committed", "stage": "w", "partition": 7}]

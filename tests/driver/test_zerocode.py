@@ -177,6 +177,23 @@ def test_upstream_edges_come_from_what_the_written_frame_reads(spark, tmp_path):
     assert started[names[2]] == [names[0], "doubled"]
 
 
+def test_a_write_of_a_cached_frame_names_the_files_the_cache_was_read_from(spark, tmp_path):
+    """Spark's inputFiles() sees a cached DataFrame as its cache, with no file: its input files
+    would be left out of the fingerprint, and a changed input would not make the write stale."""
+    source = str(tmp_path / "source")
+    numbers(spark, 5).write.mode("overwrite").parquet(source)  # no runtime yet: not a stage's output
+    rt = install_runtime(tmp_path)
+    cached = spark.read.parquet(source).cache()
+    try:
+        cached.count()
+        cached.write.mode("overwrite").parquet(str(tmp_path / "copy"))
+    finally:
+        cached.unpersist()
+    (started,) = [r for r in writes_started(rt) if r["stage"].endswith("/copy")]
+    listed = [url for url, _, _ in started["fingerprint"]["input_files"]]
+    assert listed and all(url.startswith(source) and url.endswith(".parquet") for url in listed)
+
+
 def test_writes_inside_a_stage_or_checkpoint_belong_to_it(spark, tmp_path):
     rt = install_runtime(tmp_path)
     sr.checkpoint("kept", lambda: numbers(spark, 3), path=str(tmp_path / "kept"))

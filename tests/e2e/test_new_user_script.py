@@ -20,6 +20,7 @@ import pytest
 
 from sparkrecover.journal import read_journal
 from sparkrecover.planning import reading
+from sparkrecover.rundir.runs import Run
 from tests.helpers import SPARK_OPTIONS, dry_run, run_cli, sparkrecover_command
 from tests.references import FOLDER
 
@@ -157,7 +158,7 @@ def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_mi
     assert rows(spark, str(tmp_path / "history")) == rows(spark, plain.path("history"))
 
     # The report says what the command said it saved, and draws what was reused as kept.
-    collected, damage = reading.load_report(run_dir, "night")
+    collected, damage = reading.load_report(Run("night", run_dir))
     report = collected.report(run_dir)
     assert not damage
     assert report.saved_s == summary["saved_s"] > 0

@@ -21,6 +21,7 @@ from sparkrecover.journal import JournalWriter, events, read_journal
 from sparkrecover.journal.pending import Dropped, enforce_cap
 from sparkrecover.journal.segments import list_segments, segment_url
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 from tests.helpers import memory_run_dir
 
 
@@ -44,7 +45,7 @@ def memory_dir():
 
 def writer_at(run_dir, attempt=1, writer="driver", **options) -> JournalWriter:
     options.setdefault("flush_interval", 0)
-    return JournalWriter(run_dir, "r1", attempt, writer, **options)
+    return JournalWriter(Run("r1", run_dir), attempt, writer, **options)
 
 
 class FailingSink:

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sparkrecover.errors import JournalError
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal.segments import list_segments
+from sparkrecover.rundir.runs import Run
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -47,7 +48,7 @@ layouts = st.tuples(
 def write(run_dir: str, items, layout) -> list[dict]:
     buffer_size, segment_bytes = layout
     journal = JournalWriter(
-        run_dir, "r1", 1, "driver", buffer_size=buffer_size, flush_interval=0, segment_bytes=segment_bytes
+        Run("r1", run_dir), 1, "driver", buffer_size=buffer_size, flush_interval=0, segment_bytes=segment_bytes
     )
     records = [journal.emit(kind, **payload) for kind, payload in items]
     journal.close()
@@ -180,8 +181,8 @@ class FixedClock(JournalWriter):
 )
 def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):
     with tempfile.TemporaryDirectory() as emitted, tempfile.TemporaryDirectory() as appended:
-        by_emit = FixedClock(emitted, run_id, attempt, "driver", flush_interval=0)
-        by_append = FixedClock(appended, run_id, attempt, "driver", flush_interval=0)
+        by_emit = FixedClock(Run(run_id, emitted), attempt, "driver", flush_interval=0)
+        by_append = FixedClock(Run(run_id, appended), attempt, "driver", flush_interval=0)
         for kind, payload in items:
             by_emit.emit(kind, **payload)
             by_append.append(kind, dict(payload))

@@ -8,6 +8,7 @@ import orjson
 
 from sparkrecover.journal import JournalWriter
 from sparkrecover.journal import tail as tails
+from sparkrecover.rundir.runs import Run
 
 
 def test_tail_reads_only_what_grew(tmp_path, monkeypatch):
@@ -17,7 +18,7 @@ def test_tail_reads_only_what_grew(tmp_path, monkeypatch):
         tails, "read_from", lambda url, offset: reads.append((os.path.basename(url), offset)) or original(url, offset)
     )
     run_dir = str(tmp_path / "r1")
-    writer = JournalWriter(run_dir, "r1", 1, "driver", flush_interval=0)
+    writer = JournalWriter(Run("r1", run_dir), 1, "driver", flush_interval=0)
     tail = tails.JournalTail(run_dir)
     assert tail.poll() == [] and not tail.found_journal
     first = [writer.emit("a"), writer.emit("b")]

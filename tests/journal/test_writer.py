@@ -14,6 +14,7 @@ import pytest
 
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal.segments import list_segments
+from sparkrecover.rundir.runs import Run
 from tests.helpers import memory_run_dir
 from tests.journals import line_of, segment_path
 
@@ -22,7 +23,7 @@ TS = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 def writer_at(run_dir, writer="driver", attempt=1, **options) -> JournalWriter:
     options.setdefault("flush_interval", 0)  # no timer thread unless a test asks for one
-    return JournalWriter(str(run_dir), "r1", attempt, writer, **options)
+    return JournalWriter(Run("r1", str(run_dir)), attempt, writer, **options)
 
 
 def on_disk(path) -> bytes:
@@ -179,7 +180,7 @@ def memory_run():
 
 def test_memory_root_rewrites_whole_segment_objects_and_reads_back(memory_run):
     fs = fsspec.filesystem("memory")
-    journal = JournalWriter(memory_run, "r1", 1, "driver", buffer_size=1, flush_interval=0, segment_bytes=400)
+    journal = JournalWriter(Run("r1", memory_run), 1, "driver", buffer_size=1, flush_interval=0, segment_bytes=400)
     records, content, index = [], b"", 0
     for i in range(12):
         record = journal.emit("spark.job.started", stage="s", job=i)

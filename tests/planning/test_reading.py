@@ -19,15 +19,15 @@ def view(state):
 
 def test_folding_on_after_an_attempt_is_folding_whole(tmp_path):
     run = journals.crashed_run(tmp_path / "root")
-    before = reading.load_state(run.dir, run.run_id)
+    before = reading.load_state(run.ref)
     run.attempt(plan={"orders": "skip", "clean": "skip", "daily": "run"})
     run.skipped("orders", "committed in attempt 1, output verified").done("daily", ("clean",), rows=30).end(0)
 
-    caught_up = reading.catch_up(before, run.dir, run.run_id, since=2)
-    whole = reading.load_state(run.dir, run.run_id)
+    caught_up = reading.catch_up(before, run.ref, since=2)
+    whole = reading.load_state(run.ref)
     assert caught_up.event_count == whole.event_count and sorted(caught_up.attempts) == [1, 2]
     assert view(caught_up) == view(whole)
-    assert reading.catch_up(None, run.dir, run.run_id, since=1).event_count == whole.event_count
+    assert reading.catch_up(None, run.ref, since=1).event_count == whole.event_count
 
 
 @pytest.mark.parametrize("command", ["submit", "resume"])

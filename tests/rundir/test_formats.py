@@ -10,6 +10,7 @@ import pytest
 from sparkrecover.errors import FormatError
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import manifests, plans
+from sparkrecover.rundir.runs import Run
 from tests import journals
 
 
@@ -42,7 +43,7 @@ def test_a_plan_without_a_version_predates_versions_and_is_read(tmp_path):
 
 def test_the_lease_carries_its_version_and_an_unknown_one_is_refused(tmp_path):
     run_dir = str(tmp_path / "run")
-    held = leases.Lease(run_dir, "r").acquire()
+    held = leases.Lease(Run("r", run_dir)).acquire()
     try:
         assert leases.read_lease(run_dir)["v"] == 1
     finally:

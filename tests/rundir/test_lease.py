@@ -14,6 +14,7 @@ import pytest
 from sparkrecover.errors import LeaseHeldError, UsageError
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import storage
+from sparkrecover.rundir.runs import Run
 
 # -- the lease ------------------------------------------------------------------------------------
 
@@ -38,7 +39,7 @@ def write_lease(run_dir, **fields):
 
 def test_lease_acquire_and_release(tmp_path):
     run_dir = str(tmp_path / "r1")
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     try:
         held = leases.read_lease(run_dir)
         assert (held["host"], held["pid"], held["run"]) == (socket.gethostname(), os.getpid(), "r1")
@@ -46,12 +47,12 @@ def test_lease_acquire_and_release(tmp_path):
         assert held["heartbeat"].endswith("Z") and lease.took_over is None
         assert leases.is_live(held)
         with pytest.raises(LeaseHeldError, match=f"pid {os.getpid()}") as caught:
-            leases.Lease(run_dir, "r1").acquire()
+            leases.Lease(Run("r1", run_dir)).acquire()
         assert caught.value.exit_code == 4
     finally:
         lease.release()
     assert not os.path.exists(os.path.join(run_dir, "lease.json"))
-    leases.Lease(run_dir, "r1").acquire().release()  # free again
+    leases.Lease(Run("r1", run_dir)).acquire().release()  # free again
 
 
 def dead_pid() -> int:
@@ -67,7 +68,7 @@ def test_a_stale_lease_is_taken_over(tmp_path, stale):
         stale = {"pid": dead_pid()}
     old = write_lease(run_dir, **stale)
     assert not leases.is_live(old)
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     try:
         assert lease.took_over == old
         assert leases.read_lease(run_dir)["token"] == lease.token
@@ -101,12 +102,12 @@ def test_a_stale_lease_does_not_change_hands_while_a_job_commit_holds_its_lock(t
     try:
         assert committing.stdout is not None and committing.stdout.readline() == "held\n"
         with pytest.raises(LeaseHeldError, match="is committing a write or renewing its lease") as refused:
-            leases.Lease(run_dir, "r1").acquire()
+            leases.Lease(Run("r1", run_dir)).acquire()
         assert refused.value.exit_code == 4
         assert leases.read_lease(run_dir) == old  # untouched
     finally:
         committing.communicate("")
-    lease = leases.Lease(run_dir, "r1").acquire()  # the commit ended: the lock died with it
+    lease = leases.Lease(Run("r1", run_dir)).acquire()  # the commit ended: the lock died with it
     try:
         assert lease.took_over == old
     finally:
@@ -117,12 +118,12 @@ def test_a_fresh_lease_of_another_host_is_live(tmp_path):
     run_dir = str(tmp_path / "r1")
     write_lease(run_dir, host="some-other-host", pid=1)
     with pytest.raises(LeaseHeldError, match="some-other-host"):
-        leases.Lease(run_dir, "r1").acquire()
+        leases.Lease(Run("r1", run_dir)).acquire()
 
 
 def test_release_leaves_a_lease_taken_over_by_someone_else(tmp_path):
     run_dir = str(tmp_path / "r1")
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     theirs = write_lease(run_dir, token="someone-else")
     lease.release()
     assert leases.read_lease(run_dir) == theirs
@@ -133,14 +134,14 @@ def test_a_lease_on_s3_refuses_a_second_holder_until_released(s3):
     from sparkrecover.rundir.lease import Lease
 
     run_dir = s3.prefix + "/held"
-    first = Lease(run_dir, "held").acquire()
+    first = Lease(Run("held", run_dir)).acquire()
     try:
         with pytest.raises(LeaseHeldError):
-            Lease(run_dir, "held").acquire()
+            Lease(Run("held", run_dir)).acquire()
     finally:
         first.release()
     assert not storage.exists(run_dir + "/lease.json")
-    Lease(run_dir, "held").acquire().release()
+    Lease(Run("held", run_dir)).acquire().release()
 
 
 # -- an unreadable lease, atomic creation, conditional writes on S3 -------------
@@ -153,7 +154,7 @@ def test_an_unreadable_lease_is_reported_not_a_recursion(tmp_path, content):
     with open(os.path.join(run_dir, "lease.json"), "wb") as handle:
         handle.write(content)
     with pytest.raises(LeaseHeldError) as caught:
-        leases.Lease(run_dir, "r1").acquire()
+        leases.Lease(Run("r1", run_dir)).acquire()
     message = str(caught.value)
     assert caught.value.exit_code == 4
     assert "unreadable" in message and os.path.join(run_dir, "lease.json") in message
@@ -168,7 +169,7 @@ def test_an_unreadable_lease_older_than_the_ttl_is_taken_over(tmp_path):
         handle.write(b"")
     old = time.time() - 2 * leases.DEFAULT_TTL
     os.utime(path, (old, old))
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     try:
         assert leases.read_lease(run_dir)["token"] == lease.token
         assert lease.took_over is not None and "unreadable" in leases.describe(lease.took_over)
@@ -190,7 +191,7 @@ def test_a_fresh_lease_is_never_seen_empty(tmp_path, monkeypatch):
         return fd
 
     monkeypatch.setattr(os, "open", spying_open)
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     monkeypatch.setattr(os, "open", real_open)
     try:
         assert all(size > 0 for size in seen)
@@ -201,20 +202,20 @@ def test_a_fresh_lease_is_never_seen_empty(tmp_path, monkeypatch):
 
 def test_the_ttl_comes_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "3")
-    lease = leases.Lease(str(tmp_path / "r1"), "r1").acquire()
+    lease = leases.Lease(Run("r1", str(tmp_path / "r1"))).acquire()
     try:
-        assert leases.read_lease(lease.run_dir)["ttl_s"] == 3.0
+        assert leases.read_lease(lease.run.dir)["ttl_s"] == 3.0
     finally:
         lease.release()
     monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "soon")
     with pytest.raises(UsageError, match=r"\$SPARKRECOVER_LEASE_TTL must be a number of seconds above 0, not 'soon'"):
-        leases.Lease(str(tmp_path / "r2"), "r2")
+        leases.Lease(Run("r2", str(tmp_path / "r2")))
 
 
 def test_a_lost_heartbeat_is_noticed_and_not_overwritten(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "0.3")
     run_dir = str(tmp_path / "r1")
-    lease = leases.Lease(run_dir, "r1").acquire()
+    lease = leases.Lease(Run("r1", run_dir)).acquire()
     theirs = write_lease(run_dir, token="someone-else")
     assert lease.lost.wait(5)
     time.sleep(0.3)
@@ -229,9 +230,9 @@ def test_s3_creates_the_lease_only_if_absent_and_beats_by_compare_and_swap(s3, m
     monkeypatch.setenv("SPARKRECOVER_LEASE_TTL", "0.6")
     run_dir = s3.prefix + "/cas"
     url = run_dir + "/lease.json"
-    first = leases.Lease(run_dir, "cas")
+    first = leases.Lease(Run("cas", run_dir))
     assert first._create() is True
-    second = leases.Lease(run_dir, "cas")
+    second = leases.Lease(Run("cas", run_dir))
     assert second._create() is False  # the store refused: the object exists
     assert leases.read_lease(run_dir)["token"] == first.token
     assert first._heartbeat() is True
@@ -282,7 +283,7 @@ def test_s3_takeover_is_a_compare_and_swap_on_the_stale_lease(s3):
             }
         ),
     )
-    loser = leases.Lease(run_dir, "stale")
+    loser = leases.Lease(Run("stale", run_dir))
     assert loser._replace(found) is False  # judged stale a moment ago, but replaced since
     assert leases.read_lease(run_dir)["token"] == "quicker"
 
@@ -291,9 +292,9 @@ def test_s3_an_empty_lease_is_reported_then_taken_over(s3, monkeypatch):
     run_dir = s3.prefix + "/empty"
     storage.write_atomic(run_dir + "/lease.json", b"")
     with pytest.raises(LeaseHeldError, match="unreadable"):
-        leases.Lease(run_dir, "empty").acquire()
+        leases.Lease(Run("empty", run_dir)).acquire()
     monkeypatch.setattr(leases, "_now", lambda: time.time() + 2 * leases.DEFAULT_TTL)
-    lease = leases.Lease(run_dir, "empty").acquire()
+    lease = leases.Lease(Run("empty", run_dir)).acquire()
     try:
         assert leases.read_lease(run_dir)["token"] == lease.token
     finally:
@@ -330,7 +331,7 @@ def test_a_heartbeat_and_a_release_change_the_lease_only_under_its_lock(tmp_path
     write (or removal) happen under the lock a takeover takes, so the takeover sees one or the
     other whole."""
     run_dir = str(tmp_path / "r1")
-    lease = leases.Lease(run_dir, "r1", ttl=3600).acquire()
+    lease = leases.Lease(Run("r1", run_dir), ttl=3600).acquire()
     seen: list[bool] = []
     real_read = leases.read_lease
 

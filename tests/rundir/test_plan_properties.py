@@ -52,7 +52,7 @@ def full(kind: Any) -> st.SearchStrategy[Any]:
     return {str: texts, int: integers, bool: st.booleans(), float: st.floats(allow_nan=False)}[kind]
 
 
-# What the planner hands the next attempt: its decisions, the schemas and the kept shuffles.
+# What the planner hands the next attempt: its decisions, the schemas, the kept shuffles and actions.
 planned = st.builds(
     planner.plan_of,
     texts,
@@ -60,6 +60,7 @@ planned = st.builds(
     full(list[plans.PlanEntry]),
     full(list[plans.SchemaEntry]),
     full(list[plans.KeptShuffle]),
+    full(list[plans.ActionEntry]),
 )
 
 

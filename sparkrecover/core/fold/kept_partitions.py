@@ -6,21 +6,23 @@ evidence still holds its files. Every rule of it is here, once:
   the fold for the journal and by the driver for the write it is about to run);
 - what one stage's write has committed, over its attempts (``WriteProgress``, fed by the run
   state's fold: ``started``, ``task_committed``, ``stage_committed``);
-- which partitions a resume keeps: those the journal and the evidence agree on (``agreed``, asked
-  by the planner with the committer's evidence and by the driver with the folders it set aside),
-  handed to the driver as ``KeptTasks``;
+- which committed tasks a resumed write keeps (``adopt``: one committer's evidence, the job-commit
+  check, usable tasks, the journal's agreement, one job or one place), asked in the same words by
+  `resume --dry-run` (``planning/storage_evidence.py``) and by the driver (``driver/tasks/taskresume.py``), so
+  the plan promises what the driver keeps; handed to the driver as ``KeptTasks``;
 - the views: progress by attempt (``inspect``), what a commit kept (``KeptWrite``), and each
   partition's state in ``report``'s grid (``cells``).
 
-Pure: no storage, no Spark (the evidence is handed in).
+Pure: no storage, no Spark (the evidence, and how to read it, are handed in).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
+from sparkrecover.kinds import CommitKind
 from sparkrecover.rundir.plans import KeptTasks
 
 # A partition's state in report's grid (core/views/grids.py draws shuffles' map outputs with the same words).
@@ -95,7 +97,7 @@ class WriteProgress:
 # -- the fold ----------------------------------------------------------------------------------
 
 
-def started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
+def on_write_started(previous: WriteProgress | None, record: dict[str, Any]) -> WriteProgress:
     """A ``write.started``: what the previous unfinished write computed carries over when
     partition i holds the same rows in both."""
     progress = WriteProgress(record, ever_kept=bool(previous and previous.ever_kept) or bool(record.get("kept")))
@@ -158,6 +160,104 @@ def stage_committed(progress: WriteProgress | None, attempt: int) -> dict[str, A
 
 
 # -- what a resume keeps -----------------------------------------------------------------------
+
+
+class CommittedTask(Protocol):
+    """One committed task as its committer's evidence shows it (``rundir/taskfiles.TaskFolder``)."""
+
+    partition: int
+    files: list[tuple[str, int]]  # its data files: none when its task wrote no rows
+    problem: str | None  # why it cannot be kept (files of another partition or write, unreadable...)
+    job: str | None  # a pendingset's S3A job
+
+    @property
+    def place(self) -> str:
+        """The folder it sits in."""
+        ...
+
+
+Task = TypeVar("Task", bound=CommittedTask)
+# Whose committed tasks a resumed write adopts when several committers left some: one write commits
+# through one committer, and sparkrecover's set-aside cleans up for that one alone.
+ADOPTED_FIRST = (CommitKind.PENDINGSETS, CommitKind.MANIFESTS, CommitKind.FOLDERS)
+
+
+@dataclass
+class Adopted(Generic[Task]):
+    """What a resumed write keeps of the committed tasks below its target."""
+
+    kind: CommitKind  # whose tasks: the first kind of ``ADOPTED_FIRST`` that left any
+    found: Mapping[int, Sequence[Task]]  # every task of that kind, by partition (what is not kept goes)
+    chosen: dict[int, Task]  # the one task kept per partition
+    began: bool = False  # the dead job commit had begun: nothing of it is kept
+
+
+def adopt(
+    read: Callable[[CommitKind], Mapping[int, Sequence[Task]]],
+    wanted: Iterable[int],
+    empty_ok: Iterable[int],
+    job_commit_began: Callable[[Mapping[int, Sequence[Task]]], bool],
+) -> Adopted[Task]:
+    """The one rule of what a resumed write keeps, for the plan and for the driver alike: the
+    committed tasks of one committer (``read`` gives each kind's, read in the order of
+    ``ADOPTED_FIRST`` until one left some), none when that committer's job commit had begun
+    (``job_commit_began``: some of their files are in the target already), else those ``wanted``
+    (the journal's committed partitions) that are usable, of one S3A job (pendingsets: a write
+    commits under one job's UUID) or one job folder (manifests: the one holding most of them)."""
+    found: Mapping[int, Sequence[Task]] = {}
+    kind = CommitKind.FOLDERS
+    for kind in ADOPTED_FIRST:
+        found = read(kind)
+        if found:
+            break
+    wanted = set(wanted)
+    if wanted and job_commit_began(found):
+        return Adopted(kind, found, {}, began=True)
+    return Adopted(kind, found, choose(kind, found, wanted, set(empty_ok)))
+
+
+def outranked_by(kind: CommitKind, read: Callable[[CommitKind], Mapping[int, Sequence[Any]]]) -> CommitKind | None:
+    """The committer, before ``kind`` in ``ADOPTED_FIRST``, that left committed tasks below the
+    target (``read``), or None: a resumed write under ``kind`` then keeps nothing, since what the plan
+    promised it (and the set-aside kept) is that committer's, and what it would find of its own was
+    never agreed with the journal."""
+    for other in ADOPTED_FIRST[: ADOPTED_FIRST.index(kind)]:
+        if read(other):
+            return other
+    return None
+
+
+def choose(
+    kind: CommitKind, found: Mapping[int, Sequence[Task]], wanted: Iterable[int], empty_ok: set[int]
+) -> dict[int, Task]:
+    """The tasks of one committer a resumed write keeps: usable, agreed with the journal, of one job
+    (pendingsets) or one job folder (manifests)."""
+    usable_ones = usable(found, empty_ok)
+    agreed_ones = {p: usable_ones[p] for p in agreed(wanted, usable_ones)}
+    if kind == CommitKind.PENDINGSETS:
+        return agreed_ones if len({task.job for task in agreed_ones.values()}) <= 1 else {}
+    if kind == CommitKind.MANIFESTS:
+        places = [task.place for task in agreed_ones.values()]
+        if not places:
+            return {}
+        place = max(sorted(set(places)), key=places.count)
+        return {p: task for p, task in agreed_ones.items() if task.place == place}
+    return agreed_ones
+
+
+def usable(found: Mapping[int, Sequence[Task]], empty_ok: set[int]) -> dict[int, Task]:
+    """The one task to keep for each partition that has one: no problem, and files (exactly one
+    such task), or none at all when the journal says the task wrote no rows (``empty_ok``: Spark
+    writes nothing for an empty partition other than 0)."""
+    chosen: dict[int, Task] = {}
+    for partition, candidates in found.items():
+        good = [t for t in candidates if t.problem is None and (t.files or partition in empty_ok)]
+        with_files = [t for t in good if t.files]
+        if len(with_files) == 1:
+            chosen[partition] = with_files[0]
+        elif not with_files and good:
+            chosen[partition] = good[0]
+    return chosen
 
 
 def to_keep(progress: WriteProgress, evidence: Iterable[int]) -> KeptTasks | None:

@@ -160,6 +160,10 @@ class RunState:
     last_error: str | None = None
     # The latest schema.inferred per read key (core/verdicts/schema_reuse.py decides which a resume may reuse).
     schemas: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The latest action.recorded per action key (core/verdicts/action_reuse.py decides which results a
+    # resume may replay), and every action.replayed, in journal order.
+    actions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    replayed: list[dict[str, Any]] = field(default_factory=list)
     # Shuffles by identity, with their kept map outputs (core/fold/kept_shuffles.py), and why map outputs
     # could not be kept.
     shuffles: dict[str, ShuffleState] = field(default_factory=dict)
@@ -347,7 +351,7 @@ def _stage_committed(state: RunState, record: dict, attempt: AttemptState) -> No
 def _write_started(state: RunState, record: dict, attempt: AttemptState) -> None:
     state.saved.apply(record)
     stage = state._stage(record["stage"])
-    stage.write_progress = kept_partitions.started(stage.write_progress, record)
+    stage.write_progress = kept_partitions.on_write_started(stage.write_progress, record)
 
 
 def _task_committed(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -416,6 +420,16 @@ def _schema_inferred(state: RunState, record: dict, attempt: AttemptState) -> No
     state.schemas[record["key"]] = record
 
 
+def _action_recorded(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.actions.pop(record["key"], None)  # re-inserted: the dict stays in the order they ran
+    state.actions[record["key"]] = record
+
+
+def _action_replayed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.replayed.append(record)
+    state.saved.apply(record)
+
+
 def _shuffle_registered(state: RunState, record: dict, attempt: AttemptState) -> None:
     on_registered(state.shuffles, record)
 
@@ -457,6 +471,8 @@ _HANDLERS = {
     ev.JOURNAL_DEGRADED: _journal_degraded,
     ev.SCHEMA_INFERRED: _schema_inferred,
     ev.SCHEMA_REUSED: _ignore,  # the schema.inferred it reused stays the latest word
+    ev.ACTION_RECORDED: _action_recorded,
+    ev.ACTION_REPLAYED: _action_replayed,
     ev.SHUFFLE_REGISTERED: _shuffle_registered,
     ev.SHUFFLE_COMMITTED: _shuffle_committed,
     ev.SHUFFLE_UNSUPPORTED: _shuffle_unsupported,

@@ -8,6 +8,8 @@ the reuse happened:
 - a stage it skipped (its ``stage.skipped``; not a lost output): the stage's duration at its commit;
 - partitions its write kept (the ``kept`` of its ``write.started``): from the earlier attempt's
   ``write.started`` of that stage to the commit of the last of them;
+- actions it replayed (its ``action.replayed``): what running each took in the attempt that
+  recorded it;
 - shuffle map outputs it reused (the ``reused`` of its ``shuffle.registered``): the time the
   attempts that computed them took, from registering the shuffle to keeping its last map output,
   in the share it reused.
@@ -34,7 +36,7 @@ class Saving:
     attempt: int  # the attempt that reused the work
     stage: str | None  # the pipeline stage it belongs to (None: work outside any stage)
     seconds: float
-    how: str  # "skipped", "kept N partitions" or "reused N map outputs"
+    how: str  # "skipped", "kept N partitions", "replayed N actions" or "reused N map outputs"
 
 
 def _seconds(ts: str) -> float:
@@ -53,6 +55,11 @@ class SavingsFold:
 
     def apply(self, record: dict[str, Any]) -> None:
         kind, attempt, name = record["type"], record["attempt"], record.get("stage")
+        if kind == ev.ACTION_REPLAYED:
+            saved = record.get("saved_s")
+            if isinstance(saved, (int, float)) and not isinstance(saved, bool):
+                self.savings.append(Saving(attempt, None, round(float(saved), 3), "replayed 1 action"))
+            return
         if not isinstance(name, str):
             return
         if kind == ev.STAGE_COMMITTED and isinstance(record.get("duration_s"), (int, float)):
@@ -107,13 +114,15 @@ def total(savings: Iterable[Saving]) -> float:
 def sentence(savings: list[Saving]) -> str:
     """The one line both the command's summary and the report say it in."""
     if not savings:
-        return "recovery saved nothing: no stage, partition or map output of an earlier attempt was reused"
+        return "recovery saved nothing: no stage, partition, map output or action of an earlier attempt was reused"
     skipped = sum(1 for s in savings if s.how == "skipped")
     partitions = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("kept "))
     maps = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("reused "))
+    actions = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("replayed "))
     parts = [f"{skipped} stage{'s' if skipped != 1 else ''} skipped"] if skipped else []
     parts += [f"{partitions:,} partition{'s' if partitions != 1 else ''} kept"] if partitions else []
     parts += [f"{maps:,} map output{'s' if maps != 1 else ''} reused"] if maps else []
+    parts += [f"{actions:,} action{'s' if actions != 1 else ''} replayed"] if actions else []
     return (
         f"recovery saved about {humanize.duration(total(savings))} of work done by earlier attempts "
         f"({', '.join(parts)})"

@@ -1,6 +1,6 @@
 """What the core needs to know of storage, as one parameter: the planner and the views never read
 storage themselves (they are pure: a fold of the journal and what they are told). The command line
-and a restarted driver pass ``planning/evidence.StorageEvidence``; tests may pass their own."""
+and a restarted driver pass ``planning/storage_evidence.StorageEvidence``; tests may pass their own."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ class Evidence(Protocol):
         ...
 
     def committed_partitions(self, stage: StageState) -> tuple[set[int], str | None]:
-        """Partitions of an unfinished write whose committed task output survives, or why none can
-        be kept."""
+        """Partitions of an unfinished write whose committed task output survives and that the
+        driver will keep (``kept_partitions.adopt``), or why none can be kept."""
         ...
 
     def stat(self, url: str) -> tuple[int, Any]:

@@ -21,8 +21,9 @@ from sparkrecover.core.fold import kept_partitions, kept_shuffles
 from sparkrecover.core.fold.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.verdicts.evidence import Evidence
-from sparkrecover.kinds import Verdict
+from sparkrecover.kinds import FOREACH, Verdict
 from sparkrecover.rundir.plans import (
+    ActionEntry,
     Committed,
     KeptShuffle,
     PartitionCount,
@@ -136,15 +137,22 @@ def _continue_write(stage: StageState, decision: PlanEntry, evidence: Evidence) 
     if not progress.reusable:
         decision.reason += f"; no partition is kept: {progress.started.get('reason') or 'its partitions may differ'}"
         return
-    found, problem = evidence.committed_partitions(stage)
+    if stage.kind == FOREACH:
+        # A side effect leaves nothing of ours to check: the journal alone says which partitions
+        # finished, and a record it lost only makes one run again
+        # (docs/decisions/0044-side-effects-kept-per-partition.md).
+        found, problem = set(progress.unfinished), None
+    else:
+        found, problem = evidence.committed_partitions(stage)
     tasks = kept_partitions.to_keep(progress, found)
     if tasks is None:
         decision.reason += f"; no partition is kept: {problem or 'the partitions it committed left no files'}"
         return
     attempts = sorted({progress.computed[p].attempt for p in tasks.kept})
     decision.decision = CONTINUE
+    done = "finished" if stage.kind == FOREACH else "committed"
     decision.reason = (
-        f"{len(tasks.kept)}/{tasks.partitions} partitions kept (committed in attempt {', '.join(map(str, attempts))})"
+        f"{len(tasks.kept)}/{tasks.partitions} partitions kept ({done} in attempt {', '.join(map(str, attempts))})"
     )
     decision.partitions = PartitionCount(kept=len(tasks.kept), total=tasks.partitions)
     # The driver keeps nothing if the stage changed since (§4 rule 5): compared like a skip's.
@@ -295,10 +303,16 @@ def plan_of(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> Plan:
     """The plan handed to the next attempt (plans/<attempt>.json)."""
     return Plan(
-        run=run_id, attempt=attempt, stages=decisions, schemas=list(schemas or []), shuffles=list(kept_shuffles or [])
+        run=run_id,
+        attempt=attempt,
+        stages=decisions,
+        schemas=list(schemas or []),
+        shuffles=list(kept_shuffles or []),
+        actions=list(actions or []),
     )
 
 
@@ -308,6 +322,7 @@ def dry_run_document(
     decisions: list[PlanEntry],
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
+    actions: list[ActionEntry] | None = None,
 ) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
     document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
@@ -315,4 +330,6 @@ def dry_run_document(
         document["schemas"] = [entry.summary() for entry in schemas]
     if kept_shuffles is not None:
         document["shuffles"] = [entry.summary() for entry in kept_shuffles]
+    if actions is not None:
+        document["actions"] = [entry.summary() for entry in actions]
     return document

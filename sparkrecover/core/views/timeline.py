@@ -226,6 +226,25 @@ def _schema_reused(r: dict[str, Any]) -> str:
     )
 
 
+def _action_recorded(r: dict[str, Any]) -> str:
+    summary = f": {r['summary']}" if r.get("summary") else ""
+    done = f"{r.get('key')}{summary} in {humanize.duration(r.get('duration_s'))}"
+    result = r.get("result") if isinstance(r.get("result"), dict) else None
+    kept = f", result kept ({humanize.size(int(result.get('bytes') or 0))})" if result else ""
+    why = f", not kept: {r['not_kept']}" if r.get("not_kept") else ""
+    ran = r.get("ran_because")
+    return done + kept + why + (f" (ran: {ran})" if ran and ran != "no record" else "")
+
+
+def _action_replayed(r: dict[str, Any]) -> str:
+    rows = r.get("rows")
+    what = f", {rows:,} row{'s' if rows != 1 else ''}" if isinstance(rows, int) else ""
+    return (
+        f"{r.get('key')}: result of attempt {r.get('recorded_in')} replayed{what}, no Spark job "
+        f"(it took {humanize.duration(r.get('saved_s'))})"
+    )
+
+
 def _shuffle_registered(r: dict[str, Any]) -> str:
     text = (
         f"shuffle {str(r.get('shuffle'))[:12]}: {r.get('maps')} map tasks, {r.get('reused') or 0} kept outputs reused"
@@ -301,6 +320,8 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.ATTEMPT_ENDED: _exit,
     ev.SCHEMA_INFERRED: _schema_inferred,
     ev.SCHEMA_REUSED: _schema_reused,
+    ev.ACTION_RECORDED: _action_recorded,
+    ev.ACTION_REPLAYED: _action_replayed,
 }
 
 

@@ -58,6 +58,38 @@ def canonical_plan(frame: Any) -> str | None:
     return _PLAN_NOISE.sub("", text)
 
 
+def input_files(frame: Any) -> list[str]:
+    """The files a DataFrame reads, as Spark names them, seen through caches: Spark's own
+    ``inputFiles()`` walks the optimized plan, where a cached DataFrame is its in-memory relation
+    and lists no file, so a changed input would not make what reads it stale. The analyzed plan's
+    file relations are read as well (no job: their file index was listed when the DataFrame was
+    made). An RDD's stand-in (``zerocode.RDDSource``) lists its own."""
+    found = list(frame.inputFiles())
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return found
+    try:
+        leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
+        while leaves.hasNext():
+            found += [str(name) for name in _relation_files(leaves.next()) if str(name) not in found]
+    except Exception:  # Spark Connect, a plan of another shape: what inputFiles() said
+        pass
+    return found
+
+
+def _relation_files(leaf: Any) -> list[str]:
+    kind = leaf.getClass().getSimpleName()
+    if kind == "LogicalRelation":
+        relation = leaf.relation()
+        if relation.getClass().getSimpleName() == "HadoopFsRelation":
+            return list(relation.location().inputFiles())
+    elif kind == "DataSourceV2Relation":
+        table = leaf.table()
+        if hasattr(table, "fileIndex"):
+            return list(table.fileIndex().inputFiles())
+    return []
+
+
 def build(
     *,
     version: str | None,

@@ -12,7 +12,7 @@ from typing import Any
 
 from sparkrecover.kinds import Verdict
 from sparkrecover.rundir import storage
-from sparkrecover.rundir.plans import Plan, PlanEntry, SchemaEntry
+from sparkrecover.rundir.plans import ActionEntry, Plan, PlanEntry, SchemaEntry
 
 # Longest wait at a stage commit for Spark's listener queues to deliver the stage's last events.
 COMMIT_SETTLE_MS = 2000
@@ -53,6 +53,13 @@ class Runtime:
         # Schemas an earlier attempt inferred, by read key, that the plan says may be reused
         # (driver/recording/schema_reads.py checks the input files again before using one).
         self.schemas: dict[str, SchemaEntry] = {entry.key: entry for entry in plan.schemas} if plan else {}
+        # Recorded actions by key, as the plan offers them (driver/recall/: replayed when their
+        # fingerprint is unchanged), the calls of each action per call site so far, and the
+        # recorder of this attempt's results (None: replay off, or no SparkContext yet).
+        self.results: dict[str, ActionEntry] = {entry.key: entry for entry in plan.actions} if plan else {}
+        self.action_ordinals: dict[tuple[str, str], int] = {}
+        self.recorder: Any = None
+        self.result_limit = 8 << 20
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
         # Per thread, like the Spark local property: a write made while a stage runs belongs to
@@ -86,7 +93,7 @@ class Runtime:
         from urllib.parse import quote
 
         if self.checkpoint_root:
-            return storage.join(self.checkpoint_root, self.writer.run_id, quote(name, safe=""))
+            return storage.join(self.checkpoint_root, self.writer.run.id, quote(name, safe=""))
         return storage.join(self.run_dir, "checkpoints", quote(name, safe=""))
 
     def decision(self, name: str) -> PlanEntry | None:

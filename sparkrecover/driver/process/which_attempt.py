@@ -42,8 +42,9 @@ from sparkrecover.planning.next_attempt import (
     read_run,
     sweep_unjournaled,
 )
-from sparkrecover.rundir import keep, plans, runs, storage
+from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir import lease as leases
+from sparkrecover.rundir.runs import Run
 
 Say = Callable[[str], None]
 
@@ -75,49 +76,49 @@ def begin(options: Any, said: Say = say) -> Start:
     """Decide this driver's attempt from its bootstrap ``options`` (see the module's docstring).
     ``LeaseHeldError`` (exit 4): another live process runs the run, or another driver claimed the
     attempt; ``FormatError`` (exit 3): a plan this sparkrecover cannot read; ``Finished``."""
-    run_dir, run_id = options.run_dir, options.run_id
-    cli_token = options.lease_token if _live_holder(run_dir, options.lease_token) else None
+    run = Run(options.run_id, options.run_dir)
+    cli_token = options.lease_token if _live_holder(run.dir, options.lease_token) else None
     if cli_token is not None and options.attempt is not None:
         # The command's plan is read first: one this driver cannot read leaves nothing claimed.
         plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
-        if segments.claim(run_dir, options.attempt, ev.WRITER_DRIVER):  # (a)
+        if segments.claim(run.dir, options.attempt, ev.WRITER_DRIVER):  # (a)
             return Start(options.attempt, plan, cli_token)
-    if last_attempt_succeeded(run_dir, run_id):
-        raise Finished(f"run {run_id} already completed successfully: this driver runs nothing")
-    lease = None if cli_token is not None else take_lease(run_dir, run_id, said)
+    if last_attempt_succeeded(run):
+        raise Finished(f"run {run.id} already completed successfully: this driver runs nothing")
+    lease = None if cli_token is not None else take_lease(run, said)
     try:
-        return _restart(run_dir, run_id, cli_token, lease, said)
+        return _restart(run, cli_token, lease, said)
     except BaseException:
         if lease is not None:
             lease.release()
         raise
 
 
-def _restart(run_dir: str, run_id: str, cli_token: str | None, lease: leases.Lease | None, said: Say) -> Start:
+def _restart(run: Run, cli_token: str | None, lease: leases.Lease | None, said: Say) -> Start:
     """The attempt after the last one, planned as ``resume`` plans it (run read under the lease)."""
     try:
-        state = read_run(run_dir, run_id, warn=said) if runs.has_journal(run_dir) else None
+        state = read_run(run, warn=said) if run.has_journal() else None
     except RunNotFoundError:  # only an empty segment: a first driver claimed attempt 1 and died
         state = None
     if state is not None and finished(state):
-        raise Finished(f"run {run_id} already completed successfully: this driver runs nothing")
-    attempt = segments.next_attempt(run_dir)
-    if not segments.claim(run_dir, attempt, ev.WRITER_DRIVER):
-        raise LeaseHeldError(f"run {run_id}: another driver started as attempt {attempt} at the same moment")
+        raise Finished(f"run {run.id} already completed successfully: this driver runs nothing")
+    attempt = segments.next_attempt(run.dir)
+    if not segments.claim(run.dir, attempt, ev.WRITER_DRIVER):
+        raise LeaseHeldError(f"run {run.id}: another driver started as attempt {attempt} at the same moment")
     token = lease.token if lease is not None else cli_token
     if state is None:
-        said(f"run {run_id}: this driver starts it, as attempt {attempt}")
+        said(f"run {run.id}: this driver starts it, as attempt {attempt}")
         return Start(attempt, None, token, lease, restart=True, first_of_run=True)
-    plan = plan_resume(state, run_dir, attempt, warn=said)
-    sweep_unjournaled(state, run_dir, said)
+    plan = plan_resume(state, run, attempt, warn=said)
+    sweep_unjournaled(state, run.dir, said)
     document = plan.document()
-    storage.write_atomic(runs.plan_url(run_dir, attempt), plans.encode(document))
-    reuse = keep.write_reuse_list(run_dir, attempt, plan.shuffles) if plan.shuffles else None
+    storage.write_atomic(run.plan_url(attempt), plans.encode(document))
+    reuse = keep.write_reuse_list(run.dir, attempt, plan.shuffles) if plan.shuffles else None
     counts: dict[str, int] = {}
     for entry in document.stages:
         counts[entry.decision] = counts.get(entry.decision, 0) + 1
     said(
-        f"run {run_id}: attempt {max(state.attempts)} did not finish; "
+        f"run {run.id}: attempt {max(state.attempts)} did not finish; "
         f"this driver resumes it as attempt {attempt} ("
         + (", ".join(f"{count} {decision}" for decision, count in counts.items()) or "no stage recorded")
         + ")"
@@ -147,27 +148,29 @@ def journal_end(start: Start, writer: JournalWriter, exit_code: int, said: Say =
     if not start.restart:
         return
     writer.emit(ev.ATTEMPT_ENDED, exit_code=exit_code, signal=exit_code - 128 if exit_code > 128 else None)
-    if exit_code == 0 and keep.remove(writer.run_dir):
+    if exit_code == 0 and keep.remove(writer.run.dir):
         said("removed the kept shuffle map outputs: the run succeeded")
+    if exit_code == 0 and results.remove(writer.run.dir):
+        said("removed the recorded action results: the run succeeded")
 
 
-def take_lease(run_dir: str, run_id: str, said: Say) -> leases.Lease:
+def take_lease(run: Run, said: Say) -> leases.Lease:
     """The run's lease for this driver. A holder that stopped renewing it (dead, or frozen) is
     waited for until the lease is older than its TTL, then taken over; one that renews it while
     this waits, or that took it while this looked, is alive: ``LeaseHeldError``, nothing written."""
-    lease = leases.Lease(run_dir, run_id)
-    first = leases.read_lease(run_dir)
+    lease = leases.Lease(run)
+    first = leases.read_lease(run.dir)
     deadline = None
     while True:
         try:
             lease.acquire()
         except LeaseHeldError:
-            holder = leases.read_lease(run_dir)
+            holder = leases.read_lease(run.dir)
             if holder is None:
                 raise  # unreadable and young: acquire's message says whom to ask
             if first is None or _beat(holder) != _beat(first):
                 raise LeaseHeldError(
-                    f"run {run_id} is being run by {leases.describe(holder)}, which took or renewed its lease "
+                    f"run {run.id} is being run by {leases.describe(holder)}, which took or renewed its lease "
                     "while this driver looked"
                 ) from None
             ttl = float(holder.get("ttl_s") or leases.DEFAULT_TTL)

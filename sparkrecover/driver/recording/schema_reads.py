@@ -1,8 +1,9 @@
 """Inferred schemas (docs/resume.md): a resumed attempt does not pay Spark's inference pass again.
 
-``spark.read.json(p)`` without a schema, ``csv`` with ``inferSchema=true`` and ``parquet`` with
-``mergeSchema=true`` (also through ``.format(x).load(p)``) read the data once just to learn its
-schema. The driver journals what a read inferred (``schema.inferred``, with the input files it
+``spark.read.json(p)`` and ``xml(p)`` without a schema, ``csv`` without one (with ``inferSchema=true``
+a pass over the data; without it, a job that reads the first line for the column names) and
+``parquet`` with ``mergeSchema=true`` (also through ``.format(x).load(p)``) run Spark jobs just to
+learn the schema. The driver journals what a read inferred (``schema.inferred``, with the input files it
 read); a resumed attempt whose plan carries the schema of the same read reads with it instead,
 after checking that the read lists the same files with the same sizes and times, and journals
 ``schema.reused``. Anything else reads as pyspark would.
@@ -33,7 +34,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
 
-READS = ("json", "csv", "parquet", "load")
+READS = ("json", "csv", "xml", "parquet", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a
 # relaunch with another setting infers again rather than reuse a schema Spark would not infer now.
 INFERENCE_CONF = (
@@ -67,7 +68,8 @@ def install() -> None:
     _warned = False
     hooks.track(DataFrameReader, ("format", "option", "options", "schema"))
     for name in READS:
-        hooks.patch(DataFrameReader, name, functools.partial(_read, name))
+        if hasattr(DataFrameReader, name):  # xml: Spark 4
+            hooks.patch(DataFrameReader, name, functools.partial(_read, name))
 
 
 def _warn(what: str, error: BaseException) -> None:
@@ -149,7 +151,7 @@ def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
         paths: Any = bound.get("path")
     elif method == "parquet":
         fmt, given, paths = "parquet", dict(bound.get("options") or {}), list(bound.get("paths") or ())
-    else:  # json and csv: every other argument is an option
+    else:  # json, csv and xml: every other argument is an option
         fmt = method
         given = {name: value for name, value in bound.items() if name not in ("self", "path", "schema")}
         paths = bound.get("path")
@@ -174,10 +176,8 @@ def describe(reader: Any, method: str, bound: dict[str, Any]) -> Read | None:
 
 
 def _infers(spark: Any, fmt: str, options: dict[str, str]) -> bool:
-    if fmt == "json":
-        return True
-    if fmt == "csv":
-        return options.get("inferschema") == "true"
+    if fmt in ("json", "xml", "csv"):
+        return True  # a CSV without inferSchema still reads its first line in a job
     if fmt == "parquet":
         merge = options.get("mergeschema") or spark.conf.get("spark.sql.parquet.mergeSchema", "false")
         return str(merge).lower() == "true"

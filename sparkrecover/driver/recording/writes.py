@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkrecover.driver.lifecycle import stages
+from sparkrecover.driver.lifecycle import fingerprints, stages
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import tables
 from sparkrecover.driver.tasks import taskresume
@@ -135,7 +135,7 @@ class WriteStage:
 
     def execute(self, tasks: taskresume.TaskPlan | None) -> Any:
         if tasks is not None and self.target is not None:
-            taskresume.started(self.rt, self.name, self.target, tasks)
+            taskresume.journal_write_started(self.rt, self.name, self.target, tasks)
             return taskresume.run(self.target, tasks, self.write.writer, self.do_write)
         return self.do_write()
 
@@ -156,7 +156,7 @@ class WriteStage:
 
 def _input_files(frame: Any) -> list[str]:
     try:
-        return list(frame.inputFiles())
+        return fingerprints.input_files(frame)
     except Exception:
         return []
 

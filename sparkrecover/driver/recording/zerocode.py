@@ -129,7 +129,7 @@ def _expected_write(
         return do_write()
     if plan is None:
         return do_write()
-    taskresume.started(rt, expected.stage, target, plan)
+    taskresume.journal_write_started(rt, expected.stage, target, plan)
     return taskresume.run(target, plan, writer, do_write)
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import re
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,7 @@ from sparkrecover.jvm import (
     RESUMING_PROTOCOL_CLASS,
     find_class,
 )
+from sparkrecover.kinds import CommitKind
 
 DEFAULT_PARQUET_COMMITTER = "org.apache.parquet.hadoop.ParquetOutputCommitter"
 ALGORITHM_KEY = "mapreduce.fileoutputcommitter.algorithm.version"
@@ -93,25 +94,42 @@ def shape_of(frame: Any) -> WriteShape:
         jvm = frame.sparkSession._jvm
         rdd = _query_rdd(jvm, qe)
         shape.executed = True
-        count = int(rdd.getNumPartitions())
-        if reason is None:
-            reason = _rdd_reason(rdd)
-        slices, specs, ranges = _probe(jvm, rdd, count)
-        met, read = ranges
-        if reason is None and (met != read or (not met and _RANGE.search(str(qe.executedPlan())))):
-            reason = (
-                "the write reads a range partitioning whose bounds could not be read: they come from "
-                "a sample of rows, which may differ in another application"
-            )
+        _measure(shape, jvm, rdd, reason, lambda: str(qe.executedPlan()))
     except Exception as error:  # a probe that fails must never fail the write
-        shape.reason = f"the write could not be probed ({type(error).__name__}: {_first_line(error)})"
-        return shape
+        shape.reason = f"its partitions could not be probed ({type(error).__name__}: {_first_line(error)})"
+    return shape
+
+
+def shape_of_rdd(rdd: Any) -> WriteShape:
+    """The shape of a Python RDD's partitions (a ``foreach``'s, driver/recording/foreach.py), as ``shape_of``
+    measures a query's: an RDD has no plan to read, so Spark's determinism verdict and the probe of
+    its lineage say it all. Nothing is computed."""
+    shape = WriteShape(0, False, None)
+    try:
+        jrdd = rdd._jrdd.rdd()
+        _measure(shape, rdd.ctx._jvm, jrdd, None, lambda: "")
+    except Exception as error:  # a probe that fails must never fail the job
+        shape.reason = f"its partitions could not be probed ({type(error).__name__}: {_first_line(error)})"
+    return shape
+
+
+def _measure(shape: WriteShape, jvm: Any, rdd: Any, reason: str | None, physical_plan: Callable[[], str]) -> None:
+    """Fill ``shape`` from the JVM ``rdd`` that runs: its partition count, Spark's verdict, the probe."""
+    count = int(rdd.getNumPartitions())
+    if reason is None:
+        reason = _rdd_reason(rdd)
+    slices, specs, ranges = _probe(jvm, rdd, count)
+    met, read = ranges
+    if reason is None and (met != read or (not met and _RANGE.search(physical_plan()))):
+        reason = (
+            "it reads a range partitioning whose bounds could not be read: they come from "
+            "a sample of rows, which may differ in another application"
+        )
     shape.specs = specs
     shape.specs_digest = hashlib.sha256("\n".join(specs).encode()).hexdigest()[:32] if specs else None
     text = f"{count}\n" + "\n".join(slices) + "\n--\n" + "\n".join(specs)
     shape.digest = hashlib.sha256(text.encode()).hexdigest()[:32]
     shape.partitions, shape.reusable, shape.reason, shape.slices = count, reason is None, reason, slices
-    return shape
 
 
 def _query_rdd(jvm: Any, qe: Any) -> Any:
@@ -136,7 +154,7 @@ def _rdd_reason(rdd: Any) -> str | None:
     level = str(rdd.outputDeterministicLevel().toString())
     if level != "INDETERMINATE":
         return None
-    return f"the write's RDD is {level} in Spark's terms: partition i may hold other rows in another application"
+    return f"its RDD is {level} in Spark's terms: partition i may hold other rows in another application"
 
 
 def _probe(jvm: Any, rdd: Any, count: int) -> tuple[list[str], list[str], tuple[int, int]]:
@@ -199,7 +217,7 @@ def resuming_commit(
 # How a write commits its tasks, as far as a resumed write can keep them: FileOutputCommitter's
 # task folders (algorithm 1), the magic committer's pendingsets (tasklists.pendingsets), or the
 # manifest committer's task manifests (tasklists.manifests).
-FOLDERS, PENDINGSETS, MANIFESTS = "folders", "pendingsets", "manifests"
+FOLDERS, PENDINGSETS, MANIFESTS = CommitKind.FOLDERS, CommitKind.PENDINGSETS, CommitKind.MANIFESTS
 FILE_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.FileOutputCommitterFactory"
 S3A_COMMITTER_FACTORY = "org.apache.hadoop.fs.s3a.commit.S3ACommitterFactory"
 MANIFEST_COMMITTER_FACTORY = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory"

@@ -1,18 +1,29 @@
 """Task-level resume inside one implicit write (docs/design.md §4a): which partitions an unfinished
-write keeps, setting their committed task folders aside, and running the write so that only the
-other partitions are computed.
+write keeps of the tasks its committer committed, and running the write so that only the other
+partitions are computed.
 
 The protocol, step by step (docs/decisions/0009-task-level-resume.md lists what a crash between
 any two leaves):
-1. ``prepare``, before anything of the target is cleaned: the partitions the plan keeps (journal)
-   that still have exactly one usable committed task folder (committer evidence) are renamed into
-   the hidden ``kept`` folder beside the target; folders of other partitions stay where they are
-   and die with the cleanup. Found again there by the next resume if this attempt dies too.
-2. ``write.started`` names the partition count, the write's shape and the kept partitions.
-3. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
+1. ``set_aside``, before anything of the target is cleaned: the one rule the plan was made with
+   (``core/fold/kept_partitions.adopt``) adopts one committer's committed tasks, and each kind
+   keeps them its own way:
+   - FileOutputCommitter's task folders (``_temporary/0/task_*``) are renamed into the hidden
+     ``kept`` folder beside the target (``_move_into_kept_dir``), or, where the write's mode lets
+     them stay on an object store, kept where they are with the rest of the job attempt folder
+     removed (``_keep_in_place``); the dead writer's open multipart uploads are aborted;
+   - the S3A magic committer's pendingsets stay in the dead job's folder for an overwrite or
+     append (the resumed write runs under that job's UUID), or move into the ``kept`` folder;
+     every other task's uploads are aborted (``_keep_pendingsets``);
+   - the manifest committer's task manifests stay in the dead job's manifests folder, with other
+     jobs' folders and the manifests not kept removed (``_keep_manifests``).
+   Tasks of other partitions die with the cleanup; what is kept is found again by the next resume
+   if this attempt dies too.
+2. ``plan_write``: which of the tasks waiting there the write keeps, checked against its shape.
+3. ``write.started`` names the partition count, the write's shape and the kept partitions.
+4. ``run``: the writer is pointed at the same rows through ``KeptPartitionsRDD`` (kept partitions
    empty, never computed) and, when something is kept, ``ResumingCommitProtocol`` brings the kept
-   folders into the job's ``_temporary/0`` at job setup, so FileOutputCommitter's own job commit
-   merges them before ``_SUCCESS``.
+   tasks into the job before the committer's own job commit (task folders into its
+   ``_temporary/0`` at job setup), which then publishes them with the rest before ``_SUCCESS``.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ import hashlib
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
@@ -29,7 +41,7 @@ from sparkrecover.driver.tasks import partitions
 from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY
-from sparkrecover.kinds import Verdict
+from sparkrecover.kinds import CommitKind, Verdict
 from sparkrecover.rundir import storage, taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PlanEntry
 
@@ -102,34 +114,33 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
     checks them against its shape later."""
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     kept_dir = taskfiles.kept_dir(url)
+    wanted, empty_ok = (set(tasks.kept), set(tasks.empty)) if tasks else (set(), set())
+
+    def read(kind: CommitKind) -> dict[int, list[taskfiles.TaskFolder]]:
+        if kind == CommitKind.FOLDERS and not (tasks and kept_dir):
+            return {}  # none kept: the write's own job cleanup removes them
+        return tasklists.committed(url, kind)
+
     try:
-        found = tasklists.pendingsets(url) if tasklists.on_s3(url) else {}
-        manifests = {} if found else tasklists.manifests(url)
-        if manifests:
-            _keep_manifests(url, manifests, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set())
+        adopted = kept_partitions.adopt(read, wanted, empty_ok, partial(taskfiles.job_commit_began, url))
+        if adopted.kind == CommitKind.MANIFESTS:
+            _keep_manifests(url, adopted)
             return
-        if found:
-            _set_aside_pendingsets(
-                url, kept_dir, found, set(tasks.kept) if tasks else set(), set(tasks.empty) if tasks else set(), mode
-            )
+        if adopted.kind == CommitKind.PENDINGSETS:
+            _keep_pendingsets(url, kept_dir, adopted, mode)
             return
         _abort_uploads(url, kept_dir)
         if tasks and kept_dir:
             if taskfiles.keeps_in_place(url, mode) and not storage.data_exists(kept_dir):
-                _keep_in_place(url, set(tasks.kept), set(tasks.empty))
+                _keep_in_place(url, adopted)
             else:
-                _set_aside(url, kept_dir, set(tasks.kept), set(tasks.empty))
+                _move_into_kept_dir(url, kept_dir, adopted)
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
         print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
 
 
-def _set_aside_pendingsets(
-    url: str,
-    kept_dir: str | None,
-    found: dict[int, list[taskfiles.TaskFolder]],
-    wanted: set[int],
-    empty_ok: set[int],
-    mode: str | None,
+def _keep_pendingsets(
+    url: str, kept_dir: str | None, adopted: kept_partitions.Adopted[taskfiles.TaskFolder], mode: str | None
 ) -> None:
     """Step 1 under the magic committer: the kept partitions' pendingsets (a task each, whose
     uploads are all still open) stay in the dead job's folder for an overwrite or append (the
@@ -138,15 +149,11 @@ def _set_aside_pendingsets(
     aborted, and everything else of the committer's folders removed: nothing else of the dead job
     is ever completed."""
     fs, root = storage.data_filesystem(url)
-    chosen: dict[int, taskfiles.TaskFolder] = {}
-    if kept_dir is not None and wanted and not taskfiles.job_commit_began(url, found):
-        # usable: one pendingset per partition, whose uploads are all still open (tasklists)
-        usable = taskfiles.usable(found, empty_ok)
-        chosen = tasklists.one_job({p: usable[p] for p in kept_partitions.agreed(wanted, usable)})
+    chosen = adopted.chosen if kept_dir is not None else {}  # (usable: its uploads all still open)
     places = {taskfiles.place_of(task) for task in chosen.values()}
     kept_path = storage.data_filesystem(kept_dir)[1] if kept_dir is not None else None
     in_place = len(places) == 1 and kept_path not in places and taskfiles.keeps_in_place(url, mode)
-    for candidates in found.values():
+    for candidates in adopted.found.values():
         for task in candidates:
             if chosen.get(task.partition) is not task and (in_place or taskfiles.place_of(task) == kept_path):
                 fs.rm(task.path)
@@ -170,14 +177,12 @@ def _set_aside_pendingsets(
             _remove(kept_dir)
 
 
-def _keep_manifests(
-    url: str, found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
-) -> None:
+def _keep_manifests(url: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
     """Step 1 under the manifest committer: its committed tasks stay where they are (their
     manifests name their files by absolute path); every other folder of ``_temporary`` goes, the
     dead job's too when nothing of it is kept."""
     temporary = storage.join(url, "_temporary")
-    chosen = {} if taskfiles.job_commit_began(url, found) else _chosen_manifests(found, wanted, empty_ok)
+    chosen = adopted.chosen
     if not chosen:
         _remove(temporary)
         return
@@ -190,18 +195,10 @@ def _keep_manifests(
         if name.rstrip("/").rsplit("/", 1)[-1] not in jobs:
             fs.rm(name, recursive=True)
     kept = {task.path for task in chosen.values()}
-    for candidates in found.values():  # one manifest a partition: the job commit publishes every one
+    for candidates in adopted.found.values():  # one manifest a partition: the job commit publishes every one
         for task in candidates:
             if taskfiles.place_of(task) == place and task.path not in kept:
                 fs.rm(task.path)
-
-
-def _chosen_manifests(
-    found: dict[int, list[taskfiles.TaskFolder]], wanted: set[int], empty_ok: set[int]
-) -> dict[int, taskfiles.TaskFolder]:
-    """The usable manifests of the wanted partitions, from one job attempt's folder."""
-    usable = taskfiles.usable(found, empty_ok)
-    return tasklists.one_place({p: usable[p] for p in kept_partitions.agreed(wanted, usable)})
 
 
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
@@ -230,9 +227,14 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
         bool(tasks) and not pendingsets and not set_aside_before and taskfiles.keeps_in_place(target.url, target.mode)
     )
     place = taskfiles.job_attempt_dir(target.url) if in_place else kept_dir if set_aside_before else None
-    if tasks and plan.reusable:
+    other = None  # another committer whose committed tasks set_aside adopted
+    if tasks and plan.reusable and kind is not None:
         try:
-            _keep(plan, target, tasks, place, in_place, set_aside_before)
+            other = kept_partitions.outranked_by(CommitKind(kind), partial(tasklists.committed, target.url))
+            if other is not None:
+                plan.reason = f"its committed tasks are another committer's ({other}), not this write's ({kind})"
+            else:
+                _keep(plan, target, tasks, place, in_place, set_aside_before)
         except (OSError, StorageError) as error:  # cannot tell what is kept: nothing is, the write runs whole
             plan.kept, plan.kept_dir, plan.in_place, plan.kept_job = [], None, False, None
             plan.reason = f"its committed tasks could not be read ({error})"
@@ -240,7 +242,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     if not plan.kept and kept_dir and set_aside_before:
         _abort_uploads(target.url, None)  # a set-aside pendingset's: nothing of this write runs yet
         _remove(kept_dir)  # set aside by an attempt whose partitions are not reused now
-    if not plan.kept and in_place and pendingsets:
+    if not plan.kept and in_place and (pendingsets or other == CommitKind.PENDINGSETS):
         try:  # nothing of this write runs yet: every upload below the target is the dead job's
             _abort_uploads(target.url, None)
             for folder in tasklists.magic_job_dirs(target.url):
@@ -251,7 +253,7 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
                 f"sparkrecover: warning: the dead job's pendingsets below {target.url} not removed: {error}",
                 file=sys.stderr,
             )
-    elif not plan.kept and in_place:
+    if not plan.kept and in_place and not pendingsets:
         _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
     return plan
 
@@ -266,12 +268,13 @@ def _keep(
     chosen: dict[int, taskfiles.TaskFolder] = {}
     jobs = tasklists.magic_job_dirs(target.url) if pendingsets else []
     if pendingsets and not set_aside_before:
-        # Kept in place, in the dead job's folder (_set_aside_pendingsets left only that one).
+        # Kept in place, in the dead job's folder (_keep_pendingsets left only that one).
         in_place = len(jobs) == 1
         place = jobs[0] if in_place else None
     if manifests:
         # Kept in place, in the dead job's manifests folder (_keep_manifests left only that job's).
-        chosen = _chosen_manifests(tasklists.manifests(target.url), set(tasks.kept), set(tasks.empty))
+        found = tasklists.manifests(target.url)
+        chosen = kept_partitions.choose(CommitKind.MANIFESTS, found, tasks.kept, set(tasks.empty))
         in_place = bool(chosen)
         place = taskfiles.place_of(next(iter(chosen.values()))) if chosen else None
     if not place:
@@ -283,7 +286,7 @@ def _keep(
         return
     if manifests:  # a path of the data filesystem already
         folders, kept_path = {p: [f] for p, f in chosen.items()}, place
-    elif pendingsets:  # read by _set_aside_pendingsets: listed here, one read for the job's UUID
+    elif pendingsets:  # read by _keep_pendingsets: listed here, one read for the job's UUID
         kept_path = place if in_place else storage.data_filesystem(place)[1]
         folders = tasklists.kept_pendingsets(target.url, kept_path)
     else:
@@ -340,15 +343,13 @@ def prepare(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     return plan_write(target, entry)
 
 
-def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) -> None:
-    folders = taskfiles.task_folders(url)
-    if taskfiles.job_commit_began(url, folders):
+def _move_into_kept_dir(url: str, kept_dir: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
+    if adopted.began:
         _remove(kept_dir)
         return
-    usable = taskfiles.usable(folders, empty_ok)
-    chosen = {p: usable[p] for p in kept_partitions.agreed(wanted, usable)}
+    chosen = adopted.chosen
     fs, kept_path = storage.data_filesystem(kept_dir)
-    for partition, candidates in folders.items():  # what is not kept must not be merged later
+    for partition, candidates in adopted.found.items():  # what is not kept must not be merged later
         for folder in candidates:
             if taskfiles.place_of(folder) == kept_path and chosen.get(partition) is not folder:
                 fs.rm(folder.path, recursive=True)
@@ -360,16 +361,14 @@ def _set_aside(url: str, kept_dir: str, wanted: set[int], empty_ok: set[int]) ->
             fs.mv(folder.path, f"{kept_path}/{folder.path.rsplit('/', 1)[-1]}")
 
 
-def _keep_in_place(url: str, wanted: set[int], empty_ok: set[int]) -> None:
+def _keep_in_place(url: str, adopted: kept_partitions.Adopted[taskfiles.TaskFolder]) -> None:
     """Leave in the job attempt folder only the task folders the write will keep: the rest (other
     partitions' folders, tasks in flight, other job attempts) would be merged by its job commit."""
-    folders = taskfiles.task_folders(url)
     temporary = storage.join(url, "_temporary")
-    if taskfiles.job_commit_began(url, folders):
+    if adopted.began:
         _remove(temporary)
         return
-    usable = taskfiles.usable(folders, empty_ok)
-    keep = {usable[p].path for p in kept_partitions.agreed(wanted, usable)}
+    keep = {task.path for task in adopted.chosen.values()}
     fs, attempt = storage.data_filesystem(taskfiles.job_attempt_dir(url))
     for folder, spared in ((storage.data_filesystem(temporary)[1], attempt), (attempt, None)):
         try:
@@ -403,7 +402,7 @@ def _remove(url: str) -> None:
         fs.rm(path, recursive=True)
 
 
-def started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
+def journal_write_started(rt: Any, name: str, target: Target, plan: TaskPlan) -> None:
     staging = storage.join(target.url, "_temporary", "0")
     rt.writer.emit(
         ev.WRITE_STARTED,

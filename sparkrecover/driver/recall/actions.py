@@ -1,0 +1,366 @@
+"""Spark actions recorded and replayed (docs/replay.md): a resumed driver runs the script from the
+top, and every action an earlier attempt finished hands back that attempt's result without a Spark
+job — ``show`` prints what it printed — so the resume pays only for unfinished work and takes the
+same branches as the attempt whose writes it skips.
+
+``install`` patches the actions of pyspark's DataFrame and RDD through the one patch table
+(``driver/hooks.py``). A patched action is pyspark's own when no runtime is installed, when the
+run turned replay off, and when its caller is pyspark or sparkrecover (``first`` calls ``take``:
+only the user's call is an action here). Otherwise:
+
+1. the action is identified (``identity``: call site, ordinal, arguments, fingerprint);
+2. when the plan offers its result and the fingerprint is unchanged, the result file is read,
+   checked against its digest and decoded (``results``), ``action.replayed`` is journaled and the
+   value returned;
+3. else pyspark's action runs, and its result is queued to be kept (``results.Recorder``), the
+   record saying why it ran (no record, ``plan changed``, ``input changed``, over the limit).
+
+Nothing here may break the user's action: a failure of ours is a warning (once) and the action as
+pyspark runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.lifecycle import fingerprints
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recall import codec, identity, recorder
+from sparkrecover.driver.recording import hooks, zerocode
+from sparkrecover.journal import events as ev
+from sparkrecover.rundir import results, storage
+from sparkrecover.rundir.plans import ActionEntry
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    shape: str  # recorder.ROWS, ROW, VALUE or TEXT
+
+
+# DataFrame actions, by the shape of what they return. ``head`` returns a row or rows by its argument.
+FRAME_ACTIONS = {
+    "collect": recorder.ROWS,
+    "take": recorder.ROWS,
+    "tail": recorder.ROWS,
+    "head": recorder.ROWS,
+    "first": recorder.ROW,
+    "count": recorder.VALUE,
+    "isEmpty": recorder.VALUE,
+    "show": recorder.TEXT,
+    "toLocalIterator": recorder.ROWS,
+    "toPandas": recorder.ROWS,
+}
+RDD_ACTIONS = (
+    "count",
+    "collect",
+    "take",
+    "first",
+    "reduce",
+    "fold",
+    "aggregate",
+    "treeReduce",
+    "treeAggregate",
+    "sum",
+    "mean",
+    "variance",
+    "stdev",
+    "sampleVariance",
+    "sampleStdev",
+    "stats",
+    "countByKey",
+    "countByValue",
+    "max",
+    "min",
+    "top",
+    "takeOrdered",
+    "collectAsMap",
+    "isEmpty",
+)
+_local = threading.local()  # toPandas: the rows its inner collect returns (replay) or hands up (record)
+_warned = False
+
+
+def frame_class() -> Any:
+    """The class whose methods run a DataFrame's actions: classic's in pyspark 4, the one in 3.5."""
+    import importlib
+
+    try:
+        return importlib.import_module("pyspark.sql.classic.dataframe").DataFrame
+    except ImportError:
+        return importlib.import_module("pyspark.sql").DataFrame
+
+
+def install() -> None:
+    global _warned
+    from pyspark import RDD
+
+    _warned = False
+    frame = frame_class()
+    for name, shape in FRAME_ACTIONS.items():
+        if hasattr(frame, name):
+            hooks.patch(frame, name, functools.partial(_action, Kind(name, shape), _frame_source))
+    for name in RDD_ACTIONS:
+        if hasattr(RDD, name):
+            hooks.patch(RDD, name, functools.partial(_action, Kind(f"rdd.{name}", recorder.VALUE), _rdd_source))
+
+
+def _frame_source(frame: Any) -> Any:
+    return frame
+
+
+def _rdd_source(rdd: Any) -> Any:
+    return zerocode.RDDSource(rdd)
+
+
+def _warn(what: str, error: BaseException) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        print(
+            f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (actions run as pyspark's)",
+            file=sys.stderr,
+        )
+
+
+def _ours(module: str) -> bool:
+    return zerocode.is_own_module(module)
+
+
+def _action(kind: Kind, source_of: Callable[[Any], Any], original: Any) -> Any:
+    signature = inspect.signature(original)
+
+    def action(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kind.name == "collect" and getattr(_local, "feed", None) is not None:
+            return _fed(self, original)  # toPandas' own collect, replayed or recorded
+        rt = runtime.current()
+        if rt is None or rt.recorder is None or _ours(str(sys._getframe(1).f_globals.get("__name__") or "")):
+            return original(self, *args, **kwargs)
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            arguments, code = _arguments(bound.arguments)
+            call = identity.identify(rt, kind.name, arguments, source_of(self))
+            if code:
+                call.fingerprint = _with_code(call.fingerprint, code)
+            shape = recorder.ROW if kind.name == "head" and bound.arguments.get("n") is None else kind.shape
+        except Exception as error:
+            _warn(f"{kind.name}() not checked for replay", error)
+            return original(self, *args, **kwargs)
+        return Call(rt, kind, call, shape, self, bound.arguments).run(lambda: original(self, *args, **kwargs))
+
+    return action
+
+
+def _arguments(bound: dict[str, Any]) -> tuple[str, list[str]]:
+    """The arguments as the key shows them (functions by name: their code joins the fingerprint)."""
+    shown, code = [], []
+    for name, value in list(bound.items())[1:]:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            shown.append(f"{name}={value!r}")
+        elif callable(value):
+            shown.append(f"{name}=<function>")
+            code.append(fingerprints.codedigest(value) or "")
+        else:
+            shown.append(f"{name}=<{type(value).__name__}>")
+            code.append(staleness.digest(repr(value)) if isinstance(value, (list, tuple, dict)) else "")
+    return ", ".join(shown), code
+
+
+def _with_code(found: dict[str, Any], code: list[str]) -> dict[str, Any]:
+    parts = {key: found[key] for key in ("plan", "input")}
+    parts["code"] = staleness.digest(code)
+    return dict(found, code=parts["code"], digest=staleness.digest(sorted(parts.items())))
+
+
+class Call:
+    """One action call: replayed from the plan's record, or run and recorded."""
+
+    def __init__(
+        self, rt: runtime.Runtime, kind: Kind, action: identity.Action, shape: str, subject: Any, arguments: dict
+    ):
+        self.rt, self.kind, self.action, self.shape, self.subject = rt, kind, action, shape, subject
+        self.arguments = arguments  # bound, defaults applied
+
+    def run(self, live: Callable[[], Any]) -> Any:
+        entry = self.rt.results.get(self.action.key)
+        reason = "no record"
+        if entry is not None:
+            reason = entry.reason if not entry.replay else self._stale(entry)
+            if entry.replay and not reason:
+                try:
+                    return self._replay(entry)
+                except Exception as error:
+                    _warn(f"the result of {self.action.key} not replayed", error)
+                    reason = f"its result could not be read: {error}"
+        if self.kind.name == "show":
+            return self._show_live(reason)
+        if self.kind.name == "toPandas":
+            return self._to_pandas_live(live, reason)
+        started = time.monotonic()
+        value = live()
+        if self.kind.name == "toLocalIterator":
+            return self._iterate_live(value, started, reason)
+        self._record(value, time.monotonic() - started, reason)
+        return value
+
+    def _stale(self, entry: ActionEntry) -> str:
+        return staleness.difference(entry.fingerprint, self.action.fingerprint) or ""
+
+    # -- replay --------------------------------------------------------------------------------
+
+    def _replay(self, entry: ActionEntry) -> Any:
+        started = time.monotonic()
+        if entry.path is None or entry.sha256 is None:
+            raise ValueError("no result file recorded")
+        data = _read(self.rt.run_dir, entry.path)
+        shape, value = recorder.decode(data, entry.sha256, entry.path)
+        if shape != self.shape:
+            raise ValueError(f"recorded as {shape}, asked for {self.shape}")
+        self.rt.writer.emit(
+            ev.ACTION_REPLAYED,
+            key=self.action.key,
+            kind=self.kind.name,
+            call_site=self.action.call_site,
+            recorded_in=entry.attempt,
+            saved_s=entry.duration_s,
+            rows=entry.rows,
+            duration_s=round(time.monotonic() - started, 3),
+        )
+        if self.kind.name == "show":
+            print(value)
+            return None
+        if self.kind.name == "toLocalIterator":
+            return iter(value)
+        if self.kind.name == "toPandas":
+            return _with_feed(value, lambda: _to_pandas_without_arrow(self.subject))
+        return value
+
+    # -- run and record ------------------------------------------------------------------------
+
+    def _record(self, value: Any, seconds: float, reason: str, rows: Any = None) -> None:
+        """Queue the result to be kept (rows: the rows standing for a value that is not them)."""
+        kept = value if rows is None else rows
+        if self.shape == recorder.ROWS:
+            kept = list(kept)  # the script may sort or extend its list while the file is written
+        elif self.shape == recorder.VALUE:
+            try:  # plain values are encoded now: the script may change a dict it was handed
+                encoded = codec.encode_value(kept)
+            except codec.Unrecordable as why:
+                self._journal(seconds, reason, None, f"{why} cannot be kept")
+                return
+            kept = codec.decode_value(encoded) if isinstance(kept, (dict, list)) else kept
+        schema = self.subject.schema if self.shape in (recorder.ROWS, recorder.ROW) else None
+        limit = self.rt.result_limit
+
+        def make() -> recorder.Encoded:
+            return recorder.encode(self.shape, kept, schema, limit)
+
+        self._journal(seconds, reason, make, None, _summary(self.kind.name, value))
+
+    def _journal(
+        self, seconds: float, reason: str, make: Any, not_kept: str | None, summary: str | None = None
+    ) -> None:
+        payload: dict[str, Any] = {
+            "key": self.action.key,
+            "kind": self.kind.name,
+            "call_site": self.action.call_site,
+            "fingerprint": self.action.fingerprint,
+            "duration_s": round(seconds, 3),
+            "ran_because": reason,
+        }
+        if summary is not None:
+            payload["summary"] = summary
+        if not_kept is not None:
+            payload["not_kept"] = not_kept
+        assert self.rt.recorder is not None
+        self.rt.recorder.record(payload, make)
+
+    def _show_live(self, reason: str) -> None:
+        n, truncate, vertical = (self.arguments[name] for name in ("n", "truncate", "vertical"))
+        started = time.monotonic()
+        text = self.subject._show_string(n, truncate, vertical)
+        print(text)
+        self._record(text, time.monotonic() - started, reason)
+        return None
+
+    def _iterate_live(self, rows: Iterator[Any], started: float, reason: str) -> Iterator[Any]:
+        seen = []
+        for row in rows:
+            seen.append(row)
+            yield row
+        # Kept only once the script read it all: a partial read says nothing of the rest.
+        self._record(seen, time.monotonic() - started, reason)
+
+    def _to_pandas_live(self, live: Callable[[], Any], reason: str) -> Any:
+        if _arrow_enabled(self.subject):
+            self._journal(
+                0.0, reason, None, "toPandas through Arrow (spark.sql.execution.arrow.pyspark.enabled) is not recorded"
+            )
+            return live()
+        started = time.monotonic()
+        captured: list[Any] = []
+        value = _with_feed(captured, live, capture=True)
+        self._record(value, time.monotonic() - started, reason, rows=captured)
+        return value
+
+
+def _summary(kind: str, value: Any) -> str | None:
+    """A few words for ``replay`` and ``inspect``: a count's number, a list's length (no data)."""
+    if kind in ("count", "rdd.count", "isEmpty", "rdd.isEmpty"):
+        return f"{kind.removeprefix('rdd.')}() = {value!r}"
+    if isinstance(value, list):
+        return f"{len(value):,} row{'s' if len(value) != 1 else ''}"
+    return None
+
+
+def _read(run_dir: str, path: str) -> bytes:
+    return storage.read_bytes(results.url_of(run_dir, path))
+
+
+# -- toPandas: its own collect is where the rows come from or go ------------------------------------
+
+
+def _with_feed(rows: list[Any], make: Callable[[], Any], capture: bool = False) -> Any:
+    _local.feed, _local.capture = rows, capture
+    try:
+        return make()
+    finally:
+        _local.feed = None
+
+
+def _fed(frame: Any, original: Any) -> Any:
+    rows = _local.feed
+    _local.feed = None  # one collect per toPandas
+    if _local.capture:
+        found = original(frame)
+        rows.extend(found)
+        return found
+    return rows
+
+
+def _arrow_enabled(frame: Any) -> bool:
+    return str(frame.sparkSession.conf.get("spark.sql.execution.arrow.pyspark.enabled", "false")).lower() == "true"
+
+
+def _to_pandas_without_arrow(frame: Any) -> Any:
+    """pyspark's toPandas from the fed rows (its Arrow path would run a job instead of collect)."""
+    conf = frame.sparkSession.conf
+    key = "spark.sql.execution.arrow.pyspark.enabled"
+    before = conf.get(key, None)
+    conf.set(key, "false")
+    try:
+        return frame_class().toPandas.__wrapped__(frame)
+    finally:
+        if before is None:
+            conf.unset(key)
+        else:
+            conf.set(key, before)

@@ -1,0 +1,138 @@
+"""The driver's past replayed (docs/replay.md), end to end: a script with a cached read, inference,
+counts, shows, a sampled count naming a folder and a big write, killed in that write and resumed.
+The resumed application runs no Spark job before the write's first one (Spark's own event log
+says so), prints what attempt 1 printed, and leaves the outputs an uninterrupted run leaves."""
+
+from __future__ import annotations
+
+import glob
+import os
+import random
+
+import pytest
+
+from sparkrecover.journal import read_journal
+from tests.helpers import (
+    SPARK_OPTIONS,
+    dry_run,
+    journaled_records,
+    run_and_kill_when,
+    run_cli,
+    spark_events,
+    sparkrecover_command,
+)
+from tests.references import FOLDER
+
+pytestmark = pytest.mark.e2e
+APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "apps", "replayed_past.py")
+WRITE = 16  # repartition(16, ...)
+KILL_AT = 6  # committed partitions of the big write when the driver is killed
+
+
+def seed(folder) -> None:
+    """Orders in two CSV files: the same bytes every time."""
+    draw = random.Random(37)
+    os.makedirs(os.path.join(folder, "orders"))
+    for part in range(2):
+        with open(os.path.join(folder, "orders", f"part-{part}.csv"), "w") as handle:
+            handle.write("order_id,country,day,amount\n")
+            for order in range(part * 3000, (part + 1) * 3000):
+                day = f"2026-{1 + order % 3:02d}-{1 + draw.randrange(28):02d}"
+                handle.write(f"{order},{'FR DE NL ES'.split()[draw.randrange(4)]},{day},{draw.uniform(1, 500):.2f}\n")
+
+
+def killed_in_the_write(tmp_path, *conf: str) -> tuple[str, str, str]:
+    """Attempt 1 of the script under submit, SIGKILLed with KILL_AT of the big write's partitions
+    committed: (root, event log folder, what the application printed)."""
+    seed(tmp_path)
+    root, logs = str(tmp_path / "root"), str(tmp_path / "event-logs")
+    os.makedirs(logs)
+    options = [*SPARK_OPTIONS, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
+    options += ["--conf", "spark.eventLog.compress=false", *conf]
+    command = sparkrecover_command("submit", "--root", root, "--run-id", "past", "--", *options, APP)
+    command += [str(tmp_path / "orders"), str(tmp_path / "out")]
+    run_dir = os.path.join(root, "past")
+
+    def committed() -> bool:
+        journal = journaled_records(run_dir)
+        writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == WRITE}
+        return (
+            len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
+        )
+
+    printed = tmp_path / "attempt-1.out"
+    env = {**os.environ, "WRITE_SLEEP": "1", "PYTHONUNBUFFERED": "1"}
+    run_and_kill_when(command, committed, f"{KILL_AT} committed write partitions", env=env, stdout=printed)
+    return root, logs, printed.read_text()
+
+
+def jobs_of_attempt(logs: str, run_dir: str, attempt: int) -> list[dict]:
+    """The SparkListenerJobStart events of one attempt's application, from Spark's event log."""
+    (started,) = [r for r in read_journal(run_dir) if r["type"] == "driver.started" and r["attempt"] == attempt]
+    return spark_events(logs, started["app_id"], "SparkListenerJobStart")
+
+
+def test_a_resumed_script_runs_no_job_before_its_unfinished_write(spark, plain_runs, tmp_path):
+    plain = plain_runs.start(APP, f"{FOLDER}/orders", f"{FOLDER}/out", seed=seed)
+    root, logs, printed = killed_in_the_write(tmp_path)
+    run_dir = os.path.join(root, "past")
+    assert printed.count("\n") > 10 and "done" not in printed
+
+    plan = dry_run(root, "past")
+    (write,) = [s for s in plan["stages"] if s["decision"] == "continue"]
+    assert {a["decision"] for a in plan["actions"]} == {"replay"}
+    kinds = [a["kind"] for a in plan["actions"]]
+    assert kinds == ["count", "show", "show", "count", "collect", "collect", "collect"]
+
+    done = run_cli("resume", "past", "--root", root, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # What the resumed script printed is what attempt 1 printed: the tables, the sampled count
+    # and the unordered limit too (live, they could differ), then the rest of the script.
+    assert done.stdout == printed + "done\n"
+    assert "replay 7 recorded actions without a Spark job" in done.stderr
+
+    # No Spark job before the write's first: inference, counts and collects were all replayed.
+    jobs = jobs_of_attempt(logs, run_dir, 2)
+    assert jobs and all(job["Properties"].get("sparkrecover.stage") == write["stage"] for job in jobs)
+    assert len(jobs_of_attempt(logs, run_dir, 1)) > len(jobs)
+
+    journal = read_journal(run_dir)
+    replayed = [r for r in journal if r["type"] == "action.replayed" and r["attempt"] == 2]
+    assert len(replayed) == 7 and {r["recorded_in"] for r in replayed} == {1}
+    assert [r["type"] for r in journal if r["type"].startswith("schema.") and r["attempt"] == 2] == ["schema.reused"]
+
+    # One sample folder, named by attempt 1's count; the big write equal to an uninterrupted run's.
+    sampled = next(line for line in printed.splitlines() if line.startswith("sampled: ")).split()[1]
+    folders = sorted(os.path.basename(p) for p in glob.glob(str(tmp_path / "out" / "*")))
+    assert folders[1] == f"sample_n={sampled}" and len(folders) == 2
+    (daily,) = glob.glob(str(tmp_path / "out" / "daily-*"))
+    (plain_daily,) = glob.glob(plain.path("out", "daily-*"))
+    assert os.path.basename(daily) == os.path.basename(plain_daily)
+    rows = sorted(map(tuple, spark.read.parquet(daily).collect()))
+    assert rows == sorted(map(tuple, spark.read.parquet(plain_daily).collect())) and len(rows) == 6000
+    lines = plain.stdout.splitlines()
+    assert [line for line in lines if not line.startswith(("sampled:", "some:"))] == [
+        line for line in done.stdout.splitlines() if not line.startswith(("sampled:", "some:"))
+    ]
+    assert not os.path.exists(os.path.join(run_dir, "results"))  # the run succeeded: its results are gone
+
+
+def test_actions_over_a_changed_input_and_a_result_over_the_limit_run_again_and_say_why(tmp_path):
+    root, _, _ = killed_in_the_write(tmp_path, "--conf", "spark.sparkrecover.results.maxBytes=16k")
+    run_dir = os.path.join(root, "past")
+    with open(tmp_path / "orders" / "part-1.csv", "a") as handle:
+        handle.write("6000,FR,2026-03-28,1.00\n")
+
+    planned = dry_run(root, "past")["actions"]
+    over = [a for a in planned if "over the 16.0 KiB limit" in a["reason"]]
+    assert len(over) == 1 and over[0]["kind"] == "collect" and over[0]["decision"] == "run"
+    assert {a["reason"] for a in planned if a not in over} == {"input changed (1 file): runs again"}
+
+    done = run_cli("resume", "past", "--root", root, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "orders: 6001" in done.stdout and "big: 6001" in done.stdout
+    again = [r for r in read_journal(run_dir) if r["type"] == "action.recorded" and r["attempt"] == 2]
+    assert len(again) == 7 and not [r for r in read_journal(run_dir) if r["type"] == "action.replayed"]
+    (big,) = [r for r in again if r["key"] == over[0]["key"]]
+    assert "over the 16.0 KiB limit" in big["ran_because"] and "over the 16.0 KiB limit" in big["not_kept"]
+    assert {r["ran_because"] for r in again if r is not big} == {"input changed (1 file): runs again"}
