@@ -38,7 +38,7 @@ def spark_submit() -> str:
 def warm_jar() -> None:
     """Build the JVM classes' jar before anything is timed: the first submit after a change to
     sparkrecover/jvm compiles it (seconds of javac), which no user's second run pays."""
-    from sparkrecover.launch.listener_jar import ensure_jar
+    from sparkrecover.launch.jvm_files.listener_jar import ensure_jar
 
     ensure_jar(spark_submit())
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# `sparkrecover doctor` found something to fix (the generic failure of sysexits-minded tools).
+EXIT_NOT_READY = 1
 EXIT_USAGE = 2
 EXIT_JOURNAL = 3
 EXIT_LEASE_HELD = 4

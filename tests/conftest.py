@@ -67,6 +67,9 @@ E2E_FILE_SECONDS = {
 }
 E2E_TEST_SECONDS = 35
 
+# The Airflow leg runs in an environment of its own (scripts/test_airflow.sh), not in the suite's.
+collect_ignore = ["airflow_leg"]
+
 # Set to a file, every spark-submit a test starts (its own, the CLI's, a fixture's) appends the
 # test's node id there, and the run ends with the counts: a measure of the suite's cost that a
 # loaded machine does not change (docs/contributing.md).
@@ -202,7 +205,7 @@ def spark():
 @pytest.fixture(scope="session")
 def jar(listener_cache):
     """The package's jar, built for the Spark of this test run."""
-    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.jvm_files import listener_jar
     from sparkrecover.launch.launcher import find_spark_submit
 
     with pytest.MonkeyPatch.context() as patch:

@@ -111,6 +111,13 @@ def test_the_command_line_side_never_imports_pyspark_or_the_driver(package):
     assert offenders(package, ("pyspark", "py4j", "sparkrecover.driver", "sparkrecover.cli")) == []
 
 
+def test_the_airflow_operator_is_a_launcher_so_it_never_imports_the_cli_the_driver_or_pyspark():
+    """sparkrecover.airflow runs in an Airflow worker, where spark-submit-args would run: it builds
+    on launch/, as the CLI does, and on nothing of the driver's process."""
+    assert offenders("airflow", ("pyspark", "py4j", "sparkrecover.driver", "sparkrecover.cli")) == []
+    assert {module for _, module in imports_of("airflow")} >= {"sparkrecover.launch.handoff"}
+
+
 def test_planning_is_shared_by_both_processes_so_it_leans_on_neither():
     """The driver plans its own resume with planning/: planning may not reach the launcher."""
     assert offenders("planning", ("sparkrecover.launch",)) == []

@@ -417,11 +417,11 @@ def spark_submit_args(
 ) -> None:
     """Print what to give another launcher (Airflow, a Kubernetes operator, YARN, a shell loop) so
     that it runs the application under sparkrecover: one shell-quoted line to put after
-    `spark-submit <your options>`. The same line run again after a crash resumes the run; run
-    after it succeeded, it runs nothing.
+    `spark-submit`, read back with eval (a plain $(...) keeps the quotes). The same line run again
+    after a crash resumes the run; run after it succeeded, it runs nothing.
 
     \b
-        spark-submit --master 'local[*]' $(sparkrecover spark-submit-args --run-id nightly -- etl.py)
+        line=$(sparkrecover spark-submit-args --run-id n1 -- --master 'local[*]' etl.py) && eval "spark-submit $line"
         sparkrecover spark-submit-args --run-id nightly --json -- --master yarn etl.py
 
     spark-submit options given after -- (the master, the deploy mode, jars, conf) shape the line
@@ -431,6 +431,28 @@ def spark_submit_args(
 
     _check_before_dashes(ctx)
     raise typer.Exit(command.run(_run_options(ctx), run_id=run_id, args=list(ctx.args)))
+
+
+@app.command(cls=_Command)
+def doctor(
+    root: Optional[str] = ROOT,
+    spark_submit: Optional[str] = spark_submit_option("The spark-submit to check (default: as submit finds it)."),
+    json_output: bool = typer.Option(
+        False, "--json", help='Print {"ok": ..., "checks": [{"check", "status", "detail"}, ...]} on stdout.'
+    ),
+) -> None:
+    """Check what a run needs on this machine, one line each, and say what to fix: Java and javac,
+    the listener's jar, spark-submit, the pyspark the driver imports (its Python files against its
+    jars), the driver's Python importing sparkrecover, the root writable, and for a root on S3
+    s3fs and Spark's s3a side. Exit 0 when nothing is a problem, 1 otherwise.
+
+    \b
+        sparkrecover doctor
+        sparkrecover doctor --root s3://etl/sparkrecover
+    """
+    from sparkrecover.cli import doctor as command
+
+    raise typer.Exit(command.run(root=root, spark_submit=spark_submit, json_output=json_output))
 
 
 def _log_crash(argv: list[str]) -> str:

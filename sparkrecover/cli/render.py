@@ -359,7 +359,7 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
     out.print(attempts)
     # The keep folder is gone once the run succeeded (or a resume started from scratch): what the
     # journal says was kept is history then, not files a resume could use.
-    removed = summary.get("shuffle_bytes") is None
+    removed = summary.get("shuffle_bytes") is None or summary["status"] == "succeeded"
     for row in summary.get("shuffles") or []:
         reused = ", ".join(f"{n} reused by attempt {a}" for a, n in (row.get("reused") or {}).items() if n)
         kept = f"{row['kept']}/{row['maps'] or '?'} map outputs " + ("were kept" if removed else "kept")
@@ -371,7 +371,18 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
                 + (f"  in {row['stage']}" if row.get("stage") else "")
             )
         )
-    if not removed:
+    if summary["status"] == "succeeded":
+        # Nothing is kept for a run that succeeded: its keep folder was removed, or never held a
+        # map output. Files still there (a removal that failed) are said as what they are.
+        if summary.get("shuffle_bytes"):
+            out.print(
+                Text(
+                    f"shuffle files left after the run succeeded: {humanize.size(summary['shuffle_bytes'])} in "
+                    f"{summary.get('shuffle_folder')} (nothing reads them: they may be deleted)"
+                ),
+                soft_wrap=True,
+            )
+    elif not removed:
         rows = summary.get("shuffles") or []
         copying = sum(row.get("copy_seconds") or 0 for row in rows)
         on_tasks = sum(row.get("keep_seconds") or 0 for row in rows)

@@ -1,5 +1,5 @@
 """The warm-up application whose driver JVM writes the class archive at exit
-(launch/class_archive.py): run under the bootstrap like any application, it loads what most
+(launch/jvm_files/class_archive.py): run under the bootstrap like any application, it loads what most
 drivers load at their start and in their first jobs (a session, a shuffle, a Python UDF, Parquet
 and JSON writes recorded as stages, a read back), so that their classes are in the archive.
 

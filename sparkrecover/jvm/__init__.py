@@ -1,5 +1,5 @@
 """The JVM classes sparkrecover ships, as Java sources compiled on first use into one jar for
-the Spark in use (``launch/listener_jar.py``), and every name both processes refer to them by:
+the Spark in use (``launch/jvm_files/listener_jar.py``), and every name both processes refer to them by:
 the classes, the Spark settings that install them and the settings they read. A name spelled
 here is spelled nowhere else in Python (``tests/jvm/test_names.py`` also checks each setting
 against the Java constant that reads it)."""

@@ -19,13 +19,14 @@ from sparkrecover.journal import JournalWriter, reader, redact, runinfo
 from sparkrecover.journal import events as ev
 from sparkrecover.journal.segments import latest_attempt
 from sparkrecover.journal.writer import DEFAULT_BUFFER_SIZE, DEFAULT_FLUSH_INTERVAL
-from sparkrecover.launch import class_archive, launcher, shuffles, spark_argv
+from sparkrecover.launch import launcher, shuffles, spark_argv
+from sparkrecover.launch.jvm_files import class_archive
 from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir.plans import KeptShuffle
 from sparkrecover.rundir.runs import Run
 
 if TYPE_CHECKING:
-    from sparkrecover.launch.listener_jar import ListenerJar
+    from sparkrecover.launch.jvm_files.listener_jar import ListenerJar
 
 
 @dataclass
@@ -191,6 +192,7 @@ def bootstrap_launch(
         spark_version=built.spark_version,
         reuse=reuse,
         attempt=attempt or 1,
+        make_folder=attempt is not None,  # spark-submit-args prints a line and changes nothing
     )
     submit_args = spark_argv.SubmitArgs(
         [*spec.submit_args.options, *keeping.options], spec.submit_args.app, spec.submit_args.app_args
@@ -211,7 +213,7 @@ def bootstrap_launch(
 def make_class_archive(launch: BootstrapLaunch, spec: LaunchSpec) -> None:
     """After a driver that had no archive (or whose JVM refused it): make one in the background,
     by a warm-up application run as this driver would be, on a local master
-    (launch/class_archive.py). Never an error: a build that cannot be made leaves a note."""
+    (launch/jvm_files/class_archive.py). Never an error: a build that cannot be made leaves a note."""
     archive = launch.archive
     if archive is None or class_archive.ready(archive) or not class_archive.needs_build(archive):
         return
@@ -369,7 +371,7 @@ _said_why: set[str] = set()
 def _listener_jar(spark_submit: str, notify: Callable[[str], None]) -> ListenerJar:
     """The JVM listener's jar for this Spark (its path None, said once per process with why,
     when there is none)."""
-    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.jvm_files import listener_jar
 
     found = listener_jar.ensure_jar(spark_submit)
     if found.compiled:

@@ -66,8 +66,11 @@ def setup(
     spark_version: str | None = None,
     reuse: list[KeptShuffle] | None = None,
     attempt: int = 1,
+    make_folder: bool = True,
 ) -> Setup:
-    """The options that keep this attempt's map outputs (and reuse the plan's kept ones)."""
+    """The options that keep this attempt's map outputs (and reuse the plan's kept ones).
+    ``make_folder`` False (``spark-submit-args``, which only prints a line): the keep folder is
+    left to the keeping shuffle manager, which makes it when it keeps a map output."""
     if mode == "off":
         return Setup()
     folder = keep.folder(run_dir)
@@ -81,7 +84,8 @@ def setup(
         return Setup(reason=reason, tell=mode == "auto" and not _local_master(parsed))
     assert jar is not None and folder is not None
     effective = "copy" if mode == "copy" or not storage.is_local(run_dir) else "link"
-    keep.create(run_dir)
+    if make_folder:
+        keep.create(run_dir)
     confs = {
         SHUFFLE_MANAGER_CONF: SHUFFLE_MANAGER_CLASS,
         SHUFFLE_DIR_CONF: folder if storage.is_local(folder) else storage.to_spark_path(folder),

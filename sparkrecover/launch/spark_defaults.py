@@ -46,6 +46,15 @@ def setting(sources: list[str], key: str) -> str | None:
     return None
 
 
+def read_all(sources: list[str]) -> dict[str, str]:
+    """Every setting of ``sources`` (``files``), the first file that sets a key winning."""
+    values: dict[str, str] = {}
+    for path in sources:
+        for key, value in _read_properties(path).items():
+            values.setdefault(key, value)
+    return values
+
+
 # spark-submit's master when neither the command line nor a defaults file names one.
 SPARK_DEFAULT_MASTER = "local[*]"
 

@@ -17,7 +17,7 @@ from sparkrecover.core.verdicts import action_reuse, planner, schema_reuse, stal
 from sparkrecover.errors import JournalDamagedError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import reader
-from sparkrecover.journal.segments import list_segments
+from sparkrecover.journal.segments import latest_attempt, list_segments
 from sparkrecover.planning import reading
 from sparkrecover.planning.storage_evidence import StorageEvidence
 from sparkrecover.rundir import keep, results, storage
@@ -54,6 +54,18 @@ def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = 
     """Whether nothing is left to run: the run succeeded and no stage is asked to run again. A
     finished run is never launched again, by a command or by a restarted driver."""
     return state.succeeded and not (rerun or from_scratch)
+
+
+def last_attempt_succeeded(run: Run) -> bool:
+    """Whether the run's last attempt succeeded, from that attempt's records alone (no lease
+    taken, nothing written): a restart of a finished run stops here, and a launcher asked to
+    recompute a finished run starts another (``launch/taskruns.py``)."""
+    if not run.has_journal():
+        return False
+    last = latest_attempt(run.dir)
+    if not last:
+        return False
+    return RunState.from_events(run.id, reader.iter_journal(run.dir, attempt=last)).succeeded
 
 
 def read_run(run: Run, *, from_scratch: bool = False, warn: Notify | None = None, set_aside: bool = False) -> RunState:

@@ -179,6 +179,7 @@ def test_usage_lines_say_what_goes_where(cli):
         "spark-submit-args": (
             "Usage: sparkrecover spark-submit-args [OPTIONS] [--] [SPARK-SUBMIT OPTIONS] APP [APP ARGS]"
         ),
+        "doctor": "Usage: sparkrecover doctor [OPTIONS]",
     }
 
 
@@ -270,10 +271,10 @@ def test_the_shared_options_object_takes_each_commands_own_options_by_name():
 
 
 def test_an_option_several_commands_share_is_declared_once():
-    """--root (six commands), --max-attempts, the journal's options and RUN are one declaration
+    """--root (seven commands), --max-attempts, the journal's options and RUN are one declaration
     each in cli/app.py, so their help cannot drift apart (--spark-submit and --keep-shuffles one
     each too, with the help each command gives); --json twice: the run's outcome (submit,
-    resume) and the view (inspect, replay), spark-submit-args' being another document."""
+    resume) and the view (inspect, replay), spark-submit-args' and doctor's being other documents."""
     import sparkrecover.cli.app as module
 
     source = open(module.__file__, encoding="utf-8").read()
@@ -289,8 +290,8 @@ def test_an_option_several_commands_share_is_declared_once():
         "--no-class-archive",
     )
     assert {name: source.count(f'"{name}"') for name in shared} == dict.fromkeys(shared, 1)
-    assert source.count('"--json"') == 3
+    assert source.count('"--json"') == 4
     assert source.count('metavar="RUN"') == 2  # inspect's RUN is optional and lists the runs
     commands = {command.name or command.callback.__name__: command.callback for command in app.registered_commands}
     with_root = [name for name, callback in commands.items() if "root" in callback.__code__.co_varnames]
-    assert len(with_root) == 6
+    assert len(with_root) == 7

@@ -348,3 +348,19 @@ def test_on_a_pipe_tables_keep_every_column_and_whole_names(cli, tmp_path, monke
         "tasks",
         "failures",
     ]
+
+
+def test_a_succeeded_run_claims_no_kept_shuffle_files_for_an_empty_keep_folder(cli, tmp_path):
+    """An empty ``<run>/shuffles`` (what spark-submit-args made on every call before) is no kept
+    file; a succeeded run keeps none, and what is left there after it is said as left over."""
+    journals.clean_run(tmp_path / "root")
+    keep = tmp_path / "root" / "nightly" / "shuffles"
+    keep.mkdir()
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert (code, err) == (0, "")
+    assert "shuffle files" not in out
+    (keep / "abc").mkdir()
+    (keep / "abc" / "data").write_bytes(b"x" * 2048)
+    code, out, err = inspect(cli, tmp_path, "nightly")
+    assert "kept shuffle files" not in out and "removed when the run succeeds" not in out
+    assert "shuffle files left after the run succeeded: 2.0 KiB in <tmp>/root/nightly/shuffles" in out

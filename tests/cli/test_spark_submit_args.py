@@ -8,6 +8,7 @@ import shlex
 import orjson
 import pytest
 
+from sparkrecover.jvm import SHUFFLE_DIR_CONF, SHUFFLE_MANAGER_CLASS, SHUFFLE_MANAGER_CONF
 from sparkrecover.launch import launcher, spark_argv
 from tests.helpers import fake_executable
 
@@ -92,7 +93,7 @@ def test_the_listeners_jar_is_handed_on_when_a_jdk_builds_it(cli, tmp_path, app,
     jar = tmp_path / "listener.jar"
     jar.write_bytes(b"PK")
     monkeypatch.delenv("SPARKRECOVER_NO_JVM_LISTENER")
-    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.jvm_files import listener_jar
 
     monkeypatch.setattr(
         listener_jar, "ensure_jar", lambda spark_submit: listener_jar.ListenerJar(str(jar), None, False)
@@ -115,7 +116,7 @@ def jar(tmp_path, app, monkeypatch):
     monkeypatch.delenv("SPARKRECOVER_NO_JVM_LISTENER")
     for name in ("SPARK_CONF_DIR", "SPARK_HOME"):
         monkeypatch.delenv(name, raising=False)
-    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.jvm_files import listener_jar
 
     state = {"version": "4.0.1-scala2.13"}
     monkeypatch.setattr(
@@ -174,3 +175,14 @@ def test_a_cluster_master_from_spark_defaults_still_puts_the_jar_on_spark_35_exe
     (jar["home"] / "conf" / "spark-defaults.conf").write_text("spark.master=yarn\n")
     document, err = handed(cli, jar, "--keep-shuffles", "copy")
     assert document["conf"]["spark.executor.extraClassPath"] == jar["path"], err
+
+
+def test_the_line_is_printed_without_making_the_run_directory_or_its_keep_folder(cli, jar, tmp_path):
+    """Printing a line changes nothing on storage: the keeping shuffle manager makes the keep
+    folder when it keeps a map output, so neither an empty ``<run>/shuffles`` nor the run's folder
+    appears on every call, nor for a run that already succeeded (whose keep folder is gone)."""
+    document, err = handed(cli, jar, "--keep-shuffles", "copy")
+    assert document["conf"][SHUFFLE_MANAGER_CONF] == SHUFFLE_MANAGER_CLASS, err
+    keep = document["conf"][SHUFFLE_DIR_CONF]
+    assert keep == str(tmp_path / ".sparkrecover" / "n1" / "shuffles")
+    assert not (tmp_path / ".sparkrecover").exists()

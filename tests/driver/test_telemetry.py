@@ -10,7 +10,8 @@ from sparkrecover.driver.process.telemetry import JVM, Telemetry, _parse_lines
 from sparkrecover.journal import JournalWriter, read_journal
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, WRITING_PROPERTY
-from sparkrecover.launch import launcher, listener_jar
+from sparkrecover.launch import launcher
+from sparkrecover.launch.jvm_files import listener_jar
 from sparkrecover.rundir.runs import Run
 from tests.helpers import summary_counts
 

@@ -13,7 +13,8 @@ import zipfile
 import pytest
 
 from sparkrecover.jvm import LISTENER_CLASS
-from sparkrecover.launch import class_archive, launcher, spark_argv
+from sparkrecover.launch import launcher, spark_argv
+from sparkrecover.launch.jvm_files import class_archive
 from tests import conftest
 from tests.helpers import run_cli
 
@@ -49,7 +50,7 @@ def with_archives(env: dict[str, str], cache: str) -> dict[str, str]:
 
 def archive_for(env: dict[str, str], *options: str) -> class_archive.ClassArchive:
     """The archive the CLI would use for these options (the same key, the same jar) in ``env``."""
-    from sparkrecover.launch import listener_jar
+    from sparkrecover.launch.jvm_files import listener_jar
 
     saved = dict(os.environ)
     os.environ.clear()

@@ -23,6 +23,11 @@ class ViewFsLocal(LocalFileSystem):
     protocol = ("viewfs",)
     root_marker = "/"
 
+    def __init__(self, *args, **kwargs):
+        # A write makes its parent folders, as HDFS's create does.
+        kwargs.setdefault("auto_mkdir", True)
+        super().__init__(*args, **kwargs)
+
     @classmethod
     def _strip_protocol(cls, path):
         path = str(path)

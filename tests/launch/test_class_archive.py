@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from sparkrecover.launch import class_archive, spark_argv
+from sparkrecover.launch import spark_argv
+from sparkrecover.launch.jvm_files import class_archive
 from tests.helpers import fake_executable
 
 

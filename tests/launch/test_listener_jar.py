@@ -8,7 +8,8 @@ import zipfile
 import pytest
 
 from sparkrecover.jvm import LISTENER_CLASS
-from sparkrecover.launch import launcher, listener_jar
+from sparkrecover.launch import launcher
+from sparkrecover.launch.jvm_files import listener_jar
 from sparkrecover.launch.launcher import bootstrap_command
 from sparkrecover.launch.spark_argv import SubmitArgs, with_listener
 

@@ -31,12 +31,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverError
 from sparkrecover.journal import events as ev
-from sparkrecover.journal import reader, runinfo, segments
+from sparkrecover.journal import runinfo, segments
 from sparkrecover.journal.writer import JournalWriter
-from sparkrecover.planning.next_attempt import finished, plan_resume, read_run, sweep_unjournaled
+from sparkrecover.planning.next_attempt import (
+    finished,
+    last_attempt_succeeded,
+    plan_resume,
+    read_run,
+    sweep_unjournaled,
+)
 from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir.runs import Run
@@ -78,7 +83,7 @@ def begin(options: Any, said: Say = say) -> Start:
         plan = plans.read_plan(storage.read_bytes(options.plan), options.plan) if options.plan else None
         if segments.claim(run.dir, options.attempt, ev.WRITER_DRIVER):  # (a)
             return Start(options.attempt, plan, cli_token)
-    if _succeeded(run):
+    if last_attempt_succeeded(run):
         raise Finished(f"run {run.id} already completed successfully: this driver runs nothing")
     lease = None if cli_token is not None else take_lease(run, said)
     try:
@@ -195,17 +200,6 @@ def _live_holder(run_dir: str, token: str | None) -> bool:
         return False
     held = leases.read_lease(run_dir)
     return held is not None and held.get("token") == token and leases.is_live(held)
-
-
-def _succeeded(run: Run) -> bool:
-    """Whether the run's last attempt succeeded, from that attempt's records alone (no lease
-    taken, nothing written): a restart of a finished run stops here."""
-    if not run.has_journal():
-        return False
-    last = segments.latest_attempt(run.dir)
-    if not last:
-        return False
-    return RunState.from_events(run.id, reader.iter_journal(run.dir, attempt=last)).succeeded
 
 
 def point_the_jvm(start: Start, script: str) -> None:

@@ -10,7 +10,7 @@
  *
  * Registered through spark.extraListeners by `sparkrecover submit`. Compiled with
  * `javac --release 8` against the installed Spark's jars on first use
- * (sparkrecover/launch/listener_jar.py). It calls no method whose signature mentions a Scala collection,
+ * (sparkrecover/launch/jvm_files/listener_jar.py). It calls no method whose signature mentions a Scala collection,
  * because those differ between Scala 2.12 (Spark 3.5) and 2.13 (Spark 4), so one class file runs
  * on both.
  *

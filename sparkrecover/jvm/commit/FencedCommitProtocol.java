@@ -50,7 +50,7 @@
  * immutable List, which is both kinds of Seq, so the source compiles against either). The class
  * file is not portable between the two, unlike the jar's other classes: each super call is bound
  * to the parent's method of the Spark it was compiled against, which is fine because the jar is
- * compiled for the Spark in use (launch/listener_jar.py keys its cache by Spark version).
+ * compiled for the Spark in use (launch/jvm_files/listener_jar.py keys its cache by Spark version).
  */
 package sparkrecover.jvm.commit;
 

@@ -18,7 +18,7 @@
  *
  * The constructor takes the base resolver's map of map tasks per shuffle, whose declared type
  * differs between Spark 3.5 (java.util.Map) and 4.x (ConcurrentMap): the jar is compiled against
- * the Spark it runs in (launch/listener_jar.py), so the one source fits both.
+ * the Spark it runs in (launch/jvm_files/listener_jar.py), so the one source fits both.
  */
 package sparkrecover.jvm.shuffle;
 

@@ -96,27 +96,59 @@ def find_javac() -> str | None:
     return shutil.which("javac")
 
 
-def ensure_jar(spark_submit: str) -> ListenerJar:
-    """The cached jar for this spark-submit's Spark, compiling it first if needed."""
+@dataclass(frozen=True)
+class _Cached:
+    """Where this spark-submit's jar is cached, or why there is none to look for (``problem``)."""
+
+    problem: ListenerJar | None = None
+    jars_dir: str = ""
+    version: str = ""
+    jar: str = ""
+    failed: str = ""  # beside the jar: why this source did not compile against this Spark
+
+
+def _cached(spark_submit: str) -> _Cached:
     if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0"):
-        return ListenerJar(None, f"the JVM listener is turned off by {DISABLE_ENV}")
+        return _Cached(ListenerJar(None, f"the JVM listener is turned off by {DISABLE_ENV}"))
     jars_dir = spark_jars_dir(spark_submit)
     version = spark_version(jars_dir) if jars_dir else None
     if jars_dir is None or version is None:
-        return ListenerJar(
-            None, f"no Spark jars found for {spark_submit} (looked in $SPARK_HOME/jars and beside bin/spark-submit)"
+        return _Cached(
+            ListenerJar(
+                None, f"no Spark jars found for {spark_submit} (looked in $SPARK_HOME/jars and beside bin/spark-submit)"
+            )
         )
     source = b"".join(_read(path) for path in jvm.sources())
-    folder = cache_dir()
-    name = f"sparkrecover-listener-{version}-{cache_key(source, version)}"
-    jar = os.path.join(folder, name + ".jar")
-    if os.path.isfile(jar):
-        return ListenerJar(jar, spark_version=version)
-    failed = os.path.join(folder, name + ".failed")
-    if os.path.isfile(failed):
+    name = os.path.join(cache_dir(), f"sparkrecover-listener-{version}-{cache_key(source, version)}")
+    return _Cached(None, jars_dir, version, name + ".jar", name + ".failed")
+
+
+def built_jar(spark_submit: str) -> ListenerJar | None:
+    """The cached jar for this spark-submit's Spark, or why there cannot be one; None when it is
+    simply not built yet. Compiles nothing (``sparkrecover doctor`` asks)."""
+    return _lookup(_cached(spark_submit))
+
+
+def _lookup(cached: _Cached) -> ListenerJar | None:
+    if cached.problem is not None:
+        return cached.problem
+    if os.path.isfile(cached.jar):
+        return ListenerJar(cached.jar, spark_version=cached.version)
+    if os.path.isfile(cached.failed):
         # This source does not compile against this Spark: say why without paying for javac again.
-        with open(failed, encoding="utf-8", errors="replace") as handle:
+        with open(cached.failed, encoding="utf-8", errors="replace") as handle:
             return ListenerJar(None, handle.read().strip())
+    return None
+
+
+def ensure_jar(spark_submit: str) -> ListenerJar:
+    """The cached jar for this spark-submit's Spark, compiling it first if needed."""
+    cached = _cached(spark_submit)
+    found = _lookup(cached)
+    if found is not None:
+        return found
+    jars_dir, version, jar, failed = cached.jars_dir, cached.version, cached.jar, cached.failed
+    folder = os.path.dirname(jar)
     javac = find_javac()
     if javac is None:
         return ListenerJar(None, "no Java compiler (javac) found: install a JDK or set JAVA_HOME")

@@ -39,7 +39,9 @@ QUIET = "-Xlog:cds=off,cds+dynamic=off"
 REFUSED = "Unable to use shared archive"
 DUMPED = "driver.jsa"  # what the warm-up's JVM writes at exit, in the build's own folder
 BUILD_SECONDS = 1800  # a build older than this is taken for dead (its lock is stale)
-WARMUP_APP = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo", "warmup.py")
+WARMUP_APP = os.path.join(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "demo", "warmup.py"
+)
 # Java options that say the user chose class-data sharing themselves: theirs wins.
 _USERS_OWN = ("SharedArchiveFile", "ArchiveClassesAtExit", "-Xshare", "SharedClassListFile", "AutoCreateSharedArchive")
 # Characters a path cannot hold inside -Xlog's and Spark's option strings.
@@ -158,7 +160,7 @@ def archive_for(spark_submit: str, parsed: spark_argv.SubmitArgs, listener_jar: 
     """The archive for a client-mode driver launched with ``parsed`` by ``spark_submit``, or None
     where there can be none (turned off, the driver elsewhere, the user's own CDS options, no
     Spark jars or Java found, a path the JVM's options cannot hold). Stats a few hundred files."""
-    from sparkrecover.launch.listener_jar import cache_dir, spark_jars_dir
+    from sparkrecover.launch.jvm_files.listener_jar import cache_dir, spark_jars_dir
 
     if os.environ.get(DISABLE_ENV, "").strip() not in ("", "0") or parsed.deploy_mode != "client":
         return None
@@ -222,7 +224,7 @@ def unarchivable(archive: ClassArchive, spark_submit: str) -> str | None:
     """Why JDK 17 cannot archive this driver's classes: a folder that holds files before Spark's
     jars on its class path (Spark's conf folder, a driver class path folder) makes the JVM refuse
     to write an archive, and to map one."""
-    from sparkrecover.launch.listener_jar import spark_jars_dir
+    from sparkrecover.launch.jvm_files.listener_jar import spark_jars_dir
 
     jars_dir = spark_jars_dir(spark_submit) or ""
     home = os.path.dirname(jars_dir)
@@ -273,7 +275,7 @@ def start_build(archive: ClassArchive, command: list[str], env: dict[str, str], 
         json.dump({"archive": archive.path, "command": command, "work": work}, handle)
     with open(os.path.join(work, "build.log"), "ab") as log:
         subprocess.Popen(
-            [sys.executable, "-m", "sparkrecover.launch.class_archive", job],
+            [sys.executable, "-m", "sparkrecover.launch.jvm_files.class_archive", job],
             env=env,
             cwd=work,
             stdin=subprocess.DEVNULL,
@@ -285,7 +287,7 @@ def start_build(archive: ClassArchive, command: list[str], env: dict[str, str], 
 
 
 def build(job_path: str) -> int:
-    """The background build (``python -m sparkrecover.launch.class_archive JOB``)."""
+    """The background build (``python -m sparkrecover.launch.jvm_files.class_archive JOB``)."""
     with open(job_path, encoding="utf-8") as handle:
         job = json.load(handle)
     archive = ClassArchive(job["archive"], "")
