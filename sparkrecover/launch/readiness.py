@@ -123,10 +123,46 @@ def _listener_jar(machine: Machine) -> list[Finding]:
     return [Finding("listener-jar", OK, built.path)]
 
 
-# The class-data-sharing archive of the driver JVM (docs/design.md §9, "Driver start") is checked
-# here, after the listener's jar it is built with: a ``_cds_archive(machine)`` returning one
-# Finding("cds-archive", ...) — built, not built yet (NOTE), or why it cannot be — goes into
-# CHECKS right after ``_listener_jar``.
+def _class_archive(machine: Machine) -> list[Finding]:
+    """The driver JVM's class-data-sharing archive (docs/operations.md, "The driver's class
+    archive"), for a driver on a local master with the listener's jar as it is now: made, being
+    made, not yet, or why there can be none. Never a problem: without it a driver starts as
+    plain spark-submit does."""
+    from sparkrecover.launch import spark_argv
+    from sparkrecover.launch.jvm_files import class_archive
+
+    if machine.spark_submit is None:
+        return [Finding("class-archive", NOTE, "not checked: no spark-submit to start a driver with")]
+    if os.environ.get(class_archive.DISABLE_ENV, "").strip() not in ("", "0"):
+        return [Finding("class-archive", NOTE, f"turned off ({class_archive.DISABLE_ENV} is set)")]
+    built = listener_jar.built_jar(machine.spark_submit)
+    parsed = spark_argv.split_submit_args(["--master", "local[2]", "app.py"])
+    archive = class_archive.archive_for(machine.spark_submit, parsed, built.path if built else None)
+    if archive is None:
+        return [
+            Finding(
+                "class-archive",
+                NOTE,
+                (
+                    "none given: the driver's own class-sharing options (SPARK_SUBMIT_OPTS, "
+                    "spark.driver.extraJavaOptions), or no Java or Spark jars found"
+                ),
+            )
+        ]
+    why = archive.failed_reason()
+    if why is not None:
+        return [Finding("class-archive", NOTE, f"none can be made: {why} ({archive.failed})")]
+    if archive.usable():
+        return [Finding("class-archive", OK, archive.path)]
+    if archive.building():
+        return [Finding("class-archive", NOTE, f"being made in the background: {archive.path}")]
+    return [
+        Finding(
+            "class-archive",
+            NOTE,
+            f"not made yet: the first submit, resume or spark-submit-args makes it in the background ({archive.path})",
+        )
+    ]
 
 
 # Run by the driver's Python: what it imports, as JSON on stdout. Nothing of it fails as a whole.
@@ -349,7 +385,7 @@ CHECKS: tuple[Callable[[Machine], list[Finding]], ...] = (
     _javac,
     _spark_submit,
     _listener_jar,
-    # the class-data-sharing archive's check goes here (see above)
+    _class_archive,
     _check_driver_python,
     _pyspark,
     _root,

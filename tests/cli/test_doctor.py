@@ -133,3 +133,22 @@ def test_a_root_on_s3_is_written_through_s3fs_and_sparks_s3a_side_is_told(cli, s
     import s3fs
 
     assert s3fs.S3FileSystem(anon=False).find(s3.prefix) == []  # nothing left behind
+
+
+def test_the_drivers_class_archive_is_named_made_or_not_and_never_a_problem(cli, tmp_path, monkeypatch):
+    """Not made yet in a new cache folder; said to be turned off when it is (the suite turns it
+    off by default, tests/conftest.py)."""
+    monkeypatch.setenv("SPARKRECOVER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("SPARKRECOVER_NO_CLASS_ARCHIVE", raising=False)
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)  # the suite's own archive for its JVMs
+    code, out, _ = cli("doctor", "--root", str(tmp_path / "runs"))
+    line = lines_of(out)["class-archive"]
+    assert code == 0 and line.startswith("note") and "not made yet" in line, out
+    assert str(tmp_path / "cache") in line
+    monkeypatch.setenv("SPARKRECOVER_NO_CLASS_ARCHIVE", "1")
+    code, out, _ = cli("doctor", "--root", str(tmp_path / "runs"))
+    assert code == 0 and "turned off (SPARKRECOVER_NO_CLASS_ARCHIVE is set)" in lines_of(out)["class-archive"]
+    monkeypatch.delenv("SPARKRECOVER_NO_CLASS_ARCHIVE")
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")
+    code, out, _ = cli("doctor", "--root", str(tmp_path / "runs"))
+    assert code == 0 and "the driver's own class-sharing options" in lines_of(out)["class-archive"]
