@@ -242,3 +242,32 @@ def test_no_replay_offers_nothing_and_every_action_runs(spark, tmp_path, orders,
     _, jobs = jobs_of(spark, lambda: the_actions(spark, orders, capsys))
     assert jobs
     assert {r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)} == {"--no-replay: runs again"}
+
+
+def count_of(frame):
+    return frame.count()
+
+
+def grouped(frame):
+    return frame.groupBy("bucket").count().orderBy("bucket").collect()
+
+
+def test_the_action_that_fills_a_cache_runs_again_and_the_next_ones_are_replayed(spark, tmp_path):
+    """A shuffle's identity includes the query it runs in: replayed, the count that filled the
+    cache in attempt 1 would leave it to the next live query, whose shuffles would then not be
+    the ones attempt 1 kept map outputs for."""
+    rt = attempt(tmp_path, spark)
+    frame = spark.range(40, numPartitions=2).selectExpr("id", "id % 3 AS bucket").cache()
+    try:
+        first = count_of(frame), grouped(frame)
+        frame.unpersist(blocking=True)
+        frame.cache()  # the resumed driver's cache: declared, filled by no job yet
+        rt = resumed(tmp_path, spark, rt)
+        count, jobs = jobs_of(spark, lambda: count_of(frame))
+        assert count == first[0] and jobs  # filled here, as attempt 1 did
+        rows, jobs = jobs_of(spark, lambda: grouped(frame))
+    finally:
+        frame.unpersist()
+    assert (rows, jobs) == (first[1], [])
+    (ran,) = events(rt, ev.ACTION_RECORDED)
+    assert ran["kind"] == "count" and ran["ran_because"] == actions.FILLS_A_CACHE

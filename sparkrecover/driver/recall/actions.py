@@ -213,7 +213,7 @@ class Call:
         return value
 
     def _stale(self, entry: ActionEntry) -> str:
-        return staleness.difference(entry.fingerprint, self.action.fingerprint) or ""
+        return staleness.difference(entry.fingerprint, self.action.fingerprint) or _fills_a_cache(self.subject)
 
     # -- replay --------------------------------------------------------------------------------
 
@@ -311,6 +311,33 @@ class Call:
         value = _with_feed(captured, live, capture=True)
         self._record(value, time.monotonic() - started, reason, rows=captured)
         return value
+
+
+FILLS_A_CACHE = (
+    "it fills a cache the script reads later: replayed, the cache would be filled inside a later "
+    "query, whose shuffles could then not take the map outputs kept for them"
+)
+
+
+def _fills_a_cache(subject: Any) -> str:
+    """Why an action must run although its result is recorded: its query reads a cached DataFrame
+    that no job has filled yet. Attempt 1 filled it here; a shuffle's identity includes the query
+    it runs in (docs/shuffles.md), so a cache filled by a later query instead would give every
+    shuffle below it a new identity, and its kept map outputs would not be reused. "" otherwise
+    (an RDD, no cache, a cache already filled)."""
+    jdf = getattr(subject, "_jdf", None)
+    if jdf is None:
+        return ""
+    try:
+        leaves = jdf.queryExecution().withCachedData().collectLeaves().iterator()
+        while leaves.hasNext():
+            leaf = leaves.next()
+            if leaf.getClass().getSimpleName() == "InMemoryRelation":
+                if not leaf.cacheBuilder().isCachedColumnBuffersLoaded():
+                    return FILLS_A_CACHE
+    except Exception:  # a plan of another shape: nothing known to fill
+        return ""
+    return ""
 
 
 def _summary(kind: str, value: Any) -> str | None:
