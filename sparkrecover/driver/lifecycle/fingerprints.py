@@ -68,10 +68,14 @@ def input_files(frame: Any) -> list[str]:
     jdf = getattr(frame, "_jdf", None)
     if jdf is None:
         return found
+    seen = set(found)  # a large input lists thousands of files: no list scan per file
     try:
         leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
         while leaves.hasNext():
-            found += [str(name) for name in _relation_files(leaves.next()) if str(name) not in found]
+            for name in map(str, _relation_files(leaves.next())):
+                if name not in seen:
+                    seen.add(name)
+                    found.append(name)
     except Exception:  # Spark Connect, a plan of another shape: what inputFiles() said
         pass
     return found

@@ -252,12 +252,11 @@ class Call:
         if self.shape == recorder.ROWS:
             kept = list(kept)  # the script may sort or extend its list while the file is written
         elif self.shape == recorder.VALUE:
-            try:  # plain values are encoded now: the script may change a dict it was handed
-                encoded = codec.encode_value(kept)
+            try:  # plain values are encoded now, once: the script may change a dict it was handed
+                kept = codec.encode_value(kept)
             except codec.Unrecordable as why:
                 self._journal(seconds, reason, None, f"{why} cannot be kept")
                 return
-            kept = codec.decode_value(encoded) if isinstance(kept, (dict, list)) else kept
         schema = self.subject.schema if self.shape in (recorder.ROWS, recorder.ROW) else None
         limit = self.rt.result_limit
 

@@ -49,7 +49,9 @@ class Encoded:
 
 
 def encode(shape: str, result: Any, schema: Any, limit: int) -> Encoded:
-    """The result file's bytes; ``OverLimit`` or ``codec.Unrecordable`` when it is not kept."""
+    """The result file's bytes; ``OverLimit`` or ``codec.Unrecordable`` when it is not kept. A
+    ``VALUE`` comes already encoded (``codec.encode_value``): the driver encodes it before the
+    action returns, while it is still what the action returned."""
     document: dict[str, Any] = {"v": FORMAT, "shape": shape}
     rows: int | None = None
     if shape in (ROWS, ROW):
@@ -62,7 +64,7 @@ def encode(shape: str, result: Any, schema: Any, limit: int) -> Encoded:
     elif shape == TEXT:
         document["data"] = str(result)
     else:
-        document["data"] = codec.encode_value(result)
+        document["data"] = result
     data = orjson.dumps(document)
     if len(data) > limit:
         raise OverLimit(_over(len(data), limit))
