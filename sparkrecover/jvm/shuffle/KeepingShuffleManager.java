@@ -70,6 +70,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     // Driver side: this application's shuffle ids -> identity (upstream shuffles' identities).
     private final Map<Integer, String> identities = new ConcurrentHashMap<Integer, String>();
     private final Map<Integer, String> stageNames = new ConcurrentHashMap<Integer, String>();
+    private final Map<Integer, Integer> reduceCounts = new ConcurrentHashMap<Integer, Integer>();
     private final Map<String, Map<String, Integer>> ordinals = new LinkedHashMap<String, Map<String, Integer>>() {
         private static final long serialVersionUID = 1L;
 
@@ -81,6 +82,9 @@ public class KeepingShuffleManager extends SortShuffleManager {
     private Map<String, List<KeptOutput>> reusable;  // loaded on first use, driver only
     // Executor side: shuffle id -> per map index, the folder of the kept output reused (or null).
     private final Map<Integer, String[]> reused = new ConcurrentHashMap<Integer, String[]>();
+    // Executor side: "<shuffle id>/<map index>" -> the folder of a lost executor's map output the
+    // driver serves from its copy (KeptServing), asked of the driver once.
+    private final Map<String, String> served = new ConcurrentHashMap<String, String>();
 
     public KeepingShuffleManager(SparkConf conf) {
         super(conf);
@@ -141,6 +145,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
                 bounds = KeptBounds.apply(store(), identity, (org.apache.spark.RangePartitioner<?, ?>) partitioner);
             }
             identities.put(shuffleId, identity);
+            reduceCounts.put(shuffleId, dependency.partitioner().numPartitions());
             if (stage != null) {
                 stageNames.put(shuffleId, stage);
             }
@@ -198,7 +203,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
         }
         String io = conf.get("spark.shuffle.sort.io.plugin.class",
                              "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO");
-        if (!io.endsWith(".LocalDiskShuffleDataIO")) {
+        if (!io.endsWith(".LocalDiskShuffleDataIO") && !io.equals(KeepingShuffleDataIO.class.getName())) {
             return "a custom shuffle storage plugin (spark.shuffle.sort.io.plugin.class=" + io + ")";
         }
         if (conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) {
@@ -296,7 +301,31 @@ public class KeepingShuffleManager extends SortShuffleManager {
             line.append(",\"").append(keys[i]).append("\":").append(Long.parseLong(fields[5 + i]));
         }
         SparkRecoverListener.emitFinishedWork(line.append('}'));
+        KeptServing.durable(shuffleId, Integer.parseInt(fields[3]), fields[4]);
         return true;
+    }
+
+    // -- what KeptServing asks of the driver's side ----------------------------------------------
+
+    static String identityOf(int shuffleId) {
+        KeepingShuffleManager manager = driverInstance;
+        return manager == null ? null : manager.identities.get(shuffleId);
+    }
+
+    static String stageOf(int shuffleId) {
+        KeepingShuffleManager manager = driverInstance;
+        return manager == null ? null : manager.stageNames.get(shuffleId);
+    }
+
+    static int reducesOf(int shuffleId) {
+        KeepingShuffleManager manager = driverInstance;
+        Integer count = manager == null ? null : manager.reduceCounts.get(shuffleId);
+        return count == null ? -1 : count;
+    }
+
+    static KeptStore driverStore() {
+        KeepingShuffleManager manager = driverInstance;
+        return manager == null ? null : manager.store();
     }
 
     // -- executors -------------------------------------------------------------------------------
@@ -340,6 +369,10 @@ public class KeepingShuffleManager extends SortShuffleManager {
     @Override
     public boolean unregisterShuffle(int shuffleId) {
         reused.remove(shuffleId);
+        served.keySet().removeIf(key -> key.startsWith(shuffleId + "/"));
+        if (this == driverInstance) {
+            KeptServing.forget(shuffleId);
+        }
         KeptBlockResolver current = resolver;
         if (current != null) {
             current.forget(shuffleId);
@@ -365,10 +398,25 @@ public class KeepingShuffleManager extends SortShuffleManager {
         return current;
     }
 
-    /** The folder of the kept output reused for a map index of a shuffle, or null. */
+    /**
+     * The folder of the kept output reused for a map index of a shuffle, or of a lost executor's
+     * output the driver serves from its copy (asked of the driver once); else null.
+     */
     String keptFolder(int shuffleId, int mapIndex) {
         String[] folders = reused.get(shuffleId);
-        return folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
+        String folder = folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
+        if (folder != null || mapIndex < 0) {
+            return folder;
+        }
+        String key = shuffleId + "/" + mapIndex;
+        folder = served.get(key);
+        if (folder == null) {
+            folder = KeepingPlugin.askFolder(shuffleId, mapIndex);
+            if (folder != null) {
+                served.put(key, folder);
+            }
+        }
+        return folder;
     }
 
     // -- journal lines ---------------------------------------------------------------------------
