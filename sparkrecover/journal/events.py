@@ -49,10 +49,12 @@ ACTION_RECORDED = "action.recorded"
 ACTION_REPLAYED = "action.replayed"
 # Shuffle map outputs kept across driver death (docs/shuffles.md): a shuffle the shuffle manager
 # identified (and how many kept map outputs it reused), map outputs kept (batched), and a shuffle
-# or an attempt whose map outputs cannot be kept, with the reason.
+# or an attempt whose map outputs cannot be kept, with the reason; and a lost executor's map
+# outputs of one shuffle: those served from their copies, those computed again and why.
 SHUFFLE_REGISTERED = "shuffle.registered"
 SHUFFLE_COMMITTED = "shuffle.committed"
 SHUFFLE_UNSUPPORTED = "shuffle.unsupported"
+SHUFFLE_SERVED = "shuffle.served"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (docs/design.md §4 rule 1), the ends of processes, and the starts and failures of stages so that a

@@ -20,8 +20,8 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import keep, storage
 from tests.cluster import Cluster
-from tests.e2e.support import SHUFFLE_WRITE, kill_tree, needs_s3a, s3a_options
-from tests.helpers import sparkrecover_command
+from tests.e2e.support import SHUFFLE_WRITE, Hold, kill_tree, needs_s3a, s3a_options
+from tests.helpers import spark_events, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 MAPS, WRITES, ROWS = 8, 8, 100  # ROWS: tests/apps/shuffle_write.py's rows per map partition
@@ -238,3 +238,56 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     assert job.marked("map", killed_again) == []
     assert output(spark, job.out) == expected()
     assert keep.disk_usage(job.run_dir) is None  # removed from S3: the run succeeded
+
+
+def served_events(job: Job) -> list[dict]:
+    return [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.served"]
+
+
+@pytest.mark.parametrize("store", ["shared", pytest.param("s3", marks=needs_s3a)])
+def test_an_executor_lost_after_the_map_stage_is_served_from_copies(tmp_path, cluster, request, spark, store):
+    """Every map output is journaled kept and the write's tasks are held in flight; one worker's
+    executor is SIGKILLed. The driver serves its map outputs from their copies (shuffle.served):
+    Spark's event log shows each map partition of each shuffle computed exactly once, and the
+    output is one uninterrupted run's."""
+    events = tmp_path / "events"
+    events.mkdir()
+    logging = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}"]
+    logging += ["--conf", "spark.eventLog.compress=false"]
+    hold = Hold(tmp_path)
+    if store == "s3":
+        s3 = request.getfixturevalue("s3")
+        credentials = [f"spark.executorEnv.{key}={value}" for key, value in s3.env().items()]
+        credentials = [item for conf in credentials for item in ("--conf", conf)]
+        options, env = [*s3a_options(s3.endpoint), *logging], {**s3.env(), **hold.env(0, {})}
+        job = Job(cluster, tmp_path, s3.prefix + "/runs", options, env, credentials)
+    else:
+        job = Job(cluster, tmp_path, str(tmp_path / "root"), logging, hold.env(0, {}), [])
+    first = job.submit("--keep-shuffles", "copy")
+
+    def all_kept_and_writing() -> bool:
+        shuffles = list(job.state().shuffles.values())
+        return len(shuffles) >= 2 and all(len(s.kept) == s.maps for s in shuffles) and len(job.marked("write")) >= 2
+
+    try:
+        job.wait(first, all_kept_and_writing)
+        lost = cluster.executors(1)
+        assert lost
+        for pid in lost:
+            os.kill(pid, signal.SIGKILL)
+        job.wait(first, lambda: bool(served_events(job)))
+    except AssertionError:
+        kill_tree(first.pid)
+        raise
+    hold.release()
+    job.finish(first)
+
+    served = served_events(job)
+    assert sum(len(e["served"]) for e in served) > 0
+    assert all(e["recomputed"] == [] for e in served), served
+    registered = [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.registered"]
+    ended = spark_events(str(events), "app-", "SparkListenerTaskEnd")
+    map_tasks = [e for e in ended if e["Task Type"] == "ShuffleMapTask" and e["Task End Reason"]["Reason"] == "Success"]
+    assert len(map_tasks) == sum(e["maps"] for e in registered)  # no map task ran twice
+    assert len(job.marked("map")) == MAPS
+    assert output(spark, job.out) == expected()
