@@ -159,34 +159,47 @@ def assert_whole_and_journaled(job: Job, only_named: bool) -> None:
         assert folders == named
 
 
+def served_events(job: Job) -> list[dict]:
+    return [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.served"]
+
+
 def test_an_executor_lost_mid_map_and_two_driver_kills_on_a_shared_folder(tmp_path, cluster, spark):
-    """``--keep-shuffles copy`` into a local root both workers see. An executor is SIGKILLed once
-    it has finished map tasks: Spark runs its map outputs again, and the keep folder holds only
-    whole copies, each journaled. The driver is killed in the write, the resume is killed in its
-    write, and the last resume computes no map partition and writes what one run writes."""
-    job = Job(cluster, tmp_path, str(tmp_path / "root"), [], {}, [])
+    """``--keep-shuffles copy`` into a local root both workers see. The map tasks of partitions 4
+    on are held; once partitions 0-3 are journaled kept, the executor that wrote some of them is
+    SIGKILLed: those are served from their copies (any whose copy was not yet durable would be
+    computed again), its held task runs again, and the keep folder holds only whole copies, each
+    journaled. The driver is killed in the write, the resume is killed in its write, and the last
+    resume computes no map partition and writes what one run writes."""
+    maps = Hold(tmp_path / "maps")
+    (tmp_path / "maps").mkdir()
+    job = Job(cluster, tmp_path, str(tmp_path / "root"), [], {"HOLD_MAPS": f"4:{maps.path}"}, [])
     first = job.submit("--keep-shuffles", "copy")
-    lost_executor: list[int] = []
-
-    def executor_had_map_outputs() -> bool:
-        local = cluster.worker_local_dir(1)
-        shuffle_files = [name for _, _, names in os.walk(local) for name in names if name.endswith(".data")]
-        # The small side's shuffle has two map tasks: a third file is one of the marked side's.
-        if len(job.marked("map")) >= 4 and len(shuffle_files) >= 3 and len(job.kept()) >= 2:
-            lost_executor.extend(cluster.executors(1))
-            return bool(lost_executor)
-        return False
-
     try:
-        job.wait(first, executor_had_map_outputs)
+        job.wait(first, lambda: sorted(job.kept()) == [0, 1, 2, 3] and len(job.marked("map")) == 6)
     except AssertionError:
         kill_tree(first.pid)
         raise
-    for pid in lost_executor:
+    # The executor that wrote kept map outputs: a shuffle file's name holds its map task's id, as
+    # does the folder of that output's copy.
+    kept_tasks = {str(e["path"]).split("-t")[-1].split("-")[0] for e in job.kept().values()}
+    worker = next(
+        index
+        for index in (1, 0)
+        if any(name.split("_")[2] in kept_tasks for _, _, names in os.walk(cluster.worker_local_dir(index))
+               for name in names if name.endswith(".data"))
+    )  # fmt: skip
+    for pid in cluster.executors(worker):
         os.kill(pid, signal.SIGKILL)
+    job.wait(first, lambda: bool(served_events(job)))
+    maps.release()
     killed = job.until(first, lambda: len(job.marked("write")) >= 3)
 
-    assert len(job.marked("map")) > MAPS  # the lost executor's map outputs were computed again
+    lost = [e for e in served_events(job) if e["maps"] == MAPS]
+    served = {m for e in lost for m in e["served"]}
+    again = {m for e in lost for m in e["recomputed"]}
+    runs = Counter(int(m.split("-")[1]) for m in job.marked("map"))
+    assert served and not {m for m in served if runs[m] > 1}  # served from their copies, not computed
+    assert all(runs[m] == 2 for m in again)  # their copies were not durable yet: computed again
     assert any(e["type"] == "spark.executor.removed" for e in read_journal(job.run_dir))
     assert sorted(job.kept()) == list(range(MAPS))
     assert_whole_and_journaled(job, only_named=False)
@@ -238,10 +251,6 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     assert job.marked("map", killed_again) == []
     assert output(spark, job.out) == expected()
     assert keep.disk_usage(job.run_dir) is None  # removed from S3: the run succeeded
-
-
-def served_events(job: Job) -> list[dict]:
-    return [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.served"]
 
 
 @pytest.mark.parametrize("store", ["shared", pytest.param("s3", marks=needs_s3a)])
