@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.jvm import (
     EXECUTOR_CLASS_PATH_CONF,
+    KEEPING_IO_CLASS,
     KEEPING_PLUGIN_CLASS,
     PLUGINS_CONF,
-    KEEPING_IO_CLASS,
     SHUFFLE_DIR_CONF,
     SHUFFLE_IO_CONF,
     SHUFFLE_MANAGER_CLASS,

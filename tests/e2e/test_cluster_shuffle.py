@@ -318,7 +318,8 @@ def test_an_executor_lost_after_the_map_stage_is_served_from_copies(tmp_path, cl
         assert len(map_tasks) == sum(e["maps"] for e in registered)  # no map task ran twice
     else:
         (unkept,) = [e for e in served if e["shuffle"] is None]
-        assert unkept["served"] == [] and unkept["recomputed"] and unkept["why"].startswith("its map outputs are not kept")
+        assert unkept["served"] == [] and unkept["recomputed"]
+        assert unkept["why"].startswith("its map outputs are not kept")
         # Its map stage (WRITES tasks) ran again, in part or whole, as Spark runs it without sparkrecover.
         assert len(map_tasks) > sum(e["maps"] for e in registered) + WRITES
     assert len(job.marked("map")) == MAPS
