@@ -11,7 +11,7 @@ server on loopback). "Without serving" keeps every map output as before but name
 shuffle storage plugin, so Spark drops the lost executor's map outputs and runs their map tasks
 again (what sparkrecover did before serving). Map tasks are counted from Spark's event log
 (successful ShuffleMapTasks beyond one per map partition of each shuffle the journal registered),
-whole-application wall time besides. Goal (issue 41): 0 map tasks run again with serving. Exits 0
+whole-application wall time besides. Goal: 0 map tasks run again with serving. Exits 0
 whatever the figures.
 """
 
