@@ -114,12 +114,14 @@ def setup(
 
 def serving(parsed: spark_argv.SubmitArgs) -> bool:
     """Whether a lost executor's kept map outputs are served from their copies: on a cluster (a
-    local master loses no executor), unless the application names its own shuffle storage plugin
-    or uses dynamic allocation (Spark would then remove executors whose copies are not yet durable,
-    counting on storage that is reliable for every map output)."""
+    local master loses no executor), unless the application names its own shuffle storage plugin,
+    uses dynamic allocation (Spark would then remove executors whose copies are not yet durable,
+    counting on storage that is reliable for every map output) or the external shuffle service
+    (which serves a lost executor's map outputs itself)."""
     if _local_master(parsed) or parsed.conf(SHUFFLE_IO_CONF):
         return False
-    return (parsed.conf("spark.dynamicAllocation.enabled") or "").strip().lower() != "true"
+    switches = ("spark.dynamicAllocation.enabled", "spark.shuffle.service.enabled")
+    return not any((parsed.conf(name) or "").strip().lower() == "true" for name in switches)
 
 
 def _unsupported(parsed: spark_argv.SubmitArgs, jar: str | None) -> str | None:

@@ -71,12 +71,14 @@ def test_auto_copies_to_a_run_directory_on_shared_storage_under_its_hadoop_name(
     [
         ([], True),
         (["--conf", "spark.dynamicAllocation.enabled=true"], False),
+        (["--conf", "spark.shuffle.service.enabled=true"], False),
         (["--conf", "spark.shuffle.sort.io.plugin.class=org.example.OwnShuffleDataIO"], False),
     ],
 )
 def test_a_cluster_serves_a_lost_executors_map_outputs_from_their_copies(app, options, serves):
     """On a cluster the driver serves a lost executor's kept map outputs (docs/shuffles.md), unless
-    the application names its own shuffle storage plugin or uses dynamic allocation."""
+    the application names its own shuffle storage plugin, uses dynamic allocation or the external
+    shuffle service."""
     parsed = split_submit_args(["--master", "spark://head:7077", *options, app])
     values = confs(shuffles.setup(parsed, "s3://bucket/runs/night", "auto", jar="/x.jar", spark_version="4.3.0"))
     assert values["spark.sparkrecover.shuffle.mode"] == "copy"

@@ -58,9 +58,11 @@ final class KeptServing extends SparkListener {
     /** Installs the listener on the driver (KeepingPlugin's driver side), when serving is asked for. */
     static void install(SparkContext context) {
         // Not with dynamic allocation: Spark would then remove executors holding map outputs whose
-        // copies may not be durable yet, counting on storage this is not.
+        // copies may not be durable yet, counting on storage this is not. Not with the external
+        // shuffle service: it serves a lost executor's outputs itself, durable copies or not.
         if (!context.conf().getBoolean(KeepingShuffleDataIO.SERVE, false) || context.isLocal()
-                || context.conf().getBoolean("spark.dynamicAllocation.enabled", false)) {
+                || context.conf().getBoolean("spark.dynamicAllocation.enabled", false)
+                || context.conf().getBoolean("spark.shuffle.service.enabled", false)) {
             return;
         }
         try {
