@@ -397,6 +397,8 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         )
     for row in summary.get("shuffles_unsupported") or []:
         out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
+    for row in summary.get("executors_lost") or []:
+        out.print(Text(f"attempt {row['attempt']}: {row['text']}"), soft_wrap=True)
     _actions(out, summary.get("actions") or {}, removed=summary["status"] == "succeeded")
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":

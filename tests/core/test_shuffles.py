@@ -141,7 +141,10 @@ def test_the_plan_says_how_many_map_outputs_of_an_unfinished_stage_are_kept():
     offered = planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)))
     (decision,) = decisions
     assert decision.decision == "run" and decision.shuffle_maps == PartitionCount(kept=3, total=4)
-    assert decision.reason == "started in attempt 1 but not committed, 3/4 shuffle map outputs kept"
+    assert decision.reason == (
+        "started in attempt 1 but not committed, 3/4 shuffle map outputs kept (shuffle abc (3/4 kept): 1 map task "
+        "not finished, or not yet copied durably, when the attempt ended)"
+    )
     assert decision.summary()["shuffle_maps"] == {"kept": 3, "total": 4}
     assert [len(entry.maps) for entry in offered] == [3]
 
