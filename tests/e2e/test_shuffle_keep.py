@@ -163,7 +163,7 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
     assert kept == total and total % MAPS == 0
-    assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept")
+    assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept"), stage["reason"]
     since = time.time_ns()
     conf = os.path.join(os.path.dirname(job["root"]), "conf")
     os.makedirs(conf)
