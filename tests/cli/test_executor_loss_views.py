@@ -41,3 +41,12 @@ def test_the_report_page_says_it(cli, tmp_path):
     code, out, err = cli("report", "nightly", "--root", str(tmp_path / "root"), "-o", "-")
     assert code == 0, err
     assert f"<li>{LINE}</li>" in out
+
+
+def test_the_plan_says_why_a_shuffle_outside_any_stage_keeps_nothing(cli, tmp_path):
+    run = SyntheticRun(tmp_path / "root").attempt()
+    run.driver.emit("shuffle.unsupported", reason="the map stage is INDETERMINATE", stage=None, spark_shuffle=3)
+    run.crash()
+    code, out, err = cli("resume", "nightly", "--root", str(tmp_path / "root"), "--dry-run")
+    assert code == 0, err
+    assert "map outputs outside any stage: Spark shuffle 3: not kept: the map stage is INDETERMINATE" in out

@@ -16,7 +16,7 @@ import pytest
 from sparkrecover.journal import read_journal
 from tests.e2e.support import Hold, kill_tree, map_tasks, needs_s3a, s3a_options
 from tests.e2e.test_cluster_shuffle import MAPS, Job, cluster, expected, output  # noqa: F401 (a fixture)
-from tests.helpers import run_cli
+from tests.helpers import run_cli, spark_events
 
 pytestmark = pytest.mark.e2e
 HOLD = 2  # write partitions 0 and 1 commit; from 2 on, tasks hold until the test releases them
@@ -32,14 +32,24 @@ def journaled_maps(job: Job) -> int:
     return sum(len(e["maps"]) for e in read_journal(job.run_dir) if e["type"] == "shuffle.committed")
 
 
-def map_stage_retries_done(job: Job) -> int | None:
-    """The map tasks Spark's second attempts of map stages completed, once one has completed
-    (only map stages complete in a second attempt here: the write's holds); else None."""
-    again = [
-        e for e in read_journal(job.run_dir)
-        if e["type"] == "spark.stage.completed" and e.get("spark_attempt", 0) >= 1 and not e.get("failure")
-    ]  # fmt: skip
-    return sum(e["completed_tasks"] for e in again) if again else None
+def last_map_stage_ran_again(job: Job) -> bool:
+    """A second attempt of a map stage completed: the write's parent map stage, which Spark runs
+    again last (adaptive execution reruns the upstream shuffles' lost outputs as new stages)."""
+    return any(
+        e["type"] == "spark.stage.completed" and e.get("spark_attempt", 0) >= 1 and not e.get("failure")
+        for e in read_journal(job.run_dir)
+    )
+
+
+def first_app(job: Job) -> str:
+    (app,) = [e["app_id"] for e in read_journal(job.run_dir) if e["type"] == "driver.started" and e["attempt"] == 1]
+    return app
+
+
+def finished_map_tasks(logs, app_id: str) -> int:
+    """Map tasks that succeeded in an application, from Spark's own event log."""
+    ended = spark_events(str(logs), app_id, "SparkListenerTaskEnd")
+    return sum(e["Task Type"] == "ShuffleMapTask" and e["Task End Reason"]["Reason"] == "Success" for e in ended)
 
 
 @pytest.mark.parametrize("store", ["shared", pytest.param("s3", marks=needs_s3a)])
@@ -63,8 +73,8 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
     lost: list[int] = []
 
     def map_stage_kept_and_write_held() -> bool:
-        # Both shuffles' map outputs journaled (8 + the small side's 2), the write's tasks holding.
-        if journaled_maps(job) >= MAPS + 2 and len(job.marked("write")) >= HOLD + 2:
+        # The join's and the aggregation's map outputs journaled (8 + 2 + 8), the write holding.
+        if journaled_maps(job) >= MAPS + 2 + MAPS and len(job.marked("write")) >= HOLD + 2:
             lost.extend(cluster.executors(1))
             return bool(lost)
         return False
@@ -76,8 +86,13 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
         before = len(job.marked("map"))
 
         def map_stage_ran_again_and_journaled() -> bool:
-            again = map_stage_retries_done(job)
-            return again is not None and again > 0 and journaled_maps(job) >= MAPS + 2 + again
+            # The reruns' copies journaled, and their task ends in Spark's event log (flushed at
+            # each stage's end, on a queue of its own), which the test counts them from below.
+            if not last_map_stage_ran_again(job):
+                return False
+            again = sum(loss.map_tasks_again for loss in job.state().lost_executors.losses)
+            journaled = journaled_maps(job) >= MAPS + 2 + MAPS + again
+            return journaled and finished_map_tasks(logs, first_app(job)) >= MAPS + 2 + MAPS + again
 
         job.wait(first, map_stage_ran_again_and_journaled)
     except AssertionError:
@@ -101,6 +116,10 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
 
     (loss,) = [e for e in journal if e["type"] == "executor.lost"]
     assert loss["executor"] and loss["host"] and loss["reason"]
+    # What it cost, as the views count it: the map tasks Spark's event log has the first application
+    # finish beyond one run of each map stage (8 + 2 + 8).
+    (counted,) = job.state().lost_executors.losses
+    assert counted.map_tasks_again == finished_map_tasks(logs, first_app(job)) - (MAPS + 2 + MAPS) > 0
     shown = run_cli("inspect", "night", "--root", job.root, env=job.env)
     assert "executor" in shown.stdout and "lost" in shown.stdout, shown.stdout
 
@@ -110,4 +129,4 @@ def _kept_all(printed: str) -> bool:
 
     document = json.loads(printed)
     counts = [stage["shuffle_maps"] for stage in document["stages"] if stage.get("shuffle_maps")]
-    return bool(counts) and all(c["kept"] == c["total"] for c in counts)
+    return bool(counts) and all(c["kept"] == c["total"] for c in counts) and document["shuffles_not_kept"] == []
