@@ -19,9 +19,7 @@ def map_stage(spark_stage: int, shuffle: int, tasks: int, spark_attempt: int = 0
 
 
 def lost(executor: str = "0", attempt: int = 1) -> dict:
-    return record(
-        ev.EXECUTOR_LOST, attempt, executor=executor, host="10.0.0.7", reason="Command exited with code 137"
-    )
+    return record(ev.EXECUTOR_LOST, attempt, executor=executor, host="10.0.0.7", reason="Command exited with code 137")
 
 
 # The journal of tests/e2e/test_cluster_executor_loss.py's first attempt, as its listener wrote it:

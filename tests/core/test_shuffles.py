@@ -327,9 +327,7 @@ def test_the_plan_says_per_shuffle_why_map_outputs_are_not_kept():
     finished: each says why, in the stage's reason and in the dry run's ``shuffles_not_kept``."""
     left = [copy_of(i, i) for i in range(4)]
     right = [copy_of(i, i, "def") for i in range(2)]
-    indeterminate = record(
-        ev.SHUFFLE_UNSUPPORTED, reason="the map stage is INDETERMINATE", stage="w", spark_shuffle=3
-    )
+    indeterminate = record(ev.SHUFFLE_UNSUPPORTED, reason="the map stage is INDETERMINATE", stage="w", spark_shuffle=3)
     events = [stage_started(), registered(), registered("def", maps=4), committed(*left), indeterminate]
     events.append(record(ev.SHUFFLE_COMMITTED, shuffle="def", spark_shuffle=1, stage="w", maps=right))
     state = RunState.from_events("r", events)

@@ -14,11 +14,13 @@ import signal
 import pytest
 
 from sparkrecover.journal import read_journal
+from tests.e2e import test_cluster_shuffle
 from tests.e2e.support import Hold, kill_tree, map_tasks, needs_s3a, s3a_options
-from tests.e2e.test_cluster_shuffle import MAPS, Job, cluster, expected, output  # noqa: F401 (a fixture)
+from tests.e2e.test_cluster_shuffle import MAPS, Job, expected, output
 from tests.helpers import run_cli, spark_events
 
 pytestmark = pytest.mark.e2e
+cluster = test_cluster_shuffle.cluster  # the same two-worker cluster fixture, one per module
 HOLD = 2  # write partitions 0 and 1 commit; from 2 on, tasks hold until the test releases them
 
 

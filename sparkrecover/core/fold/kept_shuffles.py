@@ -140,7 +140,9 @@ def reusable(shuffles: dict[str, ShuffleState], size_of: SizeOf | None) -> list[
         return []
     found = []
     for state in shuffles.values():
-        good = [_kept_map(copy) for copy in (_whole_copy(state, index, size_of) for index in sorted(state.kept)) if copy]
+        good = [
+            _kept_map(copy) for copy in (_whole_copy(state, index, size_of) for index in sorted(state.kept)) if copy
+        ]
         if good:
             found.append(KeptShuffle(state.identity, state.stage, good))
     return found
@@ -248,7 +250,9 @@ def _shortfall(state: ShuffleState, offered: int) -> str | None:
         parts.append(f"{_count(journaled - offered, 'kept map output')} missing or changed in the keep folder")
     unfinished = max(state.maps - journaled, 0)
     if unfinished:
-        parts.append(f"{_count(unfinished, 'map task')} not finished, or not yet copied durably, when the attempt ended")
+        parts.append(
+            f"{_count(unfinished, 'map task')} not finished, or not yet copied durably, when the attempt ended"
+        )
     return "; ".join(parts) or None
 
 

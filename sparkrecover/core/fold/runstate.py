@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
-from sparkrecover.core.fold.kept_partitions import Computed, WriteProgress
 from sparkrecover.core.fold.executor_losses import LossFold
+from sparkrecover.core.fold.kept_partitions import Computed, WriteProgress
 from sparkrecover.core.fold.kept_shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.core.fold.savings import SavingsFold
 from sparkrecover.journal import events as ev

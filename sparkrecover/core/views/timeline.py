@@ -182,8 +182,9 @@ def _executor_lost(r: dict[str, Any]) -> str:
 
 
 def _shuffle_served(r: dict[str, Any]) -> str:
-    served = r.get("served") if isinstance(r.get("served"), list) else []
-    again = r.get("recomputed") if isinstance(r.get("recomputed"), list) else []
+    served, again = r.get("served"), r.get("recomputed")
+    served = served if isinstance(served, list) else []
+    again = again if isinstance(again, list) else []
     text = f"shuffle {str(r.get('identity'))[:12]}: {len(served)} map outputs of lost executor {r.get('executor')}"
     text += " served from copies"
     return text + (f", {len(again)} computed again (copy not yet durable)" if again else "")
