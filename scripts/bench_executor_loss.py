@@ -90,7 +90,7 @@ def one_loss(where: Where, work: str, name: str, maps: int, writes: int, serve: 
         for pid in where.cluster.executors(1):
             os.kill(pid, signal.SIGKILL)
         # Released once the driver has dealt with the loss (served, or Spark told).
-        seen = "shuffle.served" if serve else "spark.executor.removed"
+        seen = "shuffle.served" if serve else "executor.lost"
         while not any(e["type"] == seen for e in read_journal(run_dir)):
             time.sleep(0.2)
         open(release, "w").close()
