@@ -82,9 +82,6 @@ public class KeepingShuffleManager extends SortShuffleManager {
     private Map<String, List<KeptOutput>> reusable;  // loaded on first use, driver only
     // Executor side: shuffle id -> per map index, the folder of the kept output reused (or null).
     private final Map<Integer, String[]> reused = new ConcurrentHashMap<Integer, String[]>();
-    // Executor side: "<shuffle id>/<map index>" -> the folder of a lost executor's map output the
-    // driver serves from its copy (KeptServing), asked of the driver once.
-    private final Map<String, String> served = new ConcurrentHashMap<String, String>();
 
     public KeepingShuffleManager(SparkConf conf) {
         super(conf);
@@ -305,27 +302,11 @@ public class KeepingShuffleManager extends SortShuffleManager {
         return true;
     }
 
-    // -- what KeptServing asks of the driver's side ----------------------------------------------
-
-    static String identityOf(int shuffleId) {
+    /** The driver's side (KeptServing asks it): identity, stage name, reduce count; or null. */
+    static Object[] driverSide(int shuffleId) {
         KeepingShuffleManager manager = driverInstance;
-        return manager == null ? null : manager.identities.get(shuffleId);
-    }
-
-    static String stageOf(int shuffleId) {
-        KeepingShuffleManager manager = driverInstance;
-        return manager == null ? null : manager.stageNames.get(shuffleId);
-    }
-
-    static int reducesOf(int shuffleId) {
-        KeepingShuffleManager manager = driverInstance;
-        Integer count = manager == null ? null : manager.reduceCounts.get(shuffleId);
-        return count == null ? -1 : count;
-    }
-
-    static KeptStore driverStore() {
-        KeepingShuffleManager manager = driverInstance;
-        return manager == null ? null : manager.store();
+        return manager == null ? null : new Object[] {manager.identities.get(shuffleId),
+            manager.stageNames.get(shuffleId), manager.reduceCounts.get(shuffleId), manager.store()};
     }
 
     // -- executors -------------------------------------------------------------------------------
@@ -369,10 +350,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     @Override
     public boolean unregisterShuffle(int shuffleId) {
         reused.remove(shuffleId);
-        served.keySet().removeIf(key -> key.startsWith(shuffleId + "/"));
-        if (this == driverInstance) {
-            KeptServing.forget(shuffleId);
-        }
+        KeptServing.forget(shuffleId);
         KeptBlockResolver current = resolver;
         if (current != null) {
             current.forget(shuffleId);
@@ -405,18 +383,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     String keptFolder(int shuffleId, int mapIndex) {
         String[] folders = reused.get(shuffleId);
         String folder = folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
-        if (folder != null || mapIndex < 0) {
-            return folder;
-        }
-        String key = shuffleId + "/" + mapIndex;
-        folder = served.get(key);
-        if (folder == null) {
-            folder = KeepingPlugin.askFolder(shuffleId, mapIndex);
-            if (folder != null) {
-                served.put(key, folder);
-            }
-        }
-        return folder;
+        return folder != null || mapIndex < 0 ? folder : KeptServing.servedFolder(shuffleId, mapIndex);
     }
 
     // -- journal lines ---------------------------------------------------------------------------

@@ -45,6 +45,8 @@ final class KeptServing extends SparkListener {
 
     // Driver side: spark shuffle id -> map index -> folder of its durable copy (journaled).
     private static final Map<Integer, Map<Integer, String>> DURABLE = new ConcurrentHashMap<>();
+    // Executor side: "<shuffle id>/<map index>" -> the folder of a served map output's copy.
+    private static final Map<String, String> SERVED = new ConcurrentHashMap<>();
     // One executor loss at a time, off the listener bus's thread (an index may be read from S3).
     private static final ExecutorService WORKER = Executors.newSingleThreadExecutor(runnable -> {
         Thread thread = new Thread(runnable, "sparkrecover-serving");
@@ -78,8 +80,23 @@ final class KeptServing extends SparkListener {
         DURABLE.computeIfAbsent(shuffleId, id -> new ConcurrentHashMap<>()).put(mapIndex, folder);
     }
 
+    /** The shuffle is gone (unregistered, on the driver or an executor). */
     static void forget(int shuffleId) {
         DURABLE.remove(shuffleId);
+        SERVED.keySet().removeIf(key -> key.startsWith(shuffleId + "/"));
+    }
+
+    /** Executor side: the folder of a served map output's copy, asked of the driver once; or null. */
+    static String servedFolder(int shuffleId, int mapIndex) {
+        String key = shuffleId + "/" + mapIndex;
+        String folder = SERVED.get(key);
+        if (folder == null) {
+            folder = KeepingPlugin.askFolder(shuffleId, mapIndex);
+            if (folder != null) {
+                SERVED.put(key, folder);
+            }
+        }
+        return folder;
     }
 
     /** The folder of a served map output's copy, for an executor that reads it (null: none). */
@@ -115,7 +132,8 @@ final class KeptServing extends SparkListener {
                 ShuffleStatus shuffle = entry._2();
                 MapStatus[] statuses = shuffle.withMapStatuses(current -> current.clone());
                 Map<Integer, String> copies = DURABLE.get(shuffleId);
-                String identity = KeepingShuffleManager.identityOf(shuffleId);
+                Object[] side = KeepingShuffleManager.driverSide(shuffleId);
+                String identity = side == null ? null : (String) side[0];
                 List<Integer> served = new ArrayList<>();
                 List<Integer> again = new ArrayList<>();
                 boolean anyHere = false;
@@ -127,7 +145,7 @@ final class KeptServing extends SparkListener {
                     if (!here && !(status == null && folder != null)) {
                         continue;
                     }
-                    long[] sizes = folder == null ? null : sizes(status, folder, shuffle, tracker, shuffleId);
+                    long[] sizes = folder == null ? null : sizes(status, folder, side);
                     if (sizes == null) {
                         if (here) {
                             again.add(mapIndex);
@@ -145,7 +163,8 @@ final class KeptServing extends SparkListener {
                     shuffle.invalidateSerializedMapOutputStatusCache();
                 }
                 if (anyHere || !served.isEmpty()) {
-                    lines.add(line(shuffleId, identity, executor, statuses.length, served, again));
+                    lines.add(line(shuffleId, identity, side == null ? null : (String) side[1], executor,
+                                   statuses.length, served, again));
                 }
             }
         } catch (ReflectiveOperationException | RuntimeException | LinkageError error) {
@@ -168,12 +187,11 @@ final class KeptServing extends SparkListener {
     }
 
     /** Per reduce partition: from the lost output's status, or (a slot emptied) from the kept index. */
-    private static long[] sizes(MapStatus status, String folder, ShuffleStatus shuffle,
-                                MapOutputTrackerMaster tracker, int shuffleId) {
-        int reduces = KeepingShuffleManager.reducesOf(shuffleId);
-        if (reduces < 0) {
+    private static long[] sizes(MapStatus status, String folder, Object[] side) {
+        if (side == null || side[2] == null) {
             return null;
         }
+        int reduces = (Integer) side[2];
         if (status != null) {
             long[] sizes = new long[reduces];
             for (int reduce = 0; reduce < reduces; reduce++) {
@@ -181,7 +199,7 @@ final class KeptServing extends SparkListener {
             }
             return sizes;
         }
-        KeptStore store = KeepingShuffleManager.driverStore();
+        KeptStore store = (KeptStore) side[3];
         if (store == null) {
             return null;
         }
@@ -200,7 +218,7 @@ final class KeptServing extends SparkListener {
         }
     }
 
-    private static StringBuilder line(int shuffleId, String identity, String executor, int maps,
+    private static StringBuilder line(int shuffleId, String identity, String stage, String executor, int maps,
                                       List<Integer> served, List<Integer> again) {
         StringBuilder line = new StringBuilder(256).append("{\"k\":\"shuffle.served\"");
         line.append(",\"shuffle\":");
@@ -210,7 +228,6 @@ final class KeptServing extends SparkListener {
             SparkRecoverListener.string(line, identity);
         }
         line.append(",\"spark_shuffle\":").append(shuffleId);
-        String stage = KeepingShuffleManager.stageOf(shuffleId);
         line.append(",\"stage\":");
         if (stage == null) {
             line.append("null");
