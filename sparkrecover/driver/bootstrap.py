@@ -40,6 +40,7 @@ import argparse
 import runpy
 import types
 from typing import Any
+from sparkrecover.driver.process import messages
 
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -80,13 +81,12 @@ def _hook_spark_context(rt: Any) -> None:
         try:
             rt.telemetry.attach(self)
         except Exception as error:
-            print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: Spark listener not registered: {error}")
         not_fenced = fence.arm(rt, self) if rt.lease_token is not None else None
         if not_fenced is not None and not not_fenced.startswith("the sparkrecover jar"):
-            print(
+            messages.say(
                 f"sparkrecover: warning: job commits do not check the run's lease: {not_fenced}; a driver "
                 "taken over while a write runs may still commit that write",
-                file=sys.stderr,
             )
         not_handed_on = signals.attach(rt, self)
         conf = self.getConf()
@@ -167,7 +167,7 @@ def _say(text: str) -> None:
     (PythonRunner pipes it); a JVM already ended by a second signal leaves a broken pipe, which
     must not stop the driver from journaling how it ended."""
     try:
-        print(text, file=sys.stderr, flush=True)
+        messages.say(text)
     except OSError:
         pass
 
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         which_attempt.say(str(done))
         return 0
     except SparkRecoverError as problem:  # a plan it cannot read, a run another process holds
-        print(f"sparkrecover: error: {problem}", file=sys.stderr)
+        messages.say(f"sparkrecover: error: {problem}")
         return problem.exit_code
     writer = JournalWriter(
         Run(options.run_id, options.run_dir),

@@ -32,6 +32,7 @@ from sparkrecover.journal import segments
 from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FACTORY_COMMITTER_CONF, FENCED_PROTOCOL_CLASS, PATH_OUTPUT_PROTOCOL
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
+from sparkrecover.driver.process import messages
 
 
 class LeaseLost(SystemExit):
@@ -82,9 +83,8 @@ def check(rt: Any, stage: str, doing: str) -> None:
         rt.writer.flush()
     except Exception:
         pass  # journaled if it can be
-    print(
+    messages.say(
         f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})",
-        file=sys.stderr,
         flush=True,
     )
     raise LeaseLost(EXIT_LEASE_LOST)

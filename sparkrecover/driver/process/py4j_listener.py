@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from sparkrecover.driver.process.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY, WRITING_PROPERTY
+from sparkrecover.driver.process import messages
 
 QUEUE_NAME = "sparkrecover"
 
@@ -183,8 +184,8 @@ def _report(error: Exception) -> None:
     global _reported
     if not _reported:
         _reported = True
-        print(
-            f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}", file=sys.stderr, flush=True
+        messages.say(
+            f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}"
         )
 
 

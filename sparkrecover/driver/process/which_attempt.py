@@ -45,6 +45,7 @@ from sparkrecover.planning.next_attempt import (
 from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir.runs import Run
+from sparkrecover.driver.process import messages
 
 Say = Callable[[str], None]
 
@@ -69,7 +70,7 @@ class Start:
 
 
 def say(message: str) -> None:
-    print(f"sparkrecover: {message}", file=sys.stderr, flush=True)
+    messages.say(f"sparkrecover: {message}")
 
 
 def begin(options: Any, said: Say = say) -> Start:

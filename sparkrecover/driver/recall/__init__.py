@@ -15,6 +15,7 @@ from typing import Any
 
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recall import recorder
+from sparkrecover.driver.process import messages
 
 REPLAY_CONF = "spark.sparkrecover.replay"
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
@@ -38,7 +39,7 @@ def start(rt: runtime.Runtime, conf: Any) -> None:
         try:
             rt.result_limit = size_of(str(limit))
         except ValueError as error:
-            print(f"sparkrecover: warning: {recorder.LIMIT_CONF}: {error}; the default 8m is used", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {recorder.LIMIT_CONF}: {error}; the default 8m is used")
     rt.recorder = recorder.Recorder(rt.writer, rt.run_dir, rt.writer.attempt)
 
 

@@ -38,6 +38,7 @@ from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
 from sparkrecover.rundir.plans import ActionEntry
+from sparkrecover.driver.process import messages
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,8 @@ def _warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:
         _warned = True
-        print(
+        messages.say(
             f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (actions run as pyspark's)",
-            file=sys.stderr,
         )
 
 

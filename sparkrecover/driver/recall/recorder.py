@@ -26,6 +26,7 @@ import orjson
 from sparkrecover.driver.recall import codec
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
+from sparkrecover.driver.process import messages
 
 DEFAULT_LIMIT = 8 << 20
 LIMIT_CONF = "spark.sparkrecover.results.maxBytes"
@@ -158,7 +159,7 @@ class Recorder:
             try:
                 job()
             except Exception as error:  # a result not kept costs its recomputation, never the job
-                print(f"sparkrecover: warning: an action's result not kept: {error}", file=sys.stderr)
+                messages.say(f"sparkrecover: warning: an action's result not kept: {error}")
 
     def close(self, timeout: float = 60.0) -> None:
         """Wait for the results queued so far (at the driver's end)."""

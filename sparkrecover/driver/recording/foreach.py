@@ -39,6 +39,7 @@ from sparkrecover.journal import events as ev
 from sparkrecover.kinds import FOREACH, Verdict
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import PlanEntry
+from sparkrecover.driver.process import messages
 
 METHODS = ("foreach", "foreachPartition")
 
@@ -108,7 +109,7 @@ def _recorded(method: str, describe: Callable[[Any], Rows], original: Any) -> An
         try:
             rows = describe(self)
         except Exception as error:
-            print(f"sparkrecover: warning: {method}() not recorded: {type(error).__name__}: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {method}() not recorded: {type(error).__name__}: {error}")
             return original(self, *args, **kwargs)
         return stages.run(rt, ForeachStage(rt, method, rows, fn))
 

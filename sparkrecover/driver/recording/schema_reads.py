@@ -33,6 +33,7 @@ from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
+from sparkrecover.driver.process import messages
 
 READS = ("json", "csv", "xml", "parquet", "orc", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a
@@ -76,9 +77,8 @@ def _warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:  # once: a script reading in a loop would print it at every read
         _warned = True
-        print(
+        messages.say(
             f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (reads go on as pyspark's)",
-            file=sys.stderr,
         )
 
 

@@ -30,6 +30,7 @@ from sparkrecover.driver.lifecycle import stages
 from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import hooks, writes, zerocode
 from sparkrecover.rundir import storage
+from sparkrecover.driver.process import messages
 
 _SEP = "\u0001"
 # The kinds (the mode in a stage's name) of SQL DDL stages; DROP TABLE's is writes.DROP.
@@ -51,9 +52,8 @@ def _recorded_sql(original: Any) -> Any:
         try:
             call = describe(self, sqlQuery)
         except Exception as error:
-            print(
+            messages.say(
                 f"sparkrecover: warning: spark.sql() statement not recorded: {type(error).__name__}: {error}",
-                file=sys.stderr,
             )
             call = None
         if call is None:

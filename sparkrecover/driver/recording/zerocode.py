@@ -24,6 +24,7 @@ from sparkrecover.driver.process import runtime
 from sparkrecover.driver.recording import hooks, writes
 from sparkrecover.driver.tasks import taskresume
 from sparkrecover.rundir import storage
+from sparkrecover.driver.process import messages
 
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
 # RDD saves: each writes a new folder (Hadoop's output check fails if it exists), like errorifexists.
@@ -92,7 +93,7 @@ def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -
         try:
             call = describe(self, name, bound)
         except Exception as error:
-            print(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}")
             return original(self, *args, **kwargs)
         return writes.run(rt, call, lambda: original(self, *args, **kwargs))
 
@@ -125,7 +126,7 @@ def _expected_write(
         target = taskresume.Target(writer._df, writer._spark, url, spark_path, call.mode, call.format)
         plan = taskresume.plan_write(target, expected.entry)
     except Exception as error:  # task-level resume must never break the user's write
-        print(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}", file=sys.stderr)
+        messages.say(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}")
         return do_write()
     if plan is None:
         return do_write()
