@@ -40,6 +40,7 @@ import argparse
 import runpy
 import types
 from typing import Any
+
 from sparkrecover.driver.process import messages
 
 

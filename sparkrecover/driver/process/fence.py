@@ -22,17 +22,16 @@ refusal fails the write; ``failed`` turns that failure into the same exit 75.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from sparkrecover import jvm
+from sparkrecover.driver.process import messages
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import segments
 from sparkrecover.jvm import COMMIT_PROTOCOL_CONF, FACTORY_COMMITTER_CONF, FENCED_PROTOCOL_CLASS, PATH_OUTPUT_PROTOCOL
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir import runs, storage
-from sparkrecover.driver.process import messages
 
 
 class LeaseLost(SystemExit):
@@ -83,10 +82,7 @@ def check(rt: Any, stage: str, doing: str) -> None:
         rt.writer.flush()
     except Exception:
         pass  # journaled if it can be
-    messages.say(
-        f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})",
-        flush=True,
-    )
+    messages.say(f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})")
     raise LeaseLost(EXIT_LEASE_LOST)
 
 

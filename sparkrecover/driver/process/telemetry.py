@@ -18,17 +18,16 @@ reaches the application.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, find_class
-from sparkrecover.driver.process import messages
 
 JVM, PY4J = "jvm", "py4j"
 # Longest wait at driver end for Spark's listener queues to hand over their last events.

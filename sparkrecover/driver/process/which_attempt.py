@@ -25,12 +25,12 @@ one wins, the other exits 4 having written nothing), plans that attempt with the
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrecover.driver.process import messages
 from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import runinfo, segments
@@ -45,7 +45,6 @@ from sparkrecover.planning.next_attempt import (
 from sparkrecover.rundir import keep, plans, results, runs, storage
 from sparkrecover.rundir import lease as leases
 from sparkrecover.rundir.runs import Run
-from sparkrecover.driver.process import messages
 
 Say = Callable[[str], None]
 

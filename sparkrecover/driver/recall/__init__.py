@@ -10,12 +10,10 @@ or change the size limit (``spark.sparkrecover.results.maxBytes``).
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recall import recorder
-from sparkrecover.driver.process import messages
 
 REPLAY_CONF = "spark.sparkrecover.replay"
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)

@@ -32,13 +32,12 @@ from typing import Any
 
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import fingerprints
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recall import codec, identity, recorder
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
 from sparkrecover.rundir.plans import ActionEntry
-from sparkrecover.driver.process import messages
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import queue
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,10 +22,10 @@ from typing import Any
 
 import orjson
 
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.recall import codec
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
-from sparkrecover.driver.process import messages
 
 DEFAULT_LIMIT = 8 << 20
 LIMIT_CONF = "spark.sparkrecover.results.maxBytes"

@@ -32,14 +32,13 @@ from typing import Any
 
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.driver.tasks import partitions, taskresume
 from sparkrecover.journal import events as ev
 from sparkrecover.kinds import FOREACH, Verdict
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import PlanEntry
-from sparkrecover.driver.process import messages
 
 METHODS = ("foreach", "foreachPartition")
 

@@ -28,12 +28,11 @@ from typing import Any
 import orjson
 
 from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
 from sparkrecover.rundir.plans import SchemaEntry
-from sparkrecover.driver.process import messages
 
 READS = ("json", "csv", "xml", "parquet", "orc", "load")
 # Session settings that change what inference makes of the same files: part of a read's key, so a

@@ -23,14 +23,12 @@ analyzed plan, like a DataFrame, and is the written "frame".
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, writes, zerocode
 from sparkrecover.rundir import storage
-from sparkrecover.driver.process import messages
 
 _SEP = "\u0001"
 # The kinds (the mode in a stage's name) of SQL DDL stages; DROP TABLE's is writes.DROP.

@@ -20,11 +20,10 @@ from types import FrameType
 from typing import Any
 
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, writes
 from sparkrecover.driver.tasks import taskresume
 from sparkrecover.rundir import storage
-from sparkrecover.driver.process import messages
 
 V1_WRITES = ("save", "parquet", "json", "csv", "orc", "text", "xml", "saveAsTable", "insertInto", "jdbc")
 # RDD saves: each writes a new folder (Hadoop's output check fails if it exists), like errorifexists.

@@ -37,6 +37,7 @@ from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
 from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.tasks import partitions
 from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
@@ -44,7 +45,6 @@ from sparkrecover.jvm import KEPT_PROPERTY
 from sparkrecover.kinds import CommitKind, Verdict
 from sparkrecover.rundir import storage, taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks, PlanEntry
-from sparkrecover.driver.process import messages
 
 
 @dataclass
