@@ -163,21 +163,11 @@ def _trim(failure: BaseException) -> None:
         todo += [error.__cause__, error.__context__]
 
 
-def _say(text: str) -> None:
-    """One line to stderr on the driver's way out. spark-submit's JVM carries that stderr
-    (PythonRunner pipes it); a JVM already ended by a second signal leaves a broken pipe, which
-    must not stop the driver from journaling how it ended."""
-    try:
-        messages.say(text)
-    except OSError:
-        pass
-
-
 def _close_telemetry(rt: Any) -> dict[str, Any]:
     try:
         return rt.telemetry.close()
     except Exception as error:
-        _say(f"sparkrecover: warning: Spark listener events lost: {error}")
+        messages.say(f"sparkrecover: warning: Spark listener events lost: {error}")
         return {}
 
 
@@ -254,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         _trim(failure)
         try:
             sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
-        except OSError:  # stderr's pipe is gone with the JVM (_say)
+        except OSError:  # stderr's pipe is gone with the JVM (messages.say)
             pass
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
         if rt.interrupted is not None:
@@ -265,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         signals.quiet()
         if rt.interrupted is not None and exit_code != 0:
             error = f"interrupted by {signals.name(rt.interrupted)}"
-            _say(
+            messages.say(
                 f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
                 f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})"
             )
@@ -278,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         if start.lease is not None:
             start.lease.release()
         if writer.degraded or writer.warnings:
-            _say(
+            messages.say(
                 "sparkrecover: warning: the journal had storage problems during this attempt; "
                 "see journal.degraded events"
             )
