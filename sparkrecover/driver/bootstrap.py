@@ -167,7 +167,7 @@ def _close_telemetry(rt: Any) -> dict[str, Any]:
     try:
         return rt.telemetry.close()
     except Exception as error:
-        messages.say(f"sparkrecover: warning: Spark listener events lost: {error}")
+        messages.say(f"sparkrecover: warning: Spark listener events lost: {error}", through_jvm=rt.interrupted is None)
         return {}
 
 
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             error = f"interrupted by {signals.name(rt.interrupted)}"
             messages.say(
                 f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
-                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})"
+                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})",
+                through_jvm=False,
             )
         recall.stop(rt)
         if rt.fenced:
@@ -270,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         if writer.degraded or writer.warnings:
             messages.say(
                 "sparkrecover: warning: the journal had storage problems during this attempt; "
-                "see journal.degraded events"
+                "see journal.degraded events",
+                through_jvm=rt.interrupted is None,
             )
     return exit_code
 

@@ -32,11 +32,13 @@ def _jvm_stderr() -> Any | None:
     return SparkContext._jvm.System.err  # type: ignore[union-attr]
 
 
-def say(line: str) -> None:
+def say(line: str, through_jvm: bool = True) -> None:
     """Write ``line`` (already prefixed ``sparkrecover: …``) where the driver's messages go. A
-    closed pipe (a JVM already gone) must not stop the driver: the line is dropped."""
+    closed pipe (a JVM already gone) must not stop the driver: the line is dropped. A driver
+    stopped by a signal says its last lines with ``through_jvm=False``: its JVM is shutting down
+    too, and a call into it must not hold up the journal's last records."""
     try:
-        err = _jvm_stderr()
+        err = _jvm_stderr() if through_jvm else None
         if err is not None:
             err.println(line)
             return
