@@ -37,6 +37,7 @@ from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
 from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.tasks import partitions
 from sparkrecover.errors import StorageError
 from sparkrecover.journal import events as ev
@@ -136,7 +137,7 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
             else:
                 _move_into_kept_dir(url, kept_dir, adopted)
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
-        print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
+        messages.say(f"sparkrecover: warning: committed tasks of {url} not kept: {error}")
 
 
 def _keep_pendingsets(
@@ -249,9 +250,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
                 storage.data_filesystem(target.url)[0].rm(folder, recursive=True)
             _remove(storage.join(target.url, tasklists.MAGIC_DIR))
         except (OSError, StorageError) as error:  # the write runs under its own UUID: none of it is loaded
-            print(
+            messages.say(
                 f"sparkrecover: warning: the dead job's pendingsets below {target.url} not removed: {error}",
-                file=sys.stderr,
             )
     if not plan.kept and in_place and not pendingsets:
         _remove(storage.join(target.url, "_temporary"))  # the job commit would merge them otherwise
