@@ -18,7 +18,8 @@
 # to a resumed application's RangePartitioner (KeptBounds: the rangeBounds field on Scala 2.12, the
 # UnsafeRows' bytes), a write after a sort then keeping its committed partitions; on a two-worker standalone cluster with the run
 # root on S3, map outputs copied there by the executors (3.5's executors load the shuffle manager
-# from spark.executor.extraClassPath, before --jars) and reused across two kills; a driver stopped by
+# from spark.executor.extraClassPath, before --jars) and reused across two kills, and a lost executor's map
+# outputs served from those copies (supportsReliableStorage, 3.5's MapStatus and registerMapOutput); a driver stopped by
 # SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
@@ -77,6 +78,7 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/jvm/test_kept_bounds.py \
   "tests/e2e/test_range_shuffle.py::test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions[local]" \
   "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
+  "tests/e2e/test_cluster_shuffle.py::test_an_executor_lost_after_the_map_stage_is_served_from_copies[s3-etl]" \
   tests/driver/test_fence.py \
   tests/driver/test_signals.py \
   "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \

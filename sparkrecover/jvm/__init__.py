@@ -18,6 +18,9 @@ LISTENER_CLASS = "sparkrecover.jvm.bridge.SparkRecoverListener"
 SHUFFLE_MANAGER_CLASS = "sparkrecover.jvm.shuffle.KeepingShuffleManager"
 # ... and in spark.plugins, how executors tell the driver which map outputs they kept.
 KEEPING_PLUGIN_CLASS = "sparkrecover.jvm.shuffle.KeepingPlugin"
+# ... and on a cluster, Spark's local-disk shuffle storage that lets the driver serve a lost
+# executor's map outputs from their copies (docs/shuffles.md).
+KEEPING_IO_CLASS = "sparkrecover.jvm.shuffle.KeepingShuffleDataIO"
 KEPT_RDD_CLASS = "sparkrecover.jvm.commit.KeptPartitionsRDD"
 PROBE_CLASS = "sparkrecover.jvm.commit.WriteShapeProbe"
 # Spark's default commit protocol plus the lease check at job commit (driver/process/fence.py) ...
@@ -34,6 +37,7 @@ SIGNALS_CLASS = "sparkrecover.jvm.bridge.DriverSignals"
 LISTENERS_CONF = "spark.extraListeners"
 SHUFFLE_MANAGER_CONF = "spark.shuffle.manager"
 PLUGINS_CONF = "spark.plugins"
+SHUFFLE_IO_CONF = "spark.shuffle.sort.io.plugin.class"
 # Spark 3.5's executors create their shuffle manager before they fetch --jars: the jar goes here.
 EXECUTOR_CLASS_PATH_CONF = "spark.executor.extraClassPath"
 COMMIT_PROTOCOL_CONF = "spark.sql.sources.commitProtocolClass"
@@ -62,6 +66,8 @@ SHUFFLE_DIR_CONF = "spark.sparkrecover.shuffle.dir"
 SHUFFLE_MODE_CONF = "spark.sparkrecover.shuffle.mode"
 SHUFFLE_SCRIPT_CONF = "spark.sparkrecover.shuffle.script"
 SHUFFLE_REUSE_CONF = "spark.sparkrecover.shuffle.reuse"
+# What KeptServing reads: serve a lost executor's map outputs from their copies.
+SHUFFLE_SERVE_CONF = "spark.sparkrecover.shuffle.serve"
 
 
 def sources() -> list[str]:

@@ -26,14 +26,17 @@ from dataclasses import dataclass, field
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.jvm import (
     EXECUTOR_CLASS_PATH_CONF,
+    KEEPING_IO_CLASS,
     KEEPING_PLUGIN_CLASS,
     PLUGINS_CONF,
     SHUFFLE_DIR_CONF,
+    SHUFFLE_IO_CONF,
     SHUFFLE_MANAGER_CLASS,
     SHUFFLE_MANAGER_CONF,
     SHUFFLE_MODE_CONF,
     SHUFFLE_REUSE_CONF,
     SHUFFLE_SCRIPT_CONF,
+    SHUFFLE_SERVE_CONF,
 )
 from sparkrecover.launch import spark_argv
 from sparkrecover.rundir import keep, storage
@@ -92,6 +95,10 @@ def setup(
         SHUFFLE_MODE_CONF: effective,
         SHUFFLE_SCRIPT_CONF: staleness.script_digest(parsed.app, storage.read_bytes),
     }
+    if serving(parsed):
+        # The driver serves a lost executor's map outputs from their copies (docs/shuffles.md).
+        confs[SHUFFLE_IO_CONF] = KEEPING_IO_CLASS
+        confs[SHUFFLE_SERVE_CONF] = "true"
     if reuse:
         confs[SHUFFLE_REUSE_CONF] = keep.write_reuse_list(run_dir, attempt, reuse)
     options: list[str] = []
@@ -103,6 +110,18 @@ def setup(
         # Spark 3.5's executors create their shuffle manager before they fetch --jars.
         appended[EXECUTOR_CLASS_PATH_CONF] = jar
     return Setup(options=options, appended=appended, mode=effective)
+
+
+def serving(parsed: spark_argv.SubmitArgs) -> bool:
+    """Whether a lost executor's kept map outputs are served from their copies: on a cluster (a
+    local master loses no executor), unless the application names its own shuffle storage plugin,
+    uses dynamic allocation (Spark would then remove executors whose copies are not yet durable,
+    counting on storage that is reliable for every map output) or the external shuffle service
+    (which serves a lost executor's map outputs itself)."""
+    if _local_master(parsed) or parsed.conf(SHUFFLE_IO_CONF):
+        return False
+    switches = ("spark.dynamicAllocation.enabled", "spark.shuffle.service.enabled")
+    return not any((parsed.conf(name) or "").strip().lower() == "true" for name in switches)
 
 
 def _unsupported(parsed: spark_argv.SubmitArgs, jar: str | None) -> str | None:

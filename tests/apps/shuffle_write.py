@@ -15,7 +15,8 @@ Each task that computes a map partition leaves ``map-<partition>-<task id>-<ns>`
 that computes a post-shuffle partition ``write-<partition>-<task id>-<ns>`` (sleeping
 ``SHUFFLE_WRITE_SLEEP`` seconds, default 0.5), so a test can count what an attempt computed.
 With ``HOLD_TASKS`` (``FROM:FILE``), the write tasks of partitions from FROM on (of the last shape)
-then wait until FILE exists: a test holds tasks in flight for its kill (tests/e2e/support.py's ``Hold``).
+then wait until FILE exists: a test holds tasks in flight for its kill (tests/e2e/support.py's ``Hold``);
+with ``HOLD_MAPS`` (``FROM:FILE``), the same for the map tasks of the marked side.
 Several shapes, comma-separated, run one after the other in one application, each writing
 OUT/<shape> and marking in MARKERS/<shape> (one JVM start for several comparisons).
 With ``SHUFFLE_WARM_UP`` set, a small job of the same kinds of work (a Python UDF, a shuffle, an
@@ -38,16 +39,19 @@ writes = int(sys.argv[5]) if len(sys.argv) > 5 else 8
 ROWS = 100
 _seen: set[int] = set()  # task attempts that left their marker (a Python worker runs many)
 HOLD_FROM, _, HOLD_FILE = os.environ.get("HOLD_TASKS", "0:").partition(":")
+HOLD_MAPS = os.environ.get("HOLD_MAPS", "0:").partition(":")[::2]
 
 
-def hold():
+def hold(file: str):
     """Wait for the test's signal (a bounded wait: a worker left behind ends by itself)."""
     deadline = time.monotonic() + 900
-    while not os.path.exists(HOLD_FILE) and time.monotonic() < deadline:
+    while not os.path.exists(file) and time.monotonic() < deadline:
         time.sleep(0.05)
 
 
 def marking(kind: str, sleep: float, folder: str, held: bool = False):
+    first, file = (HOLD_FROM, HOLD_FILE) if kind == "write" else HOLD_MAPS
+
     def mark(value):
         context = TaskContext.get()
         if context.taskAttemptId() not in _seen:
@@ -55,8 +59,8 @@ def marking(kind: str, sleep: float, folder: str, held: bool = False):
             name = f"{kind}-{context.partitionId()}-{context.taskAttemptId()}-{time.time_ns()}"
             open(os.path.join(folder, name), "w").close()
             time.sleep(sleep)
-            if held and HOLD_FILE and context.partitionId() >= int(HOLD_FROM):
-                hold()
+            if (held or kind == "map") and file and context.partitionId() >= int(first):
+                hold(file)
         return value
 
     return F.udf(mark, LongType())

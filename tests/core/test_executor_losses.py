@@ -48,7 +48,7 @@ def test_map_stages_of_new_shuffles_and_of_other_attempts_are_not_counted():
 
 
 def test_map_outputs_served_from_copies_are_shown_by_shuffle_served():
-    served = record(ev.SHUFFLE_SERVED, identity="abc", executor="0", served=[0, 2, 4, 6], recomputed=[7])
+    served = record(ev.SHUFFLE_SERVED, shuffle="abc", executor="0", served=[0, 2, 4, 6], recomputed=[7])
     state = RunState.from_events("r", [*BEFORE, lost(), served, map_stage(6, 0, 1)])
     (loss,) = state.lost_executors.losses
     assert (loss.served, loss.recomputed, loss.map_tasks_again) == (4, 1, 1)
@@ -56,6 +56,8 @@ def test_map_outputs_served_from_copies_are_shown_by_shuffle_served():
     assert timeline.fact(served) == (
         "shuffle abc: 4 map outputs of lost executor 0 served from copies, 1 computed again (copy not yet durable)"
     )
+    unkept = record(ev.SHUFFLE_SERVED, shuffle=None, executor="0", served=[], recomputed=[1, 7])
+    assert timeline.fact(unkept) == "a shuffle not kept: 2 map outputs of lost executor 0 computed again"
 
 
 def test_inspect_replay_and_report_carry_the_loss():

@@ -1,10 +1,14 @@
 """An executor lost after the map stage, while the write runs, then the driver, then ``resume``
-(docs/shuffles.md, "An executor lost"): on the two-worker standalone cluster with a shared local
-root (``--keep-shuffles copy``), Spark runs the lost executor's map tasks again in a second
-attempt of the map stage, and every copy either attempt kept is reused by the resume. The moments
-are made, not waited for by luck: the write's tasks from partition ``HOLD`` on hold until the test
-releases them (tests/apps/shuffle_write.py), so the executor dies with the map stage done and the
-write in flight, and the driver once the map stage's second attempt is journaled."""
+(docs/shuffles.md, "An executor lost while the application runs" and "An executor lost"): on the
+two-worker standalone cluster. With the root on S3, the running application serves the lost
+executor's map outputs from their copies (no map task runs again) and the resume runs none. In a
+shared local folder (``--keep-shuffles copy``) with serving switched off (Spark's own shuffle
+storage plugin named), Spark runs the lost executor's map tasks again in a second attempt of the
+map stage, and every copy either attempt kept is reused by the resume. The moments are made, not
+waited for by luck: the write's tasks from partition ``HOLD`` on hold until the test releases them
+(tests/apps/shuffle_write.py), so the executor dies with the map stage done and the write in
+flight, and the driver once the loss is dealt with (served, or the map stage's second attempt
+journaled)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from tests.helpers import run_cli, spark_events
 pytestmark = pytest.mark.e2e
 cluster = test_cluster_shuffle.cluster  # the same two-worker cluster fixture, one per module
 HOLD = 2  # write partitions 0 and 1 commit; from 2 on, tasks hold until the test releases them
+SPARK_STORAGE = "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO"
 
 
 def events_options(logs: str) -> list[str]:
@@ -54,14 +59,16 @@ def finished_map_tasks(logs, app_id: str) -> int:
     return sum(e["Task Type"] == "ShuffleMapTask" and e["Task End Reason"]["Reason"] == "Success" for e in ended)
 
 
-@pytest.mark.parametrize("store", ["shared", pytest.param("s3", marks=needs_s3a)])
+@pytest.mark.parametrize(("store", "serving"), [("shared", False), pytest.param("s3", True, marks=needs_s3a)])
 def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_map_task(
-    tmp_path, cluster, spark, request, store
+    tmp_path, cluster, spark, request, store, serving
 ):
     logs = tmp_path / "events"
     logs.mkdir()
     hold = Hold(tmp_path)
     options = events_options(str(logs))
+    if not serving:  # the application's own storage plugin: Spark drops the lost executor's outputs
+        options += ["--conf", f"spark.shuffle.sort.io.plugin.class={SPARK_STORAGE}"]
     if store == "s3":
         s3 = request.getfixturevalue("s3")
         credentials = [f"spark.executorEnv.{key}={value}" for key, value in s3.env().items()]
@@ -87,6 +94,9 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
             os.kill(pid, signal.SIGKILL)
         before = len(job.marked("map"))
 
+        def served() -> bool:
+            return any(e["type"] == "shuffle.served" for e in read_journal(job.run_dir))
+
         def map_stage_ran_again_and_journaled() -> bool:
             # The reruns' copies journaled, and their task ends in Spark's event log (flushed at
             # each stage's end, on a queue of its own), which the test counts them from below.
@@ -96,12 +106,15 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
             journaled = journaled_maps(job) >= MAPS + 2 + MAPS + again
             return journaled and finished_map_tasks(logs, first_app(job)) >= MAPS + 2 + MAPS + again
 
-        job.wait(first, map_stage_ran_again_and_journaled)
+        job.wait(first, served if serving else map_stage_ran_again_and_journaled)
     except AssertionError:
         kill_tree(first.pid)
         raise
     killed = job.until(first, lambda: True)
-    assert len(job.marked("map")) > before  # the lost executor's map outputs were computed again
+    if serving:
+        assert len(job.marked("map")) == before  # served from their copies
+    else:
+        assert len(job.marked("map")) > before  # the lost executor's map outputs were computed again
 
     # The plan keeps every whole copy, whichever attempt of the map stage wrote it.
     plan = run_cli("resume", "night", "--root", job.root, "--dry-run", "--json", env=job.env)
@@ -121,7 +134,8 @@ def test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_ma
     # What it cost, as the views count it: the map tasks Spark's event log has the first application
     # finish beyond one run of each map stage (8 + 2 + 8).
     (counted,) = job.state().lost_executors.losses
-    assert counted.map_tasks_again == finished_map_tasks(logs, first_app(job)) - (MAPS + 2 + MAPS) > 0
+    assert counted.map_tasks_again == finished_map_tasks(logs, first_app(job)) - (MAPS + 2 + MAPS)
+    assert (counted.map_tasks_again == 0 and counted.served > 0) if serving else counted.map_tasks_again > 0
     shown = run_cli("inspect", "night", "--root", job.root, env=job.env)
     assert "executor" in shown.stdout and "lost" in shown.stdout, shown.stdout
 

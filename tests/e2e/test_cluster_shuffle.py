@@ -21,8 +21,8 @@ from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir import keep, storage
 from tests.cluster import Cluster
-from tests.e2e.support import SHUFFLE_WRITE, kill_tree, needs_s3a, s3a_options
-from tests.helpers import sparkrecover_command
+from tests.e2e.support import SHUFFLE_WRITE, Hold, kill_tree, needs_s3a, s3a_options
+from tests.helpers import spark_events, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
 MAPS, WRITES, ROWS = 8, 8, 100  # ROWS: tests/apps/shuffle_write.py's rows per map partition
@@ -58,9 +58,16 @@ class Job:
     """One run of the app on the cluster: its command lines, markers and journal."""
 
     def __init__(
-        self, cluster: Cluster, tmp_path, root: str, options: list[str], env: dict[str, str], secrets: list[str]
+        self,
+        cluster: Cluster,
+        tmp_path,
+        root: str,
+        options: list[str],
+        env: dict[str, str],
+        secrets: list[str],
+        shape: str = "etl",
     ):
-        self.cluster, self.root = cluster, root
+        self.cluster, self.root, self.shape = cluster, root, shape
         self.secrets = secrets  # redacted from the journal: given again to each resume
         self.run_dir = storage.join(root, "night")
         self.out, self.markers = str(tmp_path / "out"), str(tmp_path / "markers")
@@ -96,7 +103,7 @@ class Job:
         return self.log.read_text(errors="replace")[-4000:] if self.log.exists() else ""
 
     def submit(self, *submit_options: str) -> subprocess.Popen:
-        args = [SHUFFLE_WRITE, self.out, self.markers, "etl", str(MAPS), str(WRITES)]
+        args = [SHUFFLE_WRITE, self.out, self.markers, self.shape, str(MAPS), str(WRITES)]
         return self.launch(
             "submit", "--root", self.root, "--run-id", "night", "--flush-interval", "0.2", *submit_options, "--",
             *self.options, *args,
@@ -162,34 +169,47 @@ def assert_whole_and_journaled(job: Job, only_named: bool) -> None:
         assert folders == named
 
 
+def served_events(job: Job) -> list[dict]:
+    return [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.served"]
+
+
 def test_an_executor_lost_mid_map_and_two_driver_kills_on_a_shared_folder(tmp_path, cluster, spark):
-    """``--keep-shuffles copy`` into a local root both workers see. An executor is SIGKILLed once
-    it has finished map tasks: Spark runs its map outputs again, and the keep folder holds only
-    whole copies, each journaled. The driver is killed in the write, the resume is killed in its
-    write, and the last resume computes no map partition and writes what one run writes."""
-    job = Job(cluster, tmp_path, str(tmp_path / "root"), [], {}, [])
+    """``--keep-shuffles copy`` into a local root both workers see. The map tasks of partitions 4
+    on are held; once partitions 0-3 are journaled kept, the executor that wrote some of them is
+    SIGKILLed: those are served from their copies (any whose copy was not yet durable would be
+    computed again), its held task runs again, and the keep folder holds only whole copies, each
+    journaled. The driver is killed in the write, the resume is killed in its write, and the last
+    resume computes no map partition and writes what one run writes."""
+    maps = Hold(tmp_path / "maps")
+    (tmp_path / "maps").mkdir()
+    job = Job(cluster, tmp_path, str(tmp_path / "root"), [], {"HOLD_MAPS": f"4:{maps.path}"}, [])
     first = job.submit("--keep-shuffles", "copy")
-    lost_executor: list[int] = []
-
-    def executor_had_map_outputs() -> bool:
-        local = cluster.worker_local_dir(1)
-        shuffle_files = [name for _, _, names in os.walk(local) for name in names if name.endswith(".data")]
-        # The small side's shuffle has two map tasks: a third file is one of the marked side's.
-        if len(job.marked("map")) >= 4 and len(shuffle_files) >= 3 and len(job.kept()) >= 2:
-            lost_executor.extend(cluster.executors(1))
-            return bool(lost_executor)
-        return False
-
     try:
-        job.wait(first, executor_had_map_outputs)
+        job.wait(first, lambda: sorted(job.kept()) == [0, 1, 2, 3] and len(job.marked("map")) == 6)
     except AssertionError:
         kill_tree(first.pid)
         raise
-    for pid in lost_executor:
+    # The executor that wrote kept map outputs: a shuffle file's name holds its map task's id, as
+    # does the folder of that output's copy.
+    kept_tasks = {str(e["path"]).split("-t")[-1].split("-")[0] for e in job.kept().values()}
+    worker = next(
+        index
+        for index in (1, 0)
+        if any(name.split("_")[2] in kept_tasks for _, _, names in os.walk(cluster.worker_local_dir(index))
+               for name in names if name.endswith(".data"))
+    )  # fmt: skip
+    for pid in cluster.executors(worker):
         os.kill(pid, signal.SIGKILL)
+    job.wait(first, lambda: bool(served_events(job)))
+    maps.release()
     killed = job.until(first, lambda: len(job.marked("write")) >= 3)
 
-    assert len(job.marked("map")) > MAPS  # the lost executor's map outputs were computed again
+    lost = [e for e in served_events(job) if e["maps"] == MAPS]
+    served = {m for e in lost for m in e["served"]}
+    again = {m for e in lost for m in e["recomputed"]}
+    runs = Counter(int(m.split("-")[1]) for m in job.marked("map"))
+    assert served and not {m for m in served if runs[m] > 1}  # served from their copies, not computed
+    assert all(runs[m] == 2 for m in again)  # their copies were not durable yet: computed again
     assert any(e["type"] == "executor.lost" for e in read_journal(job.run_dir))
     assert sorted(job.kept()) == list(range(MAPS))
     assert_whole_and_journaled(job, only_named=False)
@@ -241,3 +261,69 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     assert job.marked("map", killed_again) == []
     assert output(spark, job.out) == expected()
     assert keep.disk_usage(job.run_dir) is None  # removed from S3: the run succeeded
+
+
+@pytest.mark.parametrize(
+    "store, shape", [("shared", "etl"), pytest.param("s3", "etl", marks=needs_s3a), ("shared", "indeterminate")]
+)
+def test_an_executor_lost_after_the_map_stage_is_served_from_copies(tmp_path, cluster, request, spark, store, shape):
+    """Every map output is journaled kept and the write's tasks are held in flight; one worker's
+    executor is SIGKILLed. The driver serves its map outputs from their copies (shuffle.served):
+    Spark's event log shows each map partition of each shuffle computed exactly once, and the
+    output is one uninterrupted run's. An INDETERMINATE shuffle (a round-robin ``repartition``
+    after the aggregation) is not kept: its map outputs on the lost executor run again, as in
+    Spark without sparkrecover."""
+    events = tmp_path / "events"
+    events.mkdir()
+    logging = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}"]
+    logging += ["--conf", "spark.eventLog.compress=false"]
+    hold = Hold(tmp_path)
+    if store == "s3":
+        s3 = request.getfixturevalue("s3")
+        credentials = [f"spark.executorEnv.{key}={value}" for key, value in s3.env().items()]
+        credentials = [item for conf in credentials for item in ("--conf", conf)]
+        options, env = [*s3a_options(s3.endpoint), *logging], {**s3.env(), **hold.env(0, {})}
+        job = Job(cluster, tmp_path, s3.prefix + "/runs", options, env, credentials, shape)
+    else:
+        job = Job(cluster, tmp_path, str(tmp_path / "root"), logging, hold.env(0, {}), [], shape)
+    first = job.submit("--keep-shuffles", "copy")
+
+    def all_kept_and_writing() -> bool:
+        shuffles = list(job.state().shuffles.values())
+        return len(shuffles) >= 2 and all(len(s.kept) == s.maps for s in shuffles) and len(job.marked("write")) >= 2
+
+    try:
+        job.wait(first, all_kept_and_writing)
+        lost = cluster.executors(1)
+        assert lost
+        for pid in lost:
+            os.kill(pid, signal.SIGKILL)
+        job.wait(first, lambda: bool(served_events(job)))
+        if shape == "indeterminate":
+            # Held until Spark has rolled the write back (a new write task of the retried stage
+            # marked its partition): a write partition finished before that would make Spark
+            # fail the job instead ("cannot rollback the ResultStage"), with or without sparkrecover.
+            job.wait(first, lambda: len(job.marked("write")) >= 3)
+    except AssertionError:
+        kill_tree(first.pid)
+        raise
+    hold.release()
+    job.finish(first)
+
+    served = served_events(job)
+    kept = [e for e in served if e["shuffle"] is not None]
+    assert sum(len(e["served"]) for e in kept) > 0
+    assert all(e["recomputed"] == [] for e in kept), served
+    registered = [e for e in read_journal(job.run_dir) if e["type"] == "shuffle.registered"]
+    ended = spark_events(str(events), "app-", "SparkListenerTaskEnd")
+    map_tasks = [e for e in ended if e["Task Type"] == "ShuffleMapTask" and e["Task End Reason"]["Reason"] == "Success"]
+    if shape == "etl":
+        assert len(map_tasks) == sum(e["maps"] for e in registered)  # no map task ran twice
+    else:
+        (unkept,) = [e for e in served if e["shuffle"] is None]
+        assert unkept["served"] == [] and unkept["recomputed"]
+        assert unkept["why"].startswith("its map outputs are not kept")
+        # Its map stage (WRITES tasks) ran again, in part or whole, as Spark runs it without sparkrecover.
+        assert len(map_tasks) > sum(e["maps"] for e in registered) + WRITES
+    assert len(job.marked("map")) == MAPS
+    assert output(spark, job.out) == expected()

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sparkrecover.jvm import KEEPING_PLUGIN_CLASS, SHUFFLE_MANAGER_CLASS
+from sparkrecover.jvm import KEEPING_IO_CLASS, KEEPING_PLUGIN_CLASS, SHUFFLE_MANAGER_CLASS
 from sparkrecover.launch import shuffles
 from sparkrecover.launch.spark_argv import split_submit_args
 from sparkrecover.rundir.plans import KeptMap, KeptShuffle
@@ -40,6 +40,8 @@ def test_auto_keeps_links_on_a_local_master_sharing_the_run_directorys_filesyste
     assert not any(key.startswith("spark.storage.decommission") for key in values)
     # Executors report kept map outputs to the driver through Spark's plugin API.
     assert setup.appended == {"spark.plugins": KEEPING_PLUGIN_CLASS}
+    # A local master loses no executor: Spark's own shuffle storage plugin stays.
+    assert "spark.shuffle.sort.io.plugin.class" not in values and "spark.sparkrecover.shuffle.serve" not in values
 
 
 def test_auto_keeps_nothing_on_a_cluster_with_a_local_run_directory_and_says_what_to_do(tmp_path, app):
@@ -62,6 +64,26 @@ def test_auto_copies_to_a_run_directory_on_shared_storage_under_its_hadoop_name(
     assert values["spark.sparkrecover.shuffle.mode"] == "copy"
     link = shuffles.setup(parsed, "s3://bucket/runs/night", "link", jar="/x.jar")
     assert link.options == [] and "--keep-shuffles copy" in (link.reason or "")
+
+
+@pytest.mark.parametrize(
+    ("options", "serves"),
+    [
+        ([], True),
+        (["--conf", "spark.dynamicAllocation.enabled=true"], False),
+        (["--conf", "spark.shuffle.service.enabled=true"], False),
+        (["--conf", "spark.shuffle.sort.io.plugin.class=org.example.OwnShuffleDataIO"], False),
+    ],
+)
+def test_a_cluster_serves_a_lost_executors_map_outputs_from_their_copies(app, options, serves):
+    """On a cluster the driver serves a lost executor's kept map outputs (docs/shuffles.md), unless
+    the application names its own shuffle storage plugin, uses dynamic allocation or the external
+    shuffle service."""
+    parsed = split_submit_args(["--master", "spark://head:7077", *options, app])
+    values = confs(shuffles.setup(parsed, "s3://bucket/runs/night", "auto", jar="/x.jar", spark_version="4.3.0"))
+    assert values["spark.sparkrecover.shuffle.mode"] == "copy"
+    assert (values.get("spark.shuffle.sort.io.plugin.class") == KEEPING_IO_CLASS) is serves
+    assert (values.get("spark.sparkrecover.shuffle.serve") == "true") is serves
 
 
 def test_spark_3_executors_get_the_jar_on_their_class_path_when_copy_asks(tmp_path, app):

@@ -185,7 +185,9 @@ def _shuffle_served(r: dict[str, Any]) -> str:
     served, again = r.get("served"), r.get("recomputed")
     served = served if isinstance(served, list) else []
     again = again if isinstance(again, list) else []
-    text = f"shuffle {str(r.get('identity'))[:12]}: {len(served)} map outputs of lost executor {r.get('executor')}"
+    if not r.get("shuffle"):  # not kept (an INDETERMINATE stage, ...): all of them run again
+        return f"a shuffle not kept: {len(again)} map outputs of lost executor {r.get('executor')} computed again"
+    text = f"shuffle {str(r.get('shuffle'))[:12]}: {len(served)} map outputs of lost executor {r.get('executor')}"
     text += " served from copies"
     return text + (f", {len(again)} computed again (copy not yet durable)" if again else "")
 

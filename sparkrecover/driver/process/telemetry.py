@@ -50,6 +50,7 @@ _TYPES = {
     "task.committed": ev.TASK_COMMITTED,
     "shuffle.registered": ev.SHUFFLE_REGISTERED,
     "shuffle.unsupported": ev.SHUFFLE_UNSUPPORTED,
+    "shuffle.served": ev.SHUFFLE_SERVED,
 }
 # Kept map outputs arrive one line each; a drain journals them as one shuffle.committed per shuffle.
 _MAP_KEPT = "shuffle.map"

@@ -7,7 +7,9 @@
  * RPC per kept map output.
  *
  * Messages are tab-separated strings (a class of this jar would need the driver's class loader to
- * deserialize): "kept", then the fields of KeptCopies.commit; or "failed" and why.
+ * deserialize): "kept", then the fields of KeptCopies.commit; or "failed" and why. One question:
+ * "folder", a shuffle id and a map index, which the driver answers with the folder of the copy it
+ * serves for a lost executor's map output (KeptServing), or "" (none).
  */
 package sparkrecover.jvm.shuffle;
 
@@ -23,6 +25,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
 public class KeepingPlugin implements SparkPlugin {
     static final String KEPT = "kept";
     static final String FAILED = "failed";
+    static final String FOLDER = "folder";
 
     private static volatile PluginContext executorContext;
     private static volatile boolean failureTold;
@@ -33,11 +36,18 @@ public class KeepingPlugin implements SparkPlugin {
             @Override
             public Map<String, String> init(SparkContext context, PluginContext plugin) {
                 KeptStore.openAhead(context.conf().get(KeepingShuffleManager.DIR, ""), context.conf());
+                KeptServing.install(context);
                 return Collections.emptyMap();
             }
 
             @Override
             public Object receive(Object message) {
+                if (message instanceof String && ((String) message).startsWith(FOLDER + "\t")) {
+                    String[] fields = ((String) message).split("\t");
+                    String folder = fields.length != 3 ? null
+                        : KeptServing.folder(Integer.parseInt(fields[1]), Integer.parseInt(fields[2]));
+                    return folder == null ? "" : folder;
+                }
                 if (message instanceof String) {
                     KeepingShuffleManager.received((String) message);
                 }
@@ -77,6 +87,21 @@ public class KeepingPlugin implements SparkPlugin {
             context.send(message);
         } catch (java.io.IOException | RuntimeException error) {
             KeepingShuffleManager.warnOnce("a kept map output could not be reported to the driver: " + error);
+        }
+    }
+
+    /** Executor side: the folder of the copy the driver serves for a map output, or null. */
+    static String askFolder(int shuffleId, int mapIndex) {
+        PluginContext context = executorContext;
+        if (context == null) {
+            return KeptServing.folder(shuffleId, mapIndex);  // local mode: the driver is this JVM
+        }
+        try {
+            Object answer = context.ask(FOLDER + "\t" + shuffleId + "\t" + mapIndex);
+            return answer instanceof String && !((String) answer).isEmpty() ? (String) answer : null;
+        } catch (Exception error) {
+            KeepingShuffleManager.warnOnce("the driver could not say where a served map output is: " + error);
+            return null;
         }
     }
 

@@ -70,6 +70,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     // Driver side: this application's shuffle ids -> identity (upstream shuffles' identities).
     private final Map<Integer, String> identities = new ConcurrentHashMap<Integer, String>();
     private final Map<Integer, String> stageNames = new ConcurrentHashMap<Integer, String>();
+    private final Map<Integer, Integer> reduceCounts = new ConcurrentHashMap<Integer, Integer>();
     private final Map<String, Map<String, Integer>> ordinals = new LinkedHashMap<String, Map<String, Integer>>() {
         private static final long serialVersionUID = 1L;
 
@@ -141,6 +142,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
                 bounds = KeptBounds.apply(store(), identity, (org.apache.spark.RangePartitioner<?, ?>) partitioner);
             }
             identities.put(shuffleId, identity);
+            reduceCounts.put(shuffleId, dependency.partitioner().numPartitions());
             if (stage != null) {
                 stageNames.put(shuffleId, stage);
             }
@@ -198,7 +200,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
         }
         String io = conf.get("spark.shuffle.sort.io.plugin.class",
                              "org.apache.spark.shuffle.sort.io.LocalDiskShuffleDataIO");
-        if (!io.endsWith(".LocalDiskShuffleDataIO")) {
+        if (!io.endsWith(".LocalDiskShuffleDataIO") && !io.equals(KeepingShuffleDataIO.class.getName())) {
             return "a custom shuffle storage plugin (spark.shuffle.sort.io.plugin.class=" + io + ")";
         }
         if (conf.getBoolean("spark.shuffle.useOldFetchProtocol", false)) {
@@ -296,7 +298,15 @@ public class KeepingShuffleManager extends SortShuffleManager {
             line.append(",\"").append(keys[i]).append("\":").append(Long.parseLong(fields[5 + i]));
         }
         SparkRecoverListener.emitFinishedWork(line.append('}'));
+        KeptServing.durable(shuffleId, Integer.parseInt(fields[3]), fields[4]);
         return true;
+    }
+
+    /** The driver's side (KeptServing asks it): identity, stage name, reduce count; or null. */
+    static Object[] driverSide(int shuffleId) {
+        KeepingShuffleManager manager = driverInstance;
+        return manager == null ? null : new Object[] {manager.identities.get(shuffleId),
+            manager.stageNames.get(shuffleId), manager.reduceCounts.get(shuffleId), manager.store()};
     }
 
     // -- executors -------------------------------------------------------------------------------
@@ -340,6 +350,7 @@ public class KeepingShuffleManager extends SortShuffleManager {
     @Override
     public boolean unregisterShuffle(int shuffleId) {
         reused.remove(shuffleId);
+        KeptServing.forget(shuffleId);
         KeptBlockResolver current = resolver;
         if (current != null) {
             current.forget(shuffleId);
@@ -365,10 +376,14 @@ public class KeepingShuffleManager extends SortShuffleManager {
         return current;
     }
 
-    /** The folder of the kept output reused for a map index of a shuffle, or null. */
+    /**
+     * The folder of the kept output reused for a map index of a shuffle, or of a lost executor's
+     * output the driver serves from its copy (asked of the driver once); else null.
+     */
     String keptFolder(int shuffleId, int mapIndex) {
         String[] folders = reused.get(shuffleId);
-        return folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
+        String folder = folders == null || mapIndex < 0 || mapIndex >= folders.length ? null : folders[mapIndex];
+        return folder != null || mapIndex < 0 ? folder : KeptServing.servedFolder(shuffleId, mapIndex);
     }
 
     // -- journal lines ---------------------------------------------------------------------------

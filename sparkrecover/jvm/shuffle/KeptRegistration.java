@@ -191,14 +191,14 @@ final class KeptRegistration {
         }
     }
 
-    private static Object blockManagerId() throws ReflectiveOperationException {
+    static Object blockManagerId() throws ReflectiveOperationException {
         Class<?> fallback = Class.forName("org.apache.spark.storage.FallbackStorage$");
         Object module = fallback.getField("MODULE$").get(null);
         return fallback.getMethod("FALLBACK_BLOCK_MANAGER_ID").invoke(module);
     }
 
     /** A public method by name and parameter count (-1: the one with the most parameters). */
-    private static Method findMethod(Class<?> cls, String name, int parameters) throws NoSuchMethodException {
+    static Method findMethod(Class<?> cls, String name, int parameters) throws NoSuchMethodException {
         Method found = null;
         for (Method method : cls.getMethods()) {
             if (!method.getName().equals(name) || method.isBridge()) {
