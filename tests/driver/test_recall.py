@@ -294,7 +294,7 @@ def test_a_failing_show_raises_from_pyspark_own_show(spark, tmp_path):
     with pytest.raises(Exception, match="0") as failed:
         frame.show()
     frames = [(entry.name, str(entry.path)) for entry in failed.traceback]
-    assert [name for name, path in frames if f"{os.sep}pyspark{os.sep}" in path][0] == "show", frames
+    assert next(name for name, path in frames if f"{os.sep}pyspark{os.sep}" in path) == "show", frames
 
 
 def test_an_rdd_action_job_is_named_after_the_user_call(spark, tmp_path):

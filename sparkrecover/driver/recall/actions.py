@@ -230,7 +230,7 @@ class Call:
         return value
 
     def _stale(self, entry: ActionEntry) -> str:
-        return staleness.difference(entry.fingerprint, self.action.fingerprint)
+        return staleness.difference(entry.fingerprint, self.action.fingerprint) or ""
 
     # -- replay --------------------------------------------------------------------------------
 
