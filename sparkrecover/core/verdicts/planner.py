@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from sparkrecover.core.fold import kept_partitions, kept_shuffles
+from sparkrecover.core.fold.kept_shuffles import NotKept
 from sparkrecover.core.fold.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.verdicts.evidence import Evidence
@@ -269,19 +270,31 @@ def plan_shuffles(
     from_scratch: bool = False,
     script: str | None = None,
 ) -> list[KeptShuffle]:
+    """The kept shuffle map outputs the next attempt may reuse (``shuffle_offer``'s)."""
+    return shuffle_offer(state, decisions, size_of, from_scratch=from_scratch, script=script).shuffles
+
+
+def shuffle_offer(
+    state: RunState,
+    decisions: list[PlanEntry],
+    size_of: kept_shuffles.SizeOf | None,
+    *,
+    from_scratch: bool = False,
+    script: str | None = None,
+) -> kept_shuffles.Offer:
     """The kept shuffle map outputs the next attempt may reuse (``size_of`` reads the keep folder;
     None when there is none; ``script``: the digest of the script it runs), and on each stage that
-    runs how many of its map outputs are offered. Offered is not reused: the next application
-    reuses them only for a shuffle it plans with the same identity (``inspect``, ``replay`` and
-    ``report`` count what it did reuse)."""
+    runs how many of its map outputs are offered and, per shuffle, why the others are not. Offered
+    is not reused: the next application reuses them only for a shuffle it plans with the same
+    identity (``inspect``, ``replay`` and ``report`` count what it did reuse)."""
     if from_scratch:
-        return []
+        return kept_shuffles.Offer([])
     running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
     # A stage the plan leaves out (only Spark's telemetry names it: the driver died in its write's
     # probe, where its map stages run) runs as one never reached: its kept map outputs are offered.
     planned = {d.stage for d in decisions}
     running |= {s.stage for s in state.shuffles.values() if s.stage is not None and s.stage not in planned}
-    offer = kept_shuffles.offer(state.shuffles, size_of, running, script)
+    offer = kept_shuffles.offer(state.shuffles, size_of, running, script, state.shuffles_unsupported)
     for decision in decisions:
         if decision.stage not in running:
             continue
@@ -289,12 +302,18 @@ def plan_shuffles(
         if not total:
             continue
         decision.shuffle_maps = PartitionCount(kept=kept, total=total)
-        why = offer.not_offered.get(decision.stage)
-        if why and not kept:
-            decision.reason += f", no shuffle map output reusable: {why}"
-        else:
-            decision.reason += f", {kept}/{total} shuffle map outputs kept"
-    return offer.shuffles
+        decision.reason += _why_not_kept(kept, total, offer.not_kept_in(decision.stage))
+    return offer
+
+
+def _why_not_kept(kept: int, total: int, not_kept: list[kept_shuffles.NotKept]) -> str:
+    """What a stage's reason adds about its shuffles: how many map outputs are kept and, per
+    shuffle, why the others are not."""
+    reasons = {entry.reason for entry in not_kept}
+    if not kept and len(reasons) == 1 and all(entry.shuffle for entry in not_kept):
+        return f", no shuffle map output reusable: {reasons.pop()}"
+    text = f", {kept}/{total} shuffle map outputs kept"
+    return text + (f" ({'; '.join(entry.describe() for entry in not_kept)})" if not_kept else "")
 
 
 def plan_of(
@@ -323,6 +342,7 @@ def dry_run_document(
     schemas: list[SchemaEntry] | None = None,
     kept_shuffles: list[KeptShuffle] | None = None,
     actions: list[ActionEntry] | None = None,
+    not_kept: list[NotKept] | None = None,
 ) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
     document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
@@ -330,6 +350,8 @@ def dry_run_document(
         document["schemas"] = [entry.summary() for entry in schemas]
     if kept_shuffles is not None:
         document["shuffles"] = [entry.summary() for entry in kept_shuffles]
+    if not_kept is not None:
+        document["shuffles_not_kept"] = [entry.summary() for entry in not_kept]
     if actions is not None:
         document["actions"] = [entry.summary() for entry in actions]
     return document

@@ -45,6 +45,7 @@ _TYPES = {
     "job.ended": ev.SPARK_JOB_ENDED,
     "stage.completed": ev.SPARK_STAGE_COMPLETED,
     "executor.removed": ev.SPARK_EXECUTOR_REMOVED,
+    "executor.lost": ev.EXECUTOR_LOST,
     "events.dropped": ev.SPARK_EVENTS_DROPPED,
     "task.committed": ev.TASK_COMMITTED,
     "shuffle.registered": ev.SHUFFLE_REGISTERED,
