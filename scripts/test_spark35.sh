@@ -24,7 +24,9 @@
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
 # at its own settings through system properties before the script's SparkContext, with Spark's harmless
-# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/process/log_filter.py); a narrow write to
+# "No stages registered" ERROR dropped through 3.5's log4j2 2.20 (driver/process/log_filter.py); a cached
+# DataFrame's shuffle named by its cached plan when a write fills the cache (CacheFilling: 3.5's
+# adaptive plan and exchange fields), its count replayed and its map outputs reused; a narrow write to
 # s3a:// killed at 70 % keeps its committed partitions in place and leaves no multipart upload
 # (ResumingCommitProtocol.deleteWithJob, HadoopListing and the S3A upload listing and abort through
 # Py4J, on 3.5's Hadoop 3.3); a Parquet write through hadoop-aws's magic committer, bound as Spark's
@@ -69,6 +71,7 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/driver/test_recall.py \
   tests/driver/test_recall_codec.py \
   "tests/e2e/test_replay.py::test_a_resumed_script_runs_no_job_before_its_unfinished_write" \
+  tests/e2e/test_new_user_script.py \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \
   "tests/e2e/test_post_shuffle_write.py::test_a_killed_write_after_a_join_and_an_aggregation_keeps_its_committed_partitions" \
   "tests/e2e/test_e2e.py::test_killed_run_resumes_skipping_finished_stages" \

@@ -191,6 +191,9 @@ def reduce_with(spark, op):
     return spark.sparkContext.parallelize(range(10), 2).reduce(op)
 
 
+LINE_OF_REDUCE = reduce_with.__code__.co_firstlineno + 1
+
+
 def test_an_action_given_another_function_runs_again_with_code_changed(spark, tmp_path):
     rt = attempt(tmp_path, spark)
     assert reduce_with(spark, lambda a, b: a + b) == 45
@@ -252,10 +255,10 @@ def grouped(frame):
     return frame.groupBy("bucket").count().orderBy("bucket").collect()
 
 
-def test_the_action_that_fills_a_cache_runs_again_and_the_next_ones_are_replayed(spark, tmp_path):
-    """A shuffle's identity includes the query it runs in: replayed, the count that filled the
-    cache in attempt 1 would leave it to the next live query, whose shuffles would then not be
-    the ones attempt 1 kept map outputs for."""
+def test_an_action_over_a_cache_no_job_filled_is_replayed_too(spark, tmp_path):
+    """The count that filled the cache in attempt 1 is replayed: the next live query fills it, and
+    the shuffles of the cached plan keep their identity whichever query fills it (docs/shuffles.md;
+    tests/e2e/test_new_user_script.py proves their map outputs reused)."""
     rt = attempt(tmp_path, spark)
     frame = spark.range(40, numPartitions=2).selectExpr("id", "id % 3 AS bucket").cache()
     try:
@@ -264,10 +267,39 @@ def test_the_action_that_fills_a_cache_runs_again_and_the_next_ones_are_replayed
         frame.cache()  # the resumed driver's cache: declared, filled by no job yet
         rt = resumed(tmp_path, spark, rt)
         count, jobs = jobs_of(spark, lambda: count_of(frame))
-        assert count == first[0] and jobs  # filled here, as attempt 1 did
+        assert (count, jobs) == (first[0], [])
         rows, jobs = jobs_of(spark, lambda: grouped(frame))
     finally:
         frame.unpersist()
     assert (rows, jobs) == (first[1], [])
-    (ran,) = events(rt, ev.ACTION_RECORDED)
-    assert ran["kind"] == "count" and ran["ran_because"] == actions.FILLS_A_CACHE
+    assert events(rt, ev.ACTION_RECORDED) == []
+
+
+def test_an_action_leaves_the_script_free_to_cache_its_frame(spark, tmp_path):
+    """The fingerprint lists input files through a view: Spark keeps the first optimized plan a
+    DataFrame makes, and asking the script's own would leave it blind to its later cache()."""
+    attempt(tmp_path, spark)
+    frame = spark.range(10, numPartitions=2).selectExpr("id")
+    frame.count()  # pyspark's count plans a DataFrame of its own
+    frame.cache()
+    try:
+        assert "InMemoryRelation" in frame._jdf.queryExecution().optimizedPlan().toString()
+    finally:
+        frame.unpersist()
+
+
+def test_a_failing_show_raises_from_pyspark_own_show(spark, tmp_path):
+    attempt(tmp_path, spark)
+    frame = spark.range(3, numPartitions=1).selectExpr("raise_error(CAST(id AS STRING)) AS x")
+    with pytest.raises(Exception, match="0") as failed:
+        frame.show()
+    frames = [(entry.name, str(entry.path)) for entry in failed.traceback]
+    assert next(name for name, path in frames if f"{os.sep}pyspark{os.sep}" in path) == "show", frames
+
+
+def test_an_rdd_action_job_is_named_after_the_user_call(spark, tmp_path):
+    attempt(tmp_path, spark)
+    value, jobs = jobs_of(spark, lambda: reduce_with(spark, lambda a, b: a + b))
+    tracker = spark.sparkContext.statusTracker()
+    names = {tracker.getStageInfo(stage).name for job in jobs for stage in tracker.getJobInfo(job).stageIds}
+    assert value == 45 and names == {f"reduce at {os.path.abspath(__file__)}:{LINE_OF_REDUCE}"}

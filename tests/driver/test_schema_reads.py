@@ -103,6 +103,20 @@ def test_a_resumed_read_takes_the_recorded_schema_and_runs_no_job(spark, tmp_pat
     assert events(rt, ev.SCHEMA_INFERRED) == []
 
 
+def test_a_read_the_script_caches_reads_its_cache(spark, tmp_path, raw):
+    """Spark keeps the first optimized plan a DataFrame made: listing the files through the read's
+    own DataFrame, before the script's cache(), left that DataFrame reading the files again, never
+    its cache (and an action's check for a cache saw none: docs/replay.md)."""
+    rt = install_runtime(tmp_path)
+    for _ in range(2):  # the schema inferred, then reused
+        frame = read_json(spark, raw).cache()
+        try:
+            assert "InMemoryRelation" in frame._jdf.queryExecution().optimizedPlan().toString()
+        finally:
+            frame.unpersist()
+        rt = resumed(tmp_path, rt)
+
+
 def test_a_rewritten_input_file_is_not_planned_and_the_schema_is_inferred_again(spark, tmp_path, raw):
     rt = install_runtime(tmp_path)
     read_json(spark, raw)

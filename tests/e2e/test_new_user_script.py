@@ -22,7 +22,7 @@ from sparkrecover.journal import read_journal
 from sparkrecover.planning import reading
 from sparkrecover.rundir.runs import Run
 from tests.e2e.support import APPS, map_tasks
-from tests.helpers import SPARK_OPTIONS, dry_run, run_cli, sparkrecover_command
+from tests.helpers import SPARK_OPTIONS, dry_run, run_cli, spark_events, sparkrecover_command
 from tests.references import FOLDER
 
 pytestmark = pytest.mark.e2e
@@ -111,10 +111,18 @@ def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_mi
     assert " INFO " not in done.stderr and "No stages registered" not in done.stderr, done.stderr[-3000:]
     journal = read_journal(run_dir)
 
+    # The count, the collect and the inference are replayed: the write's job is the resumed
+    # application's first, and the cache the count filled in attempt 1 is filled inside the write.
+    (started,) = [e for e in journal if e["type"] == "driver.started" and e["attempt"] == 2]
+    jobs = spark_events(logs, started["app_id"], "SparkListenerJobStart")
+    assert jobs[0]["Properties"].get("sparkrecover.stage") == write["stage"]
+    assert not [e for e in journal if e["type"] == "action.recorded" and e["attempt"] == 2]
+
     # Every shuffle of attempt 1's write was planned again with the same identity and reused whole,
-    # and so was every other shuffle attempt 2 ran again (the count that fills the cache runs
-    # again: docs/replay.md; the collect after it is replayed, its shuffle not planned at all); the
-    # only map tasks Spark ran are those of the append, which attempt 1 never reached.
+    # and so was the cache's own (its dropDuplicates), kept by attempt 1's count and planned by the
+    # write now (a shuffle that fills a cache is named by the cache's plan, not by the query that
+    # fills it: docs/shuffles.md); the only map tasks Spark ran are those of the append, which
+    # attempt 1 never reached.
     first = {e["shuffle"] for e in journal if e["type"] == "shuffle.registered" and e["attempt"] == 1}
     again = [e for e in journal if e["type"] == "shuffle.registered" and e["attempt"] == 2]
     written = {
@@ -122,10 +130,11 @@ def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_mi
         for e in journal
         if e["type"] == "shuffle.registered" and e["attempt"] == 1 and e["stage"] == write["stage"]
     }
-    assert written and written <= {e["shuffle"] for e in again}
+    cached = next(e["shuffle"] for e in journal if e["type"] == "shuffle.registered")  # the count filled it first
+    assert written and written <= {e["shuffle"] for e in again} and cached not in written
+    assert cached in {e["shuffle"] for e in again if e["stage"] == write["stage"]}
     assert all(e["reused"] == e["maps"] for e in again if e["shuffle"] in first)
-    assert sum(e["reused"] for e in again if e["stage"] == write["stage"]) == offered  # the dry run's figure
-    (started,) = [e for e in journal if e["type"] == "driver.started" and e["attempt"] == 2]
+    assert sum(e["reused"] for e in again if e["shuffle"] in written) == offered  # the dry run's figure
     assert map_tasks(logs, started["app_id"]) == sum(e["maps"] - e["reused"] for e in again)
     assert all(e["stage"] != write["stage"] for e in again if e["reused"] < e["maps"])
 
@@ -151,10 +160,11 @@ def test_a_new_user_script_killed_in_its_write_resumes_computing_only_what_is_mi
     assert rows(spark, out[0]) == rows(spark, glob.glob(plain.path("out", "daily-*"))[0])
     assert rows(spark, str(tmp_path / "history")) == rows(spark, plain.path("history"))
 
-    # The report says what the command said it saved, and draws what was reused as kept.
+    # The report says what the command said it saved, and draws what was reused as kept (the
+    # cache's map outputs too: the write filled the cache this time).
     collected, damage = reading.load_report(Run("night", run_dir))
     report = collected.report(run_dir)
     assert not damage
     assert report.saved_s == summary["saved_s"] > 0
     shuffles = [g for g in report.grids if g.kind == "shuffle" and g.stage == write["stage"]]
-    assert sum(g.count("kept") for g in shuffles) == offered
+    assert sum(g.count("kept") for g in shuffles) == sum(e["reused"] for e in again if e["stage"] == write["stage"])

@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from sparkrecover.driver.recall import actions
 from sparkrecover.journal import read_journal
 from tests.e2e.support import REPLAYED_PAST, Hold, run_and_kill, seed_orders, submit_command
 from tests.helpers import SPARK_OPTIONS, dry_run, journaled_records, run_cli, spark_events
@@ -72,18 +71,15 @@ def test_a_resumed_script_runs_no_job_before_its_unfinished_write(spark, plain_r
     assert done.stdout == printed + "done\n"
     assert "replay 7 recorded actions without a Spark job" in done.stderr
 
-    # Before the write's first Spark job, only the count that fills the cached orders runs again
-    # (replayed, the cache would be filled inside the write, whose shuffles would then not be the
-    # ones attempt 1 kept: docs/replay.md); inference, shows and collects are all replayed.
+    # The write's job is the resumed application's first: inference, counts, shows and collects
+    # are all replayed, and the cache they filled in attempt 1 is filled inside the write.
     journal = read_journal(run_dir)
-    (ran,) = [r for r in journal if r["type"] == "action.recorded" and r["attempt"] == 2]
-    assert ran["kind"] in ("count", "show") and ran["ran_because"] == actions.FILLS_A_CACHE
+    assert not [r for r in journal if r["type"] == "action.recorded" and r["attempt"] == 2]
     jobs = jobs_of_attempt(logs, run_dir, 2)
-    before = [job for job in jobs if job["Properties"].get("sparkrecover.stage") != write["stage"]]
-    assert before and jobs.index(before[-1]) < len(before) <= 3  # that action's, then the write's
+    assert jobs and [job["Properties"].get("sparkrecover.stage") for job in jobs] == [write["stage"]] * len(jobs)
     assert len(jobs_of_attempt(logs, run_dir, 1)) > len(jobs)
     replayed = [r for r in journal if r["type"] == "action.replayed" and r["attempt"] == 2]
-    assert len(replayed) == 6 and {r["recorded_in"] for r in replayed} == {1}
+    assert len(replayed) == 7 and {r["recorded_in"] for r in replayed} == {1}
     assert [r["type"] for r in journal if r["type"].startswith("schema.") and r["attempt"] == 2] == ["schema.reused"]
 
     # One sample folder, named by attempt 1's count; the big write equal to an uninterrupted run's.

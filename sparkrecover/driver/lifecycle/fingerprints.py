@@ -64,10 +64,10 @@ def input_files(frame: Any) -> list[str]:
     and lists no file, so a changed input would not make what reads it stale. The analyzed plan's
     file relations are read as well (no job: their file index was listed when the DataFrame was
     made). An RDD's stand-in (``zerocode.RDDSource``) lists its own."""
-    found = list(frame.inputFiles())
     jdf = getattr(frame, "_jdf", None)
     if jdf is None:
-        return found
+        return list(frame.inputFiles())
+    found = list(listing_view(frame).inputFiles())
     seen = set(found)  # a large input lists thousands of files: no list scan per file
     try:
         leaves = jdf.queryExecution().analyzed().collectLeaves().iterator()
@@ -79,6 +79,16 @@ def input_files(frame: Any) -> list[str]:
     except Exception:  # Spark Connect, a plan of another shape: what inputFiles() said
         pass
     return found
+
+
+def listing_view(frame: Any) -> Any:
+    """A DataFrame of the same rows to ask ``inputFiles()`` of: Spark keeps the first optimized
+    plan a DataFrame makes, so asking the script's own would leave it blind to a ``cache()`` the
+    script adds next (it would read its files again, never its cache)."""
+    try:
+        return frame.select("*")
+    except Exception:  # a DataFrame of another kind: its own
+        return frame
 
 
 def _relation_files(leaf: Any) -> list[str]:

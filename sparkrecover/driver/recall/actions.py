@@ -21,8 +21,10 @@ pyspark runs it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import io
 import sys
 import threading
 import time
@@ -140,23 +142,47 @@ def _action(kind: Kind, source_of: Callable[[Any], Any], original: Any) -> Any:
     def action(self: Any, *args: Any, **kwargs: Any) -> Any:
         if kind.name == "collect" and getattr(_local, "feed", None) is not None:
             return _fed(self, original)  # toPandas' own collect, replayed or recorded
+
+        def live() -> Any:
+            if kind.name.startswith("rdd."):
+                return _at_user_site(self.context, kind.name.removeprefix("rdd."), original, self, *args, **kwargs)
+            return original(self, *args, **kwargs)
+
         rt = runtime.current()
         if rt is None or rt.recorder is None or _ours(str(sys._getframe(1).f_globals.get("__name__") or "")):
-            return original(self, *args, **kwargs)
+            return live()
         try:
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             arguments, code = _arguments(bound.arguments)
-            call = identity.identify(rt, kind.name, arguments, source_of(self))
-            if code:
-                call.fingerprint = _with_code(call.fingerprint, code)
+            call = identity.identify(rt, kind.name, arguments, source_of(self), code)
             shape = recorder.ROW if kind.name == "head" and bound.arguments.get("n") is None else kind.shape
         except Exception as error:
             _warn(f"{kind.name}() not checked for replay", error)
-            return original(self, *args, **kwargs)
-        return Call(rt, kind, call, shape, self, bound.arguments).run(lambda: original(self, *args, **kwargs))
+            return live()
+        return Call(rt, kind, call, shape, self).run(live)
 
     return action
+
+
+def _at_user_site(context: Any, name: str, original: Any, *args: Any, **kwargs: Any) -> Any:
+    """An RDD action, its job named after the user's call (``reduce at etl.py:12``) as pyspark
+    names it: pyspark takes the first frame outside its own package, which would be this module.
+    Its own mechanism (``SCCallSiteSync``) is used: a call site set at depth 0 holds for the calls
+    inside."""
+    from pyspark.traceback_utils import SCCallSiteSync
+
+    filename, line = zerocode.call_site()
+    outermost = SCCallSiteSync._spark_stack_depth == 0
+    if outermost:
+        context._jsc.setCallSite(f"{name} at {filename}:{line}")
+    SCCallSiteSync._spark_stack_depth += 1
+    try:
+        return original(*args, **kwargs)
+    finally:
+        SCCallSiteSync._spark_stack_depth -= 1
+        if outermost:
+            context._jsc.setCallSite(None)
 
 
 def _arguments(bound: dict[str, Any]) -> tuple[str, list[str]]:
@@ -174,20 +200,11 @@ def _arguments(bound: dict[str, Any]) -> tuple[str, list[str]]:
     return ", ".join(shown), code
 
 
-def _with_code(found: dict[str, Any], code: list[str]) -> dict[str, Any]:
-    parts = {key: found[key] for key in ("plan", "input")}
-    parts["code"] = staleness.digest(code)
-    return dict(found, code=parts["code"], digest=staleness.digest(sorted(parts.items())))
-
-
 class Call:
     """One action call: replayed from the plan's record, or run and recorded."""
 
-    def __init__(
-        self, rt: runtime.Runtime, kind: Kind, action: identity.Action, shape: str, subject: Any, arguments: dict
-    ):
+    def __init__(self, rt: runtime.Runtime, kind: Kind, action: identity.Action, shape: str, subject: Any):
         self.rt, self.kind, self.action, self.shape, self.subject = rt, kind, action, shape, subject
-        self.arguments = arguments  # bound, defaults applied
 
     def run(self, live: Callable[[], Any]) -> Any:
         entry = self.rt.results.get(self.action.key)
@@ -201,7 +218,7 @@ class Call:
                     _warn(f"the result of {self.action.key} not replayed", error)
                     reason = f"its result could not be read: {error}"
         if self.kind.name == "show":
-            return self._show_live(reason)
+            return self._show_live(live, reason)
         if self.kind.name == "toPandas":
             return self._to_pandas_live(live, reason)
         started = time.monotonic()
@@ -212,7 +229,7 @@ class Call:
         return value
 
     def _stale(self, entry: ActionEntry) -> str:
-        return staleness.difference(entry.fingerprint, self.action.fingerprint) or _fills_a_cache(self.subject)
+        return staleness.difference(entry.fingerprint, self.action.fingerprint) or ""
 
     # -- replay --------------------------------------------------------------------------------
 
@@ -282,12 +299,13 @@ class Call:
         assert self.rt.recorder is not None
         self.rt.recorder.record(payload, make)
 
-    def _show_live(self, reason: str) -> None:
-        n, truncate, vertical = (self.arguments[name] for name in ("n", "truncate", "vertical"))
+    def _show_live(self, live: Callable[[], Any], reason: str) -> None:
+        """pyspark's own show, what it prints kept too (a failing show raises from pyspark's frame)."""
         started = time.monotonic()
-        text = self.subject._show_string(n, truncate, vertical)
-        print(text)
-        self._record(text, time.monotonic() - started, reason)
+        printed = _Tee(sys.stdout)
+        with contextlib.redirect_stdout(printed):
+            live()
+        self._record(printed.text().removesuffix("\n"), time.monotonic() - started, reason)
         return None
 
     def _iterate_live(self, rows: Iterator[Any], started: float, reason: str) -> Iterator[Any]:
@@ -311,31 +329,23 @@ class Call:
         return value
 
 
-FILLS_A_CACHE = (
-    "it fills a cache the script reads later: replayed, the cache would be filled inside a later "
-    "query, whose shuffles could then not take the map outputs kept for them"
-)
+class _Tee(io.TextIOBase):
+    """Writes pass through to ``stream``; those of the thread that made it are kept as well
+    (another thread printing meanwhile is not part of the table)."""
 
+    def __init__(self, stream: Any):
+        self.stream, self.thread, self.kept = stream, threading.get_ident(), io.StringIO()
 
-def _fills_a_cache(subject: Any) -> str:
-    """Why an action must run although its result is recorded: its query reads a cached DataFrame
-    that no job has filled yet. Attempt 1 filled it here; a shuffle's identity includes the query
-    it runs in (docs/shuffles.md), so a cache filled by a later query instead would give every
-    shuffle below it a new identity, and its kept map outputs would not be reused. "" otherwise
-    (an RDD, no cache, a cache already filled)."""
-    jdf = getattr(subject, "_jdf", None)
-    if jdf is None:
-        return ""
-    try:
-        leaves = jdf.queryExecution().withCachedData().collectLeaves().iterator()
-        while leaves.hasNext():
-            leaf = leaves.next()
-            if leaf.getClass().getSimpleName() == "InMemoryRelation":
-                if not leaf.cacheBuilder().isCachedColumnBuffersLoaded():
-                    return FILLS_A_CACHE
-    except Exception:  # a plan of another shape: nothing known to fill
-        return ""
-    return ""
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self.thread:
+            self.kept.write(text)
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def text(self) -> str:
+        return self.kept.getvalue()
 
 
 def _summary(kind: str, value: Any) -> str | None:

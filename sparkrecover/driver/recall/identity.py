@@ -46,25 +46,28 @@ def without_seeds(plan: str) -> str:
     return plan
 
 
-def fingerprint(source: Any) -> dict[str, Any]:
+def fingerprint(source: Any, code: list[str] | None = None) -> dict[str, Any]:
     """The fingerprint of what an action computes over ``source`` (a DataFrame, or
-    ``zerocode.RDDSource`` for an RDD): no Spark job, only the analyzed plan and a file listing."""
+    ``zerocode.RDDSource`` for an RDD): no Spark job, only the analyzed plan and a file listing;
+    ``code``: the digests of the functions and collections passed to the action, when any."""
     plan = fingerprints.canonical_plan(source)
     files = fingerprints.input_files(source)
     inputs = stat_files((storage.from_spark_path(path) for path in files), storage.data_stat)
     parts = {"plan": digest(without_seeds(plan)) if plan is not None else None, "input": digest(inputs)}
+    if code:
+        parts["code"] = digest(code)
     found: dict[str, Any] = dict(parts, digest=digest(sorted(parts.items())))
     if len(inputs) <= INPUT_LIST_LIMIT:
         found["input_files"] = inputs
     return found
 
 
-def identify(rt: runtime.Runtime, kind: str, arguments: str, source: Any) -> Action:
+def identify(rt: runtime.Runtime, kind: str, arguments: str, source: Any, code: list[str] | None = None) -> Action:
     """The action about to run, its ordinal counted (every call counts, replayed or not, so the
-    same call gets the same key in every attempt)."""
+    same call gets the same key in every attempt); ``code`` as ``fingerprint`` takes it."""
     site = zerocode.user_site()
     label = f"{kind}({arguments})"
     with _lock:
         ordinal = rt.action_ordinals.get((site, label), 0) + 1
         rt.action_ordinals[(site, label)] = ordinal
-    return Action(f"{site}#{ordinal} {label}", kind, site, fingerprint(source))
+    return Action(f"{site}#{ordinal} {label}", kind, site, fingerprint(source, code))

@@ -28,6 +28,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
+from sparkrecover.driver.lifecycle import fingerprints
 from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
@@ -183,8 +184,10 @@ def _infers(spark: Any, fmt: str, options: dict[str, str]) -> bool:
 
 def _inputs(frame: Any) -> list[list[Any]]:
     """[url, size, mtime] of every file the read lists: ``inputFiles`` asks the relation's file
-    index, which Spark listed when it made the DataFrame (no job)."""
-    return stat_files((storage.from_spark_path(path) for path in frame.inputFiles()), storage.data_stat)
+    index, which Spark listed when it made the DataFrame (no job); asked of a view of it, so the
+    script's next ``cache()`` still holds for the read's own DataFrame."""
+    files = fingerprints.listing_view(frame).inputFiles()
+    return stat_files((storage.from_spark_path(path) for path in files), storage.data_stat)
 
 
 def _record(rt: runtime.Runtime, call: Read, frame: Any, duration: float) -> None:

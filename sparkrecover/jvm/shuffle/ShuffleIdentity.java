@@ -5,7 +5,9 @@
  * SHA-256 over: the Spark version; the script's digest (plans name Python functions, never their
  * bodies); the settings that change the bytes written (compression codec and switches, serializer);
  * the canonicalized optimized plan of the SQL execution the shuffle belongs to, inner plans (a
- * cached relation's) canonicalized too, so no per-application id is in it (planText); the map-side RDD graph down to its leaves (RDD
+ * cached relation's) canonicalized too, so no per-application id is in it (planText) -- or, for a
+ * shuffle that fills a cache, the cached relation's plan alone, whichever query fills it
+ * (CacheFilling); the map-side RDD graph down to its leaves (RDD
  * classes and partition counts, each file slice: path, start, length, size, modification time;
  * each range slice; each upstream shuffle's identity and the partition specs adaptive execution
  * read it with); the partitioner's class and partition count; the dependency's ordering,
@@ -86,7 +88,12 @@ final class ShuffleIdentity {
             throw new Refused("the SQL execution of this shuffle is not registered");
         }
         Object optimized = call(queryExecution, "optimizedPlan");
-        if (!Boolean.TRUE.equals(call(optimized, "deterministic"))) {
+        // A shuffle inside a cached DataFrame's plan is computed for that cache, whichever query
+        // fills it (an earlier count, or a write once that count is replayed): its plan is the
+        // cache's, so its identity is the same either way (docs/decisions/0049-*).
+        Object filling = CacheFilling.relationFilled(dependency, optimized);
+        Object owner = filling != null ? filling : optimized;
+        if (!CacheFilling.deterministic(owner)) {
             throw new Refused("the query is not deterministic (rand(), uuid(), a non-deterministic UDF, ...)");
         }
         RDD<?> rdd = dependency.rdd();
@@ -112,7 +119,10 @@ final class ShuffleIdentity {
         }) {
             text.append(key).append('=').append(conf.get(key, "")).append('\n');
         }
-        text.append("plan\n").append(planText(optimized));
+        if (filling != null) {
+            text.append("filling a cache\n");
+        }
+        text.append("plan\n").append(planText(owner));
         text.append("partitioner ").append(dependency.partitioner().getClass().getName()).append(' ');
         if (partitioner instanceof org.apache.spark.RangePartitioner) {
             // Its partition count comes from the sampled bounds, kept apart (KeptBounds): the
