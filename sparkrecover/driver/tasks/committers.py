@@ -13,12 +13,13 @@ kept is decided by ``adopt`` alone: a strategy keeps what it is handed.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar
 
 from sparkrecover.core.fold import kept_partitions
 from sparkrecover.kinds import CommitKind
-from sparkrecover.rundir import storage, taskfiles
+from sparkrecover.rundir import storage, taskfiles, tasklists
 from sparkrecover.rundir.plans import KeptTasks
 
 Adopted = kept_partitions.Adopted[taskfiles.TaskFolder]
@@ -54,34 +55,36 @@ class Kept:
     refusal: str | None = None  # why nothing of what waits is kept
 
 
-class Committer(Protocol):
+class Committer(ABC):
     """One kind of output committer, for one resumed write (``write``)."""
 
-    kind: CommitKind
-    write: ResumedWrite
+    kind: ClassVar[CommitKind]
+
+    def __init__(self, write: ResumedWrite) -> None:
+        self.write = write
 
     def evidence(self) -> Found:
         """Its committed tasks below the target and set aside, by partition: what ``adopt`` reads."""
-        ...
+        return tasklists.committed(self.write.url, self.kind)
 
+    @abstractmethod
     def set_aside(self, adopted: Adopted) -> None:
         """Step 1, before anything cleans the target: keep the ``adopted`` tasks its way (set aside
         beside the target, or left where the dead job left them); the rest of its tasks go."""
-        ...
 
+    @abstractmethod
     def waits_in_place(self) -> bool:
         """Whether its tasks wait where the dead job left them, as far as is known before looking."""
-        ...
 
+    @abstractmethod
     def keep(self, changed: str | None) -> Kept | None:
         """Step 2, once the write's shape is known: which of the tasks waiting for the write it keeps
         (none, saying so, when ``changed`` says why partition i is not what it was), and how the
         job commit finds them; None where nothing waits."""
-        ...
 
+    @abstractmethod
     def clear(self) -> None:
         """Nothing of what waits in place is kept: remove it, or the write's job commit would load it."""
-        ...
 
 
 def at(found: Found, place: str) -> Found:

@@ -21,27 +21,15 @@ A crash between any two steps leaves folders that the next resume finds again, s
 
 from __future__ import annotations
 
-from sparkrecover.driver.tasks.committers import (
-    Adopted,
-    Found,
-    Kept,
-    ResumedWrite,
-    abort_uploads,
-    agreed,
-    at,
-    remove,
-)
+from sparkrecover.driver.tasks.committers import Adopted, Committer, Found, Kept, abort_uploads, agreed, at, remove
 from sparkrecover.kinds import CommitKind
 from sparkrecover.rundir import storage, taskfiles, tasklists
 
 
-class FileOutputCommitter:
+class FileOutputCommitter(Committer):
     """Its committed task folders, set aside beside the target or kept in its job attempt folder."""
 
     kind = CommitKind.FOLDERS
-
-    def __init__(self, write: ResumedWrite) -> None:
-        self.write = write
 
     def evidence(self) -> Found:
         if not (self.write.tasks and self.write.aside):

@@ -24,31 +24,16 @@ from __future__ import annotations
 
 import sys
 
-from sparkrecover.driver.tasks.committers import (
-    Adopted,
-    Found,
-    Kept,
-    ResumedWrite,
-    abort_uploads,
-    agreed,
-    at,
-    remove,
-)
+from sparkrecover.driver.tasks.committers import Adopted, Committer, Kept, abort_uploads, agreed, at, remove
 from sparkrecover.errors import StorageError
 from sparkrecover.kinds import CommitKind
 from sparkrecover.rundir import storage, taskfiles, tasklists
 
 
-class MagicCommitter:
+class MagicCommitter(Committer):
     """Its committed tasks' pendingsets, kept in the dead job's folder or set aside beside the target."""
 
     kind = CommitKind.PENDINGSETS
-
-    def __init__(self, write: ResumedWrite) -> None:
-        self.write = write
-
-    def evidence(self) -> Found:
-        return tasklists.committed(self.write.url, self.kind)
 
     def set_aside(self, adopted: Adopted) -> None:
         url, aside = self.write.url, self.write.aside

@@ -20,21 +20,15 @@ removes ``_temporary``. A dead job leaves its manifests and their files. A resum
 from __future__ import annotations
 
 from sparkrecover.core.fold import kept_partitions
-from sparkrecover.driver.tasks.committers import Adopted, Found, Kept, ResumedWrite, agreed, at, remove
+from sparkrecover.driver.tasks.committers import Adopted, Committer, Kept, agreed, at, remove
 from sparkrecover.kinds import CommitKind
 from sparkrecover.rundir import storage, taskfiles, tasklists
 
 
-class ManifestCommitter:
+class ManifestCommitter(Committer):
     """Its committed tasks' manifests, kept in place in the dead job's manifests folder."""
 
     kind = CommitKind.MANIFESTS
-
-    def __init__(self, write: ResumedWrite) -> None:
-        self.write = write
-
-    def evidence(self) -> Found:
-        return tasklists.committed(self.write.url, self.kind)
 
     def set_aside(self, adopted: Adopted) -> None:
         temporary = storage.join(self.write.url, "_temporary")

@@ -62,7 +62,7 @@ class TaskPlan:
 
 
 # One strategy a kind of committer: how its committed tasks are found, kept and handed to the job.
-STRATEGIES: dict[CommitKind, Callable[[ResumedWrite], Committer]] = {
+STRATEGIES: dict[CommitKind, type[Committer]] = {
     CommitKind.FOLDERS: FileOutputCommitter,
     CommitKind.PENDINGSETS: MagicCommitter,
     CommitKind.MANIFESTS: ManifestCommitter,
