@@ -41,13 +41,15 @@ class ResumePlan:
     # Recorded actions, each replayed or run again (core/verdicts/action_reuse.py).
     actions: list[ActionEntry] = field(default_factory=list)
 
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
     def document(self) -> Plan:
-        return planner.plan_of(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions)
+        return planner.plan_of(self)
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(
-            self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions
-        )
+        return planner.dry_run_document(self)
 
 
 def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = False) -> bool:
