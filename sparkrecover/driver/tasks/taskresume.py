@@ -152,8 +152,8 @@ def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:
     tasks = entry.tasks if entry.decision == Verdict.CONTINUE else None
     aside = taskfiles.kept_dir(target.url)
     write = ResumedWrite(target.url, target.mode, tasks, aside, aside is not None and storage.data_exists(aside))
-    # A write whose tasks cannot be kept (no committer of ours) leaves its dead job's as
-    # FileOutputCommitter's: in its _temporary.
+    # A write under a committer whose tasks are never kept clears what its dead job left as
+    # FileOutputCommitter's strategy does: its _temporary.
     committer = STRATEGIES[CommitKind(kind) if kind is not None else CommitKind.FOLDERS](write)
     in_place = committer.waits_in_place()
     other = None  # another committer whose committed tasks set_aside adopted
