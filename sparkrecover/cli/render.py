@@ -202,6 +202,12 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
     if not document["stages"]:
         table.add_row("-", "-", "no stage was recorded: everything runs")
     to.print(table)
+    # Shuffles outside any stage have no row to give their reason in: a line each.
+    from sparkrecover.core.fold.kept_shuffles import NotKept
+
+    for entry in document.get("shuffles_not_kept") or []:
+        if entry["stage"] is None:
+            info(f"map outputs outside any stage: {NotKept(**entry).describe()}", to)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
     from sparkrecover.core.views.summary import action_lines
@@ -397,6 +403,8 @@ def run_details(summary: dict[str, Any], hint: str | None = None) -> None:
         )
     for row in summary.get("shuffles_unsupported") or []:
         out.print(Text(f"  map outputs not kept ({_refused_where(row)}): {row['reason']}", style="dim"))
+    for row in summary.get("executors_lost") or []:
+        out.print(Text(f"attempt {row['attempt']}: {row['text']}"), soft_wrap=True)
     _actions(out, summary.get("actions") or {}, removed=summary["status"] == "succeeded")
     # An error a later attempt got past is history: replay shows it.
     if summary.get("last_error") and summary["status"] != "succeeded":

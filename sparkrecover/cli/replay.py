@@ -57,6 +57,8 @@ def run(*, run: str, root: str | None, until: str | None, verify: bool, json_out
             f"committed, {len(details['attempts'])} attempt(s)",
             render.report(),
         )
+        for row in details.get("executors_lost") or []:
+            render.info(f"attempt {row['attempt']}: {row['text']}", render.report())
         return 0
     stop = shown[-1]
     render.info(

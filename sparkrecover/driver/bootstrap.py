@@ -41,6 +41,8 @@ import runpy
 import types
 from typing import Any
 
+from sparkrecover.driver.process import messages
+
 
 def _parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if "--" not in argv:
@@ -80,13 +82,12 @@ def _hook_spark_context(rt: Any) -> None:
         try:
             rt.telemetry.attach(self)
         except Exception as error:
-            print(f"sparkrecover: warning: Spark listener not registered: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: Spark listener not registered: {error}")
         not_fenced = fence.arm(rt, self) if rt.lease_token is not None else None
         if not_fenced is not None and not not_fenced.startswith("the sparkrecover jar"):
-            print(
+            messages.say(
                 f"sparkrecover: warning: job commits do not check the run's lease: {not_fenced}; a driver "
                 "taken over while a write runs may still commit that write",
-                file=sys.stderr,
             )
         not_handed_on = signals.attach(rt, self)
         conf = self.getConf()
@@ -162,21 +163,11 @@ def _trim(failure: BaseException) -> None:
         todo += [error.__cause__, error.__context__]
 
 
-def _say(text: str) -> None:
-    """One line to stderr on the driver's way out. spark-submit's JVM carries that stderr
-    (PythonRunner pipes it); a JVM already ended by a second signal leaves a broken pipe, which
-    must not stop the driver from journaling how it ended."""
-    try:
-        print(text, file=sys.stderr, flush=True)
-    except OSError:
-        pass
-
-
 def _close_telemetry(rt: Any) -> dict[str, Any]:
     try:
         return rt.telemetry.close()
     except Exception as error:
-        _say(f"sparkrecover: warning: Spark listener events lost: {error}")
+        messages.say(f"sparkrecover: warning: Spark listener events lost: {error}", through_jvm=rt.interrupted is None)
         return {}
 
 
@@ -197,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         which_attempt.say(str(done))
         return 0
     except SparkRecoverError as problem:  # a plan it cannot read, a run another process holds
-        print(f"sparkrecover: error: {problem}", file=sys.stderr)
+        messages.say(f"sparkrecover: error: {problem}")
         return problem.exit_code
     writer = JournalWriter(
         Run(options.run_id, options.run_dir),
@@ -253,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         _trim(failure)
         try:
             sys.excepthook(type(failure), failure, failure.__traceback__)  # as Python reports it
-        except OSError:  # stderr's pipe is gone with the JVM (_say)
+        except OSError:  # stderr's pipe is gone with the JVM (messages.say)
             pass
         exit_code, error = 1, f"{type(failure).__name__}: {failure}"[:4000]
         if rt.interrupted is not None:
@@ -264,9 +255,10 @@ def main(argv: list[str] | None = None) -> int:
         signals.quiet()
         if rt.interrupted is not None and exit_code != 0:
             error = f"interrupted by {signals.name(rt.interrupted)}"
-            _say(
+            messages.say(
                 f"sparkrecover: stopped by {signals.name(rt.interrupted)}: what the driver finished is "
-                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})"
+                f"journaled and kept for a resume of run {options.run_id} (exit {exit_code})",
+                through_jvm=False,
             )
         recall.stop(rt)
         if rt.fenced:
@@ -277,9 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         if start.lease is not None:
             start.lease.release()
         if writer.degraded or writer.warnings:
-            _say(
+            messages.say(
                 "sparkrecover: warning: the journal had storage problems during this attempt; "
-                "see journal.degraded events"
+                "see journal.degraded events",
+                through_jvm=rt.interrupted is None,
             )
     return exit_code
 

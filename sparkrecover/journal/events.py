@@ -31,6 +31,9 @@ SPARK_JOB_STARTED = "spark.job.started"
 SPARK_JOB_ENDED = "spark.job.ended"
 SPARK_STAGE_COMPLETED = "spark.stage.completed"
 SPARK_EXECUTOR_REMOVED = "spark.executor.removed"
+# An executor the driver did not let go (killed, out of memory, its node gone): its map outputs
+# are computed again, or served from kept copies (shuffle.served). docs/shuffles.md.
+EXECUTOR_LOST = "executor.lost"
 SPARK_EVENTS_DROPPED = "spark.events.dropped"
 JOURNAL_DEGRADED = "journal.degraded"
 DRIVER_ENDED = "driver.ended"
@@ -53,6 +56,9 @@ ACTION_REPLAYED = "action.replayed"
 SHUFFLE_REGISTERED = "shuffle.registered"
 SHUFFLE_COMMITTED = "shuffle.committed"
 SHUFFLE_UNSUPPORTED = "shuffle.unsupported"
+# A lost executor's map outputs of one shuffle answered from the kept copies in the running
+# application (``served``: map indexes), and those computed again, their copy not yet durable.
+SHUFFLE_SERVED = "shuffle.served"
 
 # Events the writer flushes (and fsyncs) at once instead of leaving them in the buffer: commits
 # (docs/design.md §4 rule 1), the ends of processes, and the starts and failures of stages so that a
@@ -85,6 +91,7 @@ REQUIRED: dict[str, tuple[tuple[str, type], ...]] = {
     SHUFFLE_REGISTERED: (("shuffle", str), ("maps", int), ("reduces", int)),
     SHUFFLE_COMMITTED: (("shuffle", str), ("maps", list)),
     SHUFFLE_UNSUPPORTED: (("reason", str),),
+    EXECUTOR_LOST: (("executor", str),),
 }
 
 

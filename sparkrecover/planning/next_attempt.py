@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkrecover.core.fold import kept_shuffles
+from sparkrecover.core.fold.kept_shuffles import NotKept
 from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.core.verdicts import action_reuse, planner, schema_reuse, staleness
 from sparkrecover.errors import JournalDamagedError
@@ -40,6 +42,8 @@ class ResumePlan:
     shuffles: list[KeptShuffle] = field(default_factory=list)
     # Recorded actions, each replayed or run again (core/verdicts/action_reuse.py).
     actions: list[ActionEntry] = field(default_factory=list)
+    # Per shuffle, why map outputs are not offered (refused, unfinished, missing, another script).
+    shuffles_not_kept: list[NotKept] = field(default_factory=list)
 
     @property
     def run_id(self) -> str:
@@ -110,11 +114,11 @@ def plan_resume(
     reusable = schema_reuse.reusable(state, evidence.stat, from_scratch=from_scratch)
     app = state.run.get("app")
     script = staleness.script_digest(app, storage.read_bytes) if isinstance(app, str) else None
-    kept = planner.plan_shuffles(state, decisions, keep.size_reader(run.dir), from_scratch=from_scratch, script=script)
+    offer = planner.shuffle_offer(state, decisions, keep.size_reader(run.dir), from_scratch=from_scratch, script=script)
     actions = action_reuse.replayable(
         state, evidence.stat, results.size_reader(run.dir), from_scratch=from_scratch, replay=replay
     )
-    return ResumePlan(run, state, attempt, decisions, reusable, kept, actions)
+    return ResumePlan(run, state, attempt, decisions, reusable, offer.shuffles, actions, offer.not_kept)
 
 
 def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:
@@ -122,8 +126,7 @@ def sweep_unjournaled(state: RunState, run_dir: str, notify: Notify) -> None:
     driver killed before it journaled them): never read, they would stay until the run succeeds.
     Before an attempt's launch, by ``resume`` and by a driver a launcher restarted alike, so the
     keep folder holds what the journal names."""
-    named = [str(entry["path"]) for shuffle in state.shuffles.values() for entry in shuffle.kept.values()]
-    swept = keep.sweep(run_dir, named)
+    swept = keep.sweep(run_dir, kept_shuffles.named_folders(state.shuffles))
     if swept:
         notify(f"removed {len(swept)} kept shuffle map output folder(s) that no journal record names")
 

@@ -27,6 +27,7 @@ def test_resume_dry_run_json_shape(run, cli, tmp_path):
         "schemas": [],
         "shuffles": [],
         "actions": [],
+        "shuffles_not_kept": [],
     }
     # a dry run launches nothing: no new attempt, no plan, no lease
     assert journal_files(run.dir) == files

@@ -141,7 +141,10 @@ def test_the_plan_says_how_many_map_outputs_of_an_unfinished_stage_are_kept():
     offered = planner.plan_shuffles(state, decisions, sizes_of(on_disk(*maps)))
     (decision,) = decisions
     assert decision.decision == "run" and decision.shuffle_maps == PartitionCount(kept=3, total=4)
-    assert decision.reason == "started in attempt 1 but not committed, 3/4 shuffle map outputs kept"
+    assert decision.reason == (
+        "started in attempt 1 but not committed, 3/4 shuffle map outputs kept (shuffle abc (3/4 kept): 1 map task "
+        "not finished, or not yet copied durably, when the attempt ended)"
+    )
     assert decision.summary()["shuffle_maps"] == {"kept": 3, "total": 4}
     assert [len(entry.maps) for entry in offered] == [3]
 
@@ -290,4 +293,60 @@ def test_replay_says_when_a_range_shuffle_partitions_by_kept_bounds_instead_of_i
     assert timeline.fact(first) == "shuffle abc: 8 map tasks, 0 kept outputs reused"
     assert timeline.fact(again) == (
         "shuffle abc: 8 map tasks, 8 kept outputs reused, partitioned by the kept range bounds, not its own sample"
+    )
+
+
+# -- a map stage that ran more than once (an executor lost, a fetch failure) ---------------------
+
+
+def copy_of(index: int, task: int, identity: str = "abc") -> dict:
+    return {**kept(index, identity), "path": f"{identity}/map-{index}-t{task}"}
+
+
+def test_a_map_stage_attempted_twice_offers_each_partitions_newest_whole_copy():
+    """Spark ran map tasks 1 and 2 again in a second attempt of the map stage (their executor was
+    lost): each map partition's copy, whichever attempt wrote it, is offered, and where the newest
+    copy is not whole the older one is."""
+    first = [copy_of(i, i) for i in range(4)]
+    again = [copy_of(1, 11), copy_of(2, 12)]
+    state = RunState.from_events("r", [stage_started(), registered(), committed(*first), committed(*again)])
+    files = on_disk(*first, *again)
+    del files["abc/map-2-t12/meta"]  # the second copy of map 2 never became whole
+    decisions = planner.make_plan(state, NothingOnStorage())
+    offer = planner.shuffle_offer(state, decisions, sizes_of(files))
+    (shuffle,) = offer.shuffles
+    assert [(m.map, m.path) for m in shuffle.maps] == [
+        (0, "abc/map-0-t0"), (1, "abc/map-1-t11"), (2, "abc/map-2-t2"), (3, "abc/map-3-t3")
+    ]  # fmt: skip
+    assert offer.not_kept == [] and decisions[0].reason.endswith(", 4/4 shuffle map outputs kept")
+    assert sorted(kept_shuffles.named_folders(state.shuffles)) == sorted(m["path"] for m in first + again)
+
+
+def test_the_plan_says_per_shuffle_why_map_outputs_are_not_kept():
+    """Two shuffles in a stage: one whose copies are gone, one refused (INDETERMINATE), one half
+    finished: each says why, in the stage's reason and in the dry run's ``shuffles_not_kept``."""
+    left = [copy_of(i, i) for i in range(4)]
+    right = [copy_of(i, i, "def") for i in range(2)]
+    indeterminate = record(ev.SHUFFLE_UNSUPPORTED, reason="the map stage is INDETERMINATE", stage="w", spark_shuffle=3)
+    events = [stage_started(), registered(), registered("def", maps=4), committed(*left), indeterminate]
+    events.append(record(ev.SHUFFLE_COMMITTED, shuffle="def", spark_shuffle=1, stage="w", maps=right))
+    state = RunState.from_events("r", events)
+    files = on_disk(*right)  # the left side's copies were removed
+    decisions = planner.make_plan(state, NothingOnStorage())
+    offer = planner.shuffle_offer(state, decisions, sizes_of(files))
+    assert [(s.shuffle, len(s.maps)) for s in offer.shuffles] == [("def", 2)]
+    planned = planner.StageDecisions("r", 2, decisions, shuffles=offer.shuffles, shuffles_not_kept=offer.not_kept)
+    document = planner.dry_run_document(planned)
+    assert document["shuffles_not_kept"] == [
+        {"shuffle": "abc", "spark_shuffle": None, "stage": "w", "kept": 0, "total": 4,
+         "reason": "4 kept map outputs missing or changed in the keep folder"},
+        {"shuffle": "def", "spark_shuffle": None, "stage": "w", "kept": 2, "total": 4,
+         "reason": "2 map tasks not finished, or not yet copied durably, when the attempt ended"},
+        {"shuffle": None, "spark_shuffle": 3, "stage": "w", "kept": 0, "total": 0,
+         "reason": "not kept: the map stage is INDETERMINATE"},
+    ]  # fmt: skip
+    assert decisions[0].reason == (
+        "started in attempt 1 but not committed, 2/8 shuffle map outputs kept (shuffle abc (0/4 kept): 4 kept map "
+        "outputs missing or changed in the keep folder; shuffle def (2/4 kept): 2 map tasks not finished, or not "
+        "yet copied durably, when the attempt ended; Spark shuffle 3: not kept: the map stage is INDETERMINATE)"
     )

@@ -250,3 +250,29 @@ def test_the_drain_thread_journals_finished_work_without_waiting_for_its_interva
     finally:
         telemetry.close()
         rt.writer.close()
+
+
+def test_an_executor_lost_is_journaled_with_its_host_and_one_the_driver_let_go_is_not(spark, tmp_path, jvm_listener):
+    """Spark's own executor events, handed to the listener: a kill is ``executor.lost`` with the host
+    its ``SparkListenerExecutorAdded`` named; an executor the driver let go stays
+    ``spark.executor.removed`` (dynamic allocation's idle executors lost nothing)."""
+    sc = spark.sparkContext
+    gateway, jvm = sc._gateway, sc._jvm
+    cls = jvm_listener.listener_class
+    listener = cls.getConstructor(gateway.new_array(jvm.java.lang.Class, 0)).newInstance(
+        gateway.new_array(jvm.java.lang.Object, 0)
+    )
+    scheduler = jvm.org.apache.spark.scheduler
+    logs = jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(jvm.java.util.HashMap())
+    for executor, host in (("7", "10.0.0.7"), ("8", "10.0.0.8")):
+        info = scheduler.cluster.ExecutorInfo(host, 1, logs)
+        listener.onExecutorAdded(scheduler.SparkListenerExecutorAdded(1000, executor, info))
+    listener.onExecutorRemoved(scheduler.SparkListenerExecutorRemoved(2000, "7", "Command exited with code 137"))
+    listener.onExecutorRemoved(scheduler.SparkListenerExecutorRemoved(3000, "8", "Executor killed by driver."))
+    rt, telemetry = journal_of(tmp_path, jvm_listener)
+    (lost,) = journaled(rt, telemetry, ev.EXECUTOR_LOST)
+    assert (lost["executor"], lost["host"], lost["reason"], lost["time_ms"]) == (
+        "7", "10.0.0.7", "Command exited with code 137", 2000
+    )  # fmt: skip
+    (removed,) = [r for r in read_journal(rt.run_dir) if r["type"] == ev.SPARK_EXECUTOR_REMOVED]
+    assert removed["executor"] == "8" and "host" not in removed

@@ -142,6 +142,10 @@ def test_the_recorded_driver_command_run_again_resumes_and_never_appends_twice(s
     again = start(recorded["command"], folder, "again")
     assert finish(again) == 0, said(folder, "again")[-3000:]
     assert "this driver resumes it as attempt 2 (1 skip, 1 continue)" in said(folder, "again")
+    # ... on spark-submit's stderr: the application's stdout (where PythonRunner copies the Python
+    # driver's stdout and stderr) holds no line of sparkrecover's, as in a plain run.
+    with open(os.path.join(folder, "again.out"), encoding="utf-8", errors="replace") as handle:
+        assert "sparkrecover:" not in handle.read()
     records = events_of(run_dir)
     assert [(e["attempt"], e["writer"], e["started_by"]) for e in records if e["type"] == "attempt.started"] == [
         (1, "cli", "submit"),

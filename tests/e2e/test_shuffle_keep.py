@@ -163,7 +163,7 @@ def test_a_kill_in_the_write_after_a_shuffle_computes_no_map_task(job, spark):
     assert stage["decision"] == "run", stage
     kept, total = stage["shuffle_maps"]["kept"], stage["shuffle_maps"]["total"]
     assert kept == total and total % MAPS == 0
-    assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept")
+    assert stage["reason"].endswith(f", {kept}/{total} shuffle map outputs kept"), stage["reason"]
     since = time.time_ns()
     conf = os.path.join(os.path.dirname(job["root"]), "conf")
     os.makedirs(conf)
@@ -203,6 +203,12 @@ def test_an_indeterminate_map_stage_runs_whole_and_says_why(job):
     )
     refused = [e for e in events(job, "shuffle.unsupported", 1) if "INDETERMINATE" in e["reason"]]
     assert len(refused) == 1  # the round-robin repartition after the groupBy
+    # The plan keeps nothing of it and says why, for that shuffle (the groupBy's are all kept).
+    (not_kept,) = dry_run(job["root"], "night")["shuffles_not_kept"]
+    assert not_kept["shuffle"] is None and not_kept["spark_shuffle"] == refused[0]["spark_shuffle"]
+    assert "INDETERMINATE" in not_kept["reason"]
+    shown = run_cli("resume", "night", "--root", job["root"], "--dry-run")
+    assert f"Spark shuffle {not_kept['spark_shuffle']}: not kept: " in shown.stdout + shown.stderr
     since = time.time_ns()
     resume(job)
     assert markers(job, "m-", since) == []  # the deterministic groupBy's map side is still reused

@@ -42,7 +42,11 @@ class ShuffleState:
     stage: str | None = None  # the pipeline stage it ran for (None outside any)
     maps: int = 0
     reduces: int = 0
-    kept: dict[int, dict[str, Any]] = field(default_factory=dict)  # map index -> its record
+    kept: dict[int, dict[str, Any]] = field(default_factory=dict)  # map index -> its latest record
+    # map index -> every whole copy journaled of it, oldest first: a map stage that ran again (an
+    # executor lost, a fetch failure) kept a second copy of the same map partition; of a
+    # deterministic shuffle each is as good as the other, and a resume takes the newest intact one.
+    copies: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     computed: dict[int, int] = field(default_factory=dict)  # map index -> the latest attempt that computed it
     reused: dict[int, int] = field(default_factory=dict)  # attempt -> map outputs reused
     attempts: list[int] = field(default_factory=list)  # the attempts that registered it
@@ -113,7 +117,9 @@ def on_committed(shuffles: dict[str, ShuffleState], record: dict[str, Any]) -> N
     for entry in record["maps"]:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), (int, str)) for k in _MAP_FIELDS):
             continue  # a map output the record does not describe whole is not reused
-        state.kept[int(entry["map"])] = {key: entry[key] for key in _MAP_FIELDS}
+        copy = {key: entry[key] for key in _MAP_FIELDS}
+        state.kept[int(entry["map"])] = copy
+        state.copies.setdefault(int(entry["map"]), []).append(copy)
         state.computed[int(entry["map"])] = record["attempt"]
         state.keep_us += _micros(entry.get("keep_us"))
         state.copy_us += _micros(entry.get("copy_us"))
@@ -127,50 +133,144 @@ def _micros(value: Any) -> int:
 
 
 def reusable(shuffles: dict[str, ShuffleState], size_of: SizeOf | None) -> list[KeptShuffle]:
-    """The kept map outputs whose files are there with their recorded sizes, per shuffle."""
+    """The kept map outputs whose files are there with their recorded sizes, per shuffle: of each
+    map partition, the newest journaled copy that is whole, whichever attempt of the map stage
+    (or of the run) wrote it."""
     if size_of is None:
         return []
     found = []
     for state in shuffles.values():
-        good = [_kept_map(entry) for _, entry in sorted(state.kept.items()) if intact(entry, size_of)]
+        good = [
+            _kept_map(copy) for copy in (_whole_copy(state, index, size_of) for index in sorted(state.kept)) if copy
+        ]
         if good:
             found.append(KeptShuffle(state.identity, state.stage, good))
     return found
 
 
+def _whole_copy(state: ShuffleState, index: int, size_of: SizeOf) -> dict[str, Any] | None:
+    copies = state.copies.get(index) or [state.kept[index]]
+    return next((copy for copy in reversed(copies) if intact(copy, size_of)), None)
+
+
+def named_folders(shuffles: dict[str, ShuffleState]) -> list[str]:
+    """Every kept map output folder a journal record names (each copy of each map partition)."""
+    return [str(copy["path"]) for state in shuffles.values() for copies in state.copies.values() for copy in copies]
+
+
+@dataclass
+class NotKept:
+    """Why a shuffle's map outputs, or some of them, are not offered to the next attempt."""
+
+    reason: str
+    stage: str | None = None
+    shuffle: str | None = None  # its identity; None for one refused before it had one
+    spark_shuffle: int | None = None
+    kept: int = 0  # map outputs offered all the same
+    total: int = 0  # its map tasks (0: unknown)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "shuffle": self.shuffle,
+            "spark_shuffle": self.spark_shuffle,
+            "stage": self.stage,
+            "kept": self.kept,
+            "total": self.total,
+            "reason": self.reason,
+        }
+
+    def describe(self) -> str:
+        name = f"shuffle {self.shuffle[:12]}" if self.shuffle else f"Spark shuffle {self.spark_shuffle}"
+        if self.shuffle is None and self.spark_shuffle is None:
+            name = "shuffles"
+        counted = f" ({self.kept}/{self.total} kept)" if self.total else ""
+        return f"{name}{counted}: {self.reason}"
+
+
 @dataclass
 class Offer:
-    """What the next attempt is offered (the plan's ``shuffles``), and why some kept map outputs
-    are not offered although their files are whole."""
+    """What the next attempt is offered (the plan's ``shuffles``), and, per shuffle, why map
+    outputs are not offered (``not_kept``): refused, unfinished, missing, or made by another
+    script."""
 
     shuffles: list[KeptShuffle]
-    not_offered: dict[str | None, str] = field(default_factory=dict)  # stage -> why (None: outside any)
+    not_kept: list[NotKept] = field(default_factory=list)
+
+    def not_kept_in(self, stage: str | None) -> list[NotKept]:
+        return [entry for entry in self.not_kept if entry.stage == stage]
 
 
 def offer(
-    shuffles: dict[str, ShuffleState], size_of: SizeOf | None, running: Iterable[str], script: str | None = None
+    shuffles: dict[str, ShuffleState],
+    size_of: SizeOf | None,
+    running: Iterable[str],
+    script: str | None = None,
+    unsupported: Iterable[Unsupported] = (),
 ) -> Offer:
     """The kept map outputs the next attempt may reuse: those of shuffles of the stages that run
     (``running``) or of none, whose files are intact, and made by the script it runs (``script``,
-    the digest of the script now; None when unknown)."""
+    the digest of the script now; None when unknown). ``unsupported``: the run's refusals
+    (``shuffle.unsupported``), said again for the shuffles of the stages that run."""
     stages = set(running)
-    offered, refused = [], {}
-    for kept in reusable(shuffles, size_of):
-        if kept.stage is not None and kept.stage not in stages:
+    whole = {kept.shuffle: kept for kept in reusable(shuffles, size_of)}
+    offered, why_not = [], []
+    for state in shuffles.values():
+        if state.stage is not None and state.stage not in stages:
             continue
-        made_by = shuffles[kept.shuffle].script
-        if script is not None and made_by is not None and made_by != script:
-            refused[kept.stage] = "the script changed since they were kept (it is part of each shuffle's identity)"
-            continue
-        if (
-            shuffles[kept.shuffle].bounds is not None
-            and size_of is not None
-            and size_of(bounds_file(kept.shuffle)) is None
-        ):
-            refused[kept.stage] = "the range bounds they were partitioned by are missing from the keep folder"
-            continue
-        offered.append(kept)
-    return Offer(offered, refused)
+        kept = whole.get(state.identity)
+        refusal = _refusal(state, kept, size_of, script)
+        if refusal is None and kept is not None:
+            offered.append(kept)
+        count = len(kept.maps) if kept is not None and refusal is None else 0
+        reason = refusal or _shortfall(state, count)
+        if reason:
+            why_not.append(NotKept(reason, state.stage, state.identity, None, count, state.maps))
+    why_not += _refused(unsupported, stages)
+    return Offer(offered, why_not)
+
+
+def _refusal(state: ShuffleState, kept: KeptShuffle | None, size_of: SizeOf | None, script: str | None) -> str | None:
+    """Why none of a shuffle's whole copies is offered, or None."""
+    if kept is None:
+        return None
+    if script is not None and state.script is not None and state.script != script:
+        return "the script changed since they were kept (it is part of each shuffle's identity)"
+    if state.bounds is not None and size_of is not None and size_of(bounds_file(state.identity)) is None:
+        return "the range bounds they were partitioned by are missing from the keep folder"
+    return None
+
+
+def _shortfall(state: ShuffleState, offered: int) -> str | None:
+    """Why fewer map outputs are offered than the shuffle has map tasks (None: all are)."""
+    if state.maps and offered >= state.maps:
+        return None
+    journaled = len(state.kept)
+    parts = []
+    if journaled > offered:
+        parts.append(f"{_count(journaled - offered, 'kept map output')} missing or changed in the keep folder")
+    unfinished = max(state.maps - journaled, 0)
+    if unfinished:
+        parts.append(
+            f"{_count(unfinished, 'map task')} not finished, or not yet copied durably, when the attempt ended"
+        )
+    return "; ".join(parts) or None
+
+
+def _count(number: int, what: str) -> str:
+    return f"{number} {what}{'s' if number != 1 else ''}"
+
+
+def _refused(unsupported: Iterable[Unsupported], stages: set[str]) -> list[NotKept]:
+    """The refusals of the latest attempt that made any, once each, for the stages that run."""
+    found = [entry for entry in unsupported if entry.stage is None or entry.stage in stages]
+    latest = max((entry.attempt for entry in found), default=None)
+    seen, result = set(), []
+    for entry in found:
+        key = (entry.stage, entry.spark_shuffle, entry.reason)
+        if entry.attempt == latest and key not in seen:
+            seen.add(key)
+            result.append(NotKept(f"not kept: {entry.reason}", entry.stage, None, entry.spark_shuffle))
+    return result
 
 
 def bounds_file(identity: str) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
+from sparkrecover.core.fold.executor_losses import LossFold
 from sparkrecover.core.fold.kept_partitions import Computed, WriteProgress
 from sparkrecover.core.fold.kept_shuffles import ShuffleState, Unsupported, on_committed, on_registered
 from sparkrecover.core.fold.savings import SavingsFold
@@ -168,6 +169,8 @@ class RunState:
     # could not be kept.
     shuffles: dict[str, ShuffleState] = field(default_factory=dict)
     shuffles_unsupported: list[Unsupported] = field(default_factory=list)
+    # Executors lost and what each cost: map tasks run again, map outputs served from copies.
+    lost_executors: LossFold = field(default_factory=LossFold)
     # What each resume reused of earlier attempts' stages and writes, and when (core/fold/savings.py).
     saved: SavingsFold = field(default_factory=SavingsFold)
 
@@ -207,6 +210,8 @@ class RunState:
                 previous = last
                 count += 1
                 if kind == job_started or kind == stage_completed:
+                    if "spark_shuffle" in record and kind == stage_completed:
+                        self.lost_executors.on_map_stage(record)
                     name = record.get("stage")
                     if name is None:
                         continue
@@ -390,6 +395,8 @@ def _spark_job_started(state: RunState, record: dict, attempt: AttemptState) -> 
 
 
 def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState) -> None:
+    if "spark_shuffle" in record:
+        state.lost_executors.on_map_stage(record)
     name = record.get("stage")
     if name is not None:
         stage = state._stage(name)
@@ -402,6 +409,14 @@ def _spark_stage_completed(state: RunState, record: dict, attempt: AttemptState)
         if written:
             number = record["attempt"]
             stage.output_records[number] = stage.output_records.get(number, 0) + int(written)
+
+
+def _executor_lost(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.lost_executors.on_lost(record)
+
+
+def _shuffle_served(state: RunState, record: dict, attempt: AttemptState) -> None:
+    state.lost_executors.on_served(record)
 
 
 def _journal_degraded(state: RunState, record: dict, attempt: AttemptState) -> None:
@@ -476,4 +491,6 @@ _HANDLERS = {
     ev.SHUFFLE_REGISTERED: _shuffle_registered,
     ev.SHUFFLE_COMMITTED: _shuffle_committed,
     ev.SHUFFLE_UNSUPPORTED: _shuffle_unsupported,
+    ev.EXECUTOR_LOST: _executor_lost,
+    ev.SHUFFLE_SERVED: _shuffle_served,
 }

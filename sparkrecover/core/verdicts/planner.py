@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from sparkrecover.core.fold import kept_partitions, kept_shuffles
+from sparkrecover.core.fold.kept_shuffles import NotKept
 from sparkrecover.core.fold.runstate import COMMITTED, FAILED, RunState, StageState
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.core.verdicts.evidence import Evidence
@@ -270,19 +271,31 @@ def plan_shuffles(
     from_scratch: bool = False,
     script: str | None = None,
 ) -> list[KeptShuffle]:
+    """The kept shuffle map outputs the next attempt may reuse (``shuffle_offer``'s)."""
+    return shuffle_offer(state, decisions, size_of, from_scratch=from_scratch, script=script).shuffles
+
+
+def shuffle_offer(
+    state: RunState,
+    decisions: list[PlanEntry],
+    size_of: kept_shuffles.SizeOf | None,
+    *,
+    from_scratch: bool = False,
+    script: str | None = None,
+) -> kept_shuffles.Offer:
     """The kept shuffle map outputs the next attempt may reuse (``size_of`` reads the keep folder;
     None when there is none; ``script``: the digest of the script it runs), and on each stage that
-    runs how many of its map outputs are offered. Offered is not reused: the next application
-    reuses them only for a shuffle it plans with the same identity (``inspect``, ``replay`` and
-    ``report`` count what it did reuse)."""
+    runs how many of its map outputs are offered and, per shuffle, why the others are not. Offered
+    is not reused: the next application reuses them only for a shuffle it plans with the same
+    identity (``inspect``, ``replay`` and ``report`` count what it did reuse)."""
     if from_scratch:
-        return []
+        return kept_shuffles.Offer([])
     running = {d.stage for d in decisions if d.decision in (RUN, RERUN, CONTINUE)}
     # A stage the plan leaves out (only Spark's telemetry names it: the driver died in its write's
     # probe, where its map stages run) runs as one never reached: its kept map outputs are offered.
     planned = {d.stage for d in decisions}
     running |= {s.stage for s in state.shuffles.values() if s.stage is not None and s.stage not in planned}
-    offer = kept_shuffles.offer(state.shuffles, size_of, running, script)
+    offer = kept_shuffles.offer(state.shuffles, size_of, running, script, state.shuffles_unsupported)
     for decision in decisions:
         if decision.stage not in running:
             continue
@@ -290,12 +303,18 @@ def plan_shuffles(
         if not total:
             continue
         decision.shuffle_maps = PartitionCount(kept=kept, total=total)
-        why = offer.not_offered.get(decision.stage)
-        if why and not kept:
-            decision.reason += f", no shuffle map output reusable: {why}"
-        else:
-            decision.reason += f", {kept}/{total} shuffle map outputs kept"
-    return offer.shuffles
+        decision.reason += _why_not_kept(kept, total, offer.not_kept_in(decision.stage))
+    return offer
+
+
+def _why_not_kept(kept: int, total: int, not_kept: list[kept_shuffles.NotKept]) -> str:
+    """What a stage's reason adds about its shuffles: how many map outputs are kept and, per
+    shuffle, why the others are not."""
+    reasons = {entry.reason for entry in not_kept}
+    if not kept and len(reasons) == 1 and all(entry.shuffle for entry in not_kept):
+        return f", no shuffle map output reusable: {reasons.pop()}"
+    text = f", {kept}/{total} shuffle map outputs kept"
+    return text + (f" ({'; '.join(entry.describe() for entry in not_kept)})" if not_kept else "")
 
 
 class NextAttempt(Protocol):
@@ -321,6 +340,9 @@ class NextAttempt(Protocol):
     @property
     def actions(self) -> list[ActionEntry] | None: ...
 
+    @property
+    def shuffles_not_kept(self) -> list[NotKept] | None: ...
+
 
 @dataclass
 class StageDecisions:
@@ -333,6 +355,7 @@ class StageDecisions:
     schemas: list[SchemaEntry] | None = None
     shuffles: list[KeptShuffle] | None = None
     actions: list[ActionEntry] | None = None
+    shuffles_not_kept: list[NotKept] | None = None
 
 
 def plan_of(planned: NextAttempt) -> Plan:
@@ -358,6 +381,8 @@ def dry_run_document(planned: NextAttempt) -> dict[str, Any]:
         document["schemas"] = [entry.summary() for entry in planned.schemas]
     if planned.shuffles is not None:
         document["shuffles"] = [entry.summary() for entry in planned.shuffles]
+    if planned.shuffles_not_kept is not None:
+        document["shuffles_not_kept"] = [entry.summary() for entry in planned.shuffles_not_kept]
     if planned.actions is not None:
         document["actions"] = [entry.summary() for entry in planned.actions]
     return document

@@ -101,6 +101,8 @@ class Report:
     environment: list[tuple[str, str]]
     damage: list[str]
     events: int
+    # Executors lost while an attempt ran, and what each cost ("attempt 1: executor 0 on h lost ...").
+    executors_lost: list[str] = field(default_factory=list)
 
     @property
     def saved_s(self) -> float:
@@ -226,6 +228,7 @@ def _build(
         environment=_environment(state, run_dir),
         damage=list(damage),
         events=state.event_count,
+        executors_lost=[f"attempt {row['attempt']}: {row['text']}" for row in details["executors_lost"]],
     )
 
 

@@ -147,6 +147,8 @@ def run_summary(
         # Map progress per shuffle (kept map outputs, docs/shuffles.md), and why some could not be kept.
         "shuffles": kept_shuffles.rows(state.shuffles),
         "shuffles_unsupported": _unsupported(state),
+        # Executors lost, and what each cost: map tasks run again, map outputs served from copies.
+        "executors_lost": [{**loss.row(), "text": loss.describe()} for loss in state.lost_executors.losses],
         "actions": action_rows(state),
         "events": state.event_count,
         "lease": lease if live else None,

@@ -171,7 +171,23 @@ def _spark_stage(r: dict[str, Any]) -> str:
         text += f", {written:,} rows written"
     if r.get("failure"):
         text += f"; failed: {humanize.first_line(r['failure'])}"
+    if isinstance(r.get("spark_shuffle"), int):
+        text += f" (map stage of Spark shuffle {r['spark_shuffle']})"
     return text
+
+
+def _executor_lost(r: dict[str, Any]) -> str:
+    where = f" on {r['host']}" if r.get("host") else ""
+    return f"executor {r.get('executor')}{where} lost: {humanize.first_line(r.get('reason'))}"
+
+
+def _shuffle_served(r: dict[str, Any]) -> str:
+    served, again = r.get("served"), r.get("recomputed")
+    served = served if isinstance(served, list) else []
+    again = again if isinstance(again, list) else []
+    text = f"shuffle {str(r.get('identity'))[:12]}: {len(served)} map outputs of lost executor {r.get('executor')}"
+    text += " served from copies"
+    return text + (f", {len(again)} computed again (copy not yet durable)" if again else "")
 
 
 def _degraded(r: dict[str, Any]) -> str:
@@ -314,6 +330,8 @@ _FACTS: dict[str, Callable[[dict[str, Any]], str]] = {
     ev.SPARK_JOB_STARTED: lambda r: f"Spark job {r.get('job')}",
     ev.SPARK_JOB_ENDED: _job_ended,
     ev.SPARK_STAGE_COMPLETED: _spark_stage,
+    ev.EXECUTOR_LOST: _executor_lost,
+    ev.SHUFFLE_SERVED: _shuffle_served,
     ev.SPARK_EXECUTOR_REMOVED: lambda r: f"executor {r.get('executor')}: {humanize.first_line(r.get('reason'))}",
     ev.JOURNAL_DEGRADED: _degraded,
     ev.DRIVER_ENDED: _exit,

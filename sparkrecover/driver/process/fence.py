@@ -22,10 +22,10 @@ refusal fails the write; ``failed`` turns that failure into the same exit 75.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from sparkrecover import jvm
+from sparkrecover.driver.process import messages
 from sparkrecover.errors import EXIT_LEASE_LOST
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import segments
@@ -82,11 +82,7 @@ def check(rt: Any, stage: str, doing: str) -> None:
         rt.writer.flush()
     except Exception:
         pass  # journaled if it can be
-    print(
-        f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})",
-        file=sys.stderr,
-        flush=True,
-    )
+    messages.say(f"sparkrecover: error: {why}; stopping before {doing} of stage {stage} (exit {EXIT_LEASE_LOST})")
     raise LeaseLost(EXIT_LEASE_LOST)
 
 

@@ -8,9 +8,9 @@ handler swallows its own errors.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, ClassVar
 
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.process.runtime import STAGE_PROPERTY, Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import KEPT_PROPERTY, WRITING_PROPERTY
@@ -183,9 +183,7 @@ def _report(error: Exception) -> None:
     global _reported
     if not _reported:
         _reported = True
-        print(
-            f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}", file=sys.stderr, flush=True
-        )
+        messages.say(f"sparkrecover: warning: listener event lost: {type(error).__name__}: {error}")
 
 
 def register(sc: Any, rt: Runtime) -> JournalListener:

@@ -18,13 +18,13 @@ reaches the application.
 
 from __future__ import annotations
 
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any
 
 import orjson
 
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.process.runtime import Runtime
 from sparkrecover.journal import events as ev
 from sparkrecover.jvm import LISTENER_CLASS, find_class
@@ -45,6 +45,7 @@ _TYPES = {
     "job.ended": ev.SPARK_JOB_ENDED,
     "stage.completed": ev.SPARK_STAGE_COMPLETED,
     "executor.removed": ev.SPARK_EXECUTOR_REMOVED,
+    "executor.lost": ev.EXECUTOR_LOST,
     "events.dropped": ev.SPARK_EVENTS_DROPPED,
     "task.committed": ev.TASK_COMMITTED,
     "shuffle.registered": ev.SHUFFLE_REGISTERED,
@@ -218,7 +219,7 @@ class Telemetry:
     def _warn(self, key: str, message: str) -> None:
         if key not in self._warned:
             self._warned.add(key)
-            print(f"sparkrecover: warning: {message}", file=sys.stderr, flush=True)
+            messages.say(f"sparkrecover: warning: {message}")
 
 
 def _batch_map(batches: dict[str, dict[str, Any]], record: dict[str, Any]) -> None:

@@ -25,12 +25,12 @@ one wins, the other exits 4 having written nothing), plans that attempt with the
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sparkrecover.driver.process import messages
 from sparkrecover.errors import LeaseHeldError, RunNotFoundError, SparkRecoverError
 from sparkrecover.journal import events as ev
 from sparkrecover.journal import runinfo, segments
@@ -69,7 +69,7 @@ class Start:
 
 
 def say(message: str) -> None:
-    print(f"sparkrecover: {message}", file=sys.stderr, flush=True)
+    messages.say(f"sparkrecover: {message}")
 
 
 def begin(options: Any, said: Say = say) -> Start:

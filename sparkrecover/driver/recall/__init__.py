@@ -10,10 +10,9 @@ or change the size limit (``spark.sparkrecover.results.maxBytes``).
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recall import recorder
 
 REPLAY_CONF = "spark.sparkrecover.replay"
@@ -38,7 +37,7 @@ def start(rt: runtime.Runtime, conf: Any) -> None:
         try:
             rt.result_limit = size_of(str(limit))
         except ValueError as error:
-            print(f"sparkrecover: warning: {recorder.LIMIT_CONF}: {error}; the default 8m is used", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {recorder.LIMIT_CONF}: {error}; the default 8m is used")
     rt.recorder = recorder.Recorder(rt.writer, rt.run_dir, rt.writer.attempt)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import fingerprints
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recall import codec, identity, recorder
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
@@ -125,9 +125,8 @@ def _warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:
         _warned = True
-        print(
+        messages.say(
             f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (actions run as pyspark's)",
-            file=sys.stderr,
         )
 
 

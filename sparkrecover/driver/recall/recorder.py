@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import queue
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.recall import codec
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
@@ -158,7 +158,7 @@ class Recorder:
             try:
                 job()
             except Exception as error:  # a result not kept costs its recomputation, never the job
-                print(f"sparkrecover: warning: an action's result not kept: {error}", file=sys.stderr)
+                messages.say(f"sparkrecover: warning: an action's result not kept: {error}")
 
     def close(self, timeout: float = 60.0) -> None:
         """Wait for the results queued so far (at the driver's end)."""

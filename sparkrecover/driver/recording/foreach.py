@@ -32,7 +32,7 @@ from typing import Any
 
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.driver.tasks import partitions, taskresume
 from sparkrecover.journal import events as ev
@@ -108,7 +108,7 @@ def _recorded(method: str, describe: Callable[[Any], Rows], original: Any) -> An
         try:
             rows = describe(self)
         except Exception as error:
-            print(f"sparkrecover: warning: {method}() not recorded: {type(error).__name__}: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {method}() not recorded: {type(error).__name__}: {error}")
             return original(self, *args, **kwargs)
         return stages.run(rt, ForeachStage(rt, method, rows, fn))
 

@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, writes, zerocode
 
 _ML_UTIL = "pyspark.ml.util"
@@ -115,9 +115,7 @@ def _recorded_save(original: Any) -> Any:
             call = describe(self, bound)
         except Exception as error:  # a wrong call gets pyspark's own error; ours never breaks it
             if not isinstance(error, TypeError):
-                print(
-                    f"sparkrecover: warning: model save not recorded: {type(error).__name__}: {error}", file=sys.stderr
-                )
+                messages.say(f"sparkrecover: warning: model save not recorded: {type(error).__name__}: {error}")
             return original(self, *args, **kwargs)
         return writes.run(rt, call, lambda: original(self, *args, **kwargs))
 

@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.core.verdicts.staleness import INPUT_LIST_LIMIT, digest, stat_files
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import storage
@@ -76,9 +76,8 @@ def _warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:  # once: a script reading in a loop would print it at every read
         _warned = True
-        print(
+        messages.say(
             f"sparkrecover: warning: {what}: {type(error).__name__}: {error} (reads go on as pyspark's)",
-            file=sys.stderr,
         )
 
 

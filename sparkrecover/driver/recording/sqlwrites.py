@@ -23,11 +23,10 @@ analyzed plan, like a DataFrame, and is the written "frame".
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, writes, zerocode
 from sparkrecover.rundir import storage
 
@@ -51,9 +50,8 @@ def _recorded_sql(original: Any) -> Any:
         try:
             call = describe(self, sqlQuery)
         except Exception as error:
-            print(
+            messages.say(
                 f"sparkrecover: warning: spark.sql() statement not recorded: {type(error).__name__}: {error}",
-                file=sys.stderr,
             )
             call = None
         if call is None:

@@ -20,7 +20,7 @@ from types import FrameType
 from typing import Any
 
 from sparkrecover.driver.lifecycle import stages
-from sparkrecover.driver.process import runtime
+from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recording import hooks, writes
 from sparkrecover.driver.tasks import taskresume
 from sparkrecover.rundir import storage
@@ -92,7 +92,7 @@ def _recorded(describe: Callable[..., writes.Write], name: str, original: Any) -
         try:
             call = describe(self, name, bound)
         except Exception as error:
-            print(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}", file=sys.stderr)
+            messages.say(f"sparkrecover: warning: {name}() not recorded: {type(error).__name__}: {error}")
             return original(self, *args, **kwargs)
         return writes.run(rt, call, lambda: original(self, *args, **kwargs))
 
@@ -125,7 +125,7 @@ def _expected_write(
         target = taskresume.Target(writer._df, writer._spark, url, spark_path, call.mode, call.format)
         plan = taskresume.plan_write(target, expected.entry)
     except Exception as error:  # task-level resume must never break the user's write
-        print(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}", file=sys.stderr)
+        messages.say(f"sparkrecover: warning: {method}() runs whole: {type(error).__name__}: {error}")
         return do_write()
     if plan is None:
         return do_write()

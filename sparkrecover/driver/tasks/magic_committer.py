@@ -22,8 +22,7 @@ them:
 
 from __future__ import annotations
 
-import sys
-
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.tasks.committers import Adopted, Committer, Kept, abort_uploads, agreed, at, remove
 from sparkrecover.errors import StorageError
 from sparkrecover.kinds import CommitKind
@@ -101,6 +100,4 @@ class MagicCommitter(Committer):
                 storage.data_filesystem(url)[0].rm(folder, recursive=True)
             remove(storage.join(url, tasklists.MAGIC_DIR))
         except (OSError, StorageError) as error:  # the write runs under its own UUID: none of it is loaded
-            print(
-                f"sparkrecover: warning: the dead job's pendingsets below {url} not removed: {error}", file=sys.stderr
-            )
+            messages.say(f"sparkrecover: warning: the dead job's pendingsets below {url} not removed: {error}")

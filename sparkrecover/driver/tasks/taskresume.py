@@ -33,6 +33,7 @@ from typing import Any
 
 from sparkrecover.core.fold import kept_partitions
 from sparkrecover.core.verdicts import staleness
+from sparkrecover.driver.process import messages
 from sparkrecover.driver.tasks import partitions
 from sparkrecover.driver.tasks.committers import Committer, ResumedWrite, abort_uploads, remove
 from sparkrecover.driver.tasks.file_output_committer import FileOutputCommitter
@@ -128,7 +129,7 @@ def set_aside(url: str, entry: PlanEntry, mode: str | None = None) -> None:
         )
         STRATEGIES[adopted.kind](write).set_aside(adopted)
     except (OSError, StorageError) as error:  # what was not moved is computed again: slower, never wrong
-        print(f"sparkrecover: warning: committed tasks of {url} not kept: {error}", file=sys.stderr)
+        messages.say(f"sparkrecover: warning: committed tasks of {url} not kept: {error}")
 
 
 def plan_write(target: Target | None, entry: PlanEntry) -> TaskPlan | None:

@@ -36,6 +36,7 @@ import org.apache.spark.executor.TaskMetrics;
 import org.apache.spark.scheduler.JobFailed;
 import org.apache.spark.scheduler.JobResult;
 import org.apache.spark.scheduler.SparkListener;
+import org.apache.spark.scheduler.SparkListenerExecutorAdded;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
 import org.apache.spark.scheduler.SparkListenerJobStart;
@@ -85,6 +86,8 @@ public final class SparkRecoverListener extends SparkListener {
     // Task ends that arrive after their stage attempt completed (tasks killed once the attempt
     // was decided) would otherwise open a tally that never closes.
     private final Map<Long, Boolean> completed = bounded();
+    // Executor id -> its host, for the journal's executor.lost (a removal names no host).
+    private final Map<String, String> hostOfExecutor = bounded();
 
     public SparkRecoverListener() {
         synchronized (LOCK) {
@@ -280,6 +283,11 @@ public final class SparkRecoverListener extends SparkListener {
                 .append(",\"spark_attempt\":").append(info.attemptNumber());
             field(line, "stage", stageOfSparkStage.remove(info.stageId()));
             keptOfWritingStage.remove(info.stageId());
+            // A map stage says its shuffle: what an executor's loss cost is counted from these.
+            Object shuffle = info.shuffleDepId().isDefined() ? info.shuffleDepId().get() : null;
+            if (shuffle != null) {
+                line.append(",\"spark_shuffle\":").append(shuffle);
+            }
             field(line, "name", info.name());
             line.append(",\"tasks\":").append(info.numTasks())
                 .append(",\"completed_tasks\":").append(tally.completed)
@@ -296,11 +304,33 @@ public final class SparkRecoverListener extends SparkListener {
     }
 
     @Override
+    public void onExecutorAdded(SparkListenerExecutorAdded event) {
+        try {
+            hostOfExecutor.put(event.executorId(), event.executorInfo().executorHost());
+        } catch (RuntimeException | LinkageError error) {
+            reportError("onExecutorAdded", error);
+        }
+    }
+
+    /**
+     * An executor that went away. One the driver let go (dynamic allocation's idle timeout,
+     * decommissioning) lost nothing: executor.removed. Any other (killed, out of memory, its node
+     * gone) is executor.lost, with its host: the map outputs it held are computed again, or served
+     * from kept copies (docs/shuffles.md).
+     */
+    @Override
     public void onExecutorRemoved(SparkListenerExecutorRemoved event) {
         try {
-            StringBuilder line = start("executor.removed");
+            String reason = event.reason() == null ? "" : event.reason();
+            boolean letGo = reason.startsWith("Executor killed by driver")
+                || reason.toLowerCase(java.util.Locale.ROOT).contains("decommission");
+            StringBuilder line = start(letGo ? "executor.removed" : "executor.lost");
             field(line, "executor", event.executorId());
-            field(line, "reason", clip(event.reason()));
+            if (!letGo) {
+                field(line, "host", hostOfExecutor.get(event.executorId()));
+            }
+            hostOfExecutor.remove(event.executorId());
+            field(line, "reason", clip(reason));
             emit(line.append(",\"time_ms\":").append(event.time()).append('}'));
         } catch (RuntimeException | LinkageError error) {
             reportError("onExecutorRemoved", error);
