@@ -45,13 +45,15 @@ class ResumePlan:
     # Per shuffle, why map outputs are not offered (refused, unfinished, missing, another script).
     shuffles_not_kept: list[NotKept] = field(default_factory=list)
 
+    @property
+    def run_id(self) -> str:
+        return self.run.id
+
     def document(self) -> Plan:
-        return planner.plan_of(self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions)
+        return planner.plan_of(self)
 
     def dry_run(self) -> dict[str, Any]:
-        return planner.dry_run_document(
-            self.run.id, self.attempt, self.decisions, self.schemas, self.shuffles, self.actions, self.shuffles_not_kept
-        )
+        return planner.dry_run_document(self)
 
 
 def finished(state: RunState, rerun: tuple[str, ...] = (), from_scratch: bool = False) -> bool:

@@ -335,7 +335,8 @@ def test_the_plan_says_per_shuffle_why_map_outputs_are_not_kept():
     decisions = planner.make_plan(state, NothingOnStorage())
     offer = planner.shuffle_offer(state, decisions, sizes_of(files))
     assert [(s.shuffle, len(s.maps)) for s in offer.shuffles] == [("def", 2)]
-    document = planner.dry_run_document("r", 2, decisions, kept_shuffles=offer.shuffles, not_kept=offer.not_kept)
+    planned = planner.StageDecisions("r", 2, decisions, shuffles=offer.shuffles, shuffles_not_kept=offer.not_kept)
+    document = planner.dry_run_document(planned)
     assert document["shuffles_not_kept"] == [
         {"shuffle": "abc", "spark_shuffle": None, "stage": "w", "kept": 0, "total": 4,
          "reason": "4 kept map outputs missing or changed in the keep folder"},

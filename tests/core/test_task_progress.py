@@ -359,7 +359,7 @@ def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed
     keeps the dead job's only when its folder holds the kept ones and nothing else (a set-aside
     cut short by an error leaves others: then nothing is kept, and the write runs under a UUID of
     its own)."""
-    from sparkrecover.driver.tasks import partitions, taskresume
+    from sparkrecover.driver.tasks import committers, magic_committer, partitions, taskresume
 
     out = str(tmp_path / "out")
     for partition in (0, 1, 2):
@@ -370,7 +370,8 @@ def test_pendingsets_are_kept_in_place_only_when_nothing_else_could_be_committed
 
     def keep() -> taskresume.TaskPlan:
         plan = taskresume.TaskPlan(shape, None, kind=partitions.PENDINGSETS)
-        taskresume._keep(plan, target, tasks, None, False, set_aside_before=False)
+        write = committers.ResumedWrite(target.url, target.mode, tasks, taskfiles.kept_dir(out))
+        taskresume._keep(plan, magic_committer.MagicCommitter(write))
         return plan
 
     refused = keep()  # partition 2 committed but not journaled: its pendingset is still there

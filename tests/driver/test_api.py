@@ -67,7 +67,9 @@ def resume_runtime(tmp_path, rt: Runtime) -> Runtime:
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(
+        tmp_path, planner.plan_of(planner.StageDecisions("run1", attempt, decisions)), attempt=attempt
+    )
 
 
 def test_skip_reads_the_checkpoint_back_and_computes_nothing(spark, tmp_path):

@@ -35,7 +35,9 @@ def resume(tmp_path, rt):
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(
+        tmp_path, planner.plan_of(planner.StageDecisions("run1", attempt, decisions)), attempt=attempt
+    )
 
 
 def isotonic(spark):
@@ -120,7 +122,7 @@ def test_an_interrupted_model_save_is_removed_and_runs_again(spark, tmp_path):
             os.remove(out / name)  # half a folder, as a killed save leaves it
     decisions = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    rt = install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    rt = install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     save_mllib(spark, model, out)  # the half folder would fail PATH_ALREADY_EXISTS
     second = saves(rt)
     assert [r["type"] for r in second] == [ev.STAGE_STARTED, ev.STAGE_COMMITTED]

@@ -42,7 +42,9 @@ def resume(tmp_path, rt, forget=()):
     runtime.install(None)
     for table in forget:
         forget_table(rt_spark(), table)
-    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(
+        tmp_path, planner.plan_of(planner.StageDecisions("run1", attempt, decisions)), attempt=attempt
+    )
 
 
 def rt_spark():
@@ -128,7 +130,7 @@ def test_an_older_record_without_the_table_registers_an_external_table_as_before
         decision.committed.table = None
     runtime.install(None)
     forget_table(spark, "tbl.t4")
-    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     save(spark.range(3), "tbl.t4")
     assert metadata(spark, "tbl.t4")["type"] == "EXTERNAL"
     assert spark.table("tbl.t4").count() == 3
@@ -234,7 +236,7 @@ def test_a_stage_that_runs_again_rebuilds_a_table_it_read_that_was_changed_since
     assert [d.decision for d in decisions] == ["rerun", "rerun", "rerun"]
     assert decisions[0].reason.endswith(f"needed by {copy}")
     runtime.install(None)
-    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     script()
     assert sorted(r.id for r in spark.read.json(out).collect()) == [0, 1, 2]
     assert not spark.catalog.tableExists("tbl.t11")

@@ -31,7 +31,9 @@ def resume(tmp_path, rt, **options):
     state = RunState.from_events("run1", read_journal(rt.run_dir))
     decisions = planner.make_plan(state, StorageEvidence(rt.run_dir), **options)
     attempt = max(state.attempts) + 1
-    return install_runtime(tmp_path, planner.plan_of("run1", attempt, decisions), attempt=attempt)
+    return install_runtime(
+        tmp_path, planner.plan_of(planner.StageDecisions("run1", attempt, decisions)), attempt=attempt
+    )
 
 
 def rows(spark, path, fmt="json"):
@@ -147,7 +149,7 @@ def test_an_interrupted_append_has_its_partial_files_removed(spark, tmp_path):
     state = RunState.from_events("run1", records)
     decisions = planner.make_plan(state, StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    rt2 = install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    rt2 = install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     append(spark, out)
     assert rows(spark, str(out)) == [0, 1, 2, 100]
     assert not partial.exists() and not (out / "_temporary").exists()
@@ -400,7 +402,7 @@ def test_an_interrupted_rdd_save_is_cleaned_and_runs_again(spark, tmp_path):
     (out / "_temporary" / "0").mkdir(parents=True)
     decisions = planner.make_plan(RunState.from_events("run1", records), StorageEvidence(rt.run_dir))
     assert decisions[0].decision == "run"
-    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     save_rdd(spark, "saveAsPickleFile", str(out))
     assert sorted(spark.sparkContext.pickleFile(str(out)).collect()) == list(range(6))
     assert not (out / "_temporary").exists()
@@ -523,7 +525,7 @@ def test_an_interrupted_sql_insert_into_a_folder_runs_again_once(spark, tmp_path
     # The create's folder has a file more, and the insert that runs needs it: the create reruns
     # (it removes the folder and the table it created, then the insert lands once).
     assert [d.decision for d in decisions] == ["rerun", "run"]
-    install_runtime(tmp_path, planner.plan_of("run1", 2, decisions), attempt=2)
+    install_runtime(tmp_path, planner.plan_of(planner.StageDecisions("run1", 2, decisions)), attempt=2)
     run_sql(spark, f"CREATE TABLE s3 (id BIGINT) USING json LOCATION '{location}'")
     run_sql(spark, "INSERT INTO s3 SELECT id FROM range(3)")
     spark.catalog.refreshTable("s3")

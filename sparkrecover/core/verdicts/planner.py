@@ -15,7 +15,8 @@ name.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from sparkrecover.core.fold import kept_partitions, kept_shuffles
 from sparkrecover.core.fold.kept_shuffles import NotKept
@@ -316,42 +317,72 @@ def _why_not_kept(kept: int, total: int, not_kept: list[kept_shuffles.NotKept]) 
     return text + (f" ({'; '.join(entry.describe() for entry in not_kept)})" if not_kept else "")
 
 
-def plan_of(
-    run_id: str,
-    attempt: int,
-    decisions: list[PlanEntry],
-    schemas: list[SchemaEntry] | None = None,
-    kept_shuffles: list[KeptShuffle] | None = None,
-    actions: list[ActionEntry] | None = None,
-) -> Plan:
+class NextAttempt(Protocol):
+    """The plan a resume made for the next attempt, whole (``planning/next_attempt.py: ResumePlan``),
+    as ``plan_of`` and ``dry_run_document`` render it: a new part of the plan is one more field of
+    the value, not one more parameter of each."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def attempt(self) -> int: ...
+
+    @property
+    def decisions(self) -> list[PlanEntry]: ...
+
+    @property
+    def schemas(self) -> list[SchemaEntry] | None: ...
+
+    @property
+    def shuffles(self) -> list[KeptShuffle] | None: ...
+
+    @property
+    def actions(self) -> list[ActionEntry] | None: ...
+
+    @property
+    def shuffles_not_kept(self) -> list[NotKept] | None: ...
+
+
+@dataclass
+class StageDecisions:
+    """A plan of stage decisions alone: what ``replay`` shows a dry run would have printed at a past
+    moment (no schemas, shuffles or actions: it works out none), and tests."""
+
+    run_id: str
+    attempt: int
+    decisions: list[PlanEntry]
+    schemas: list[SchemaEntry] | None = None
+    shuffles: list[KeptShuffle] | None = None
+    actions: list[ActionEntry] | None = None
+    shuffles_not_kept: list[NotKept] | None = None
+
+
+def plan_of(planned: NextAttempt) -> Plan:
     """The plan handed to the next attempt (plans/<attempt>.json)."""
     return Plan(
-        run=run_id,
-        attempt=attempt,
-        stages=decisions,
-        schemas=list(schemas or []),
-        shuffles=list(kept_shuffles or []),
-        actions=list(actions or []),
+        run=planned.run_id,
+        attempt=planned.attempt,
+        stages=planned.decisions,
+        schemas=list(planned.schemas or []),
+        shuffles=list(planned.shuffles or []),
+        actions=list(planned.actions or []),
     )
 
 
-def dry_run_document(
-    run_id: str,
-    attempt: int,
-    decisions: list[PlanEntry],
-    schemas: list[SchemaEntry] | None = None,
-    kept_shuffles: list[KeptShuffle] | None = None,
-    actions: list[ActionEntry] | None = None,
-    not_kept: list[NotKept] | None = None,
-) -> dict[str, Any]:
+def dry_run_document(planned: NextAttempt) -> dict[str, Any]:
     """The exact shape of ``resume --dry-run --json`` (docs/design.md §8)."""
-    document: dict[str, Any] = {"run": run_id, "attempt": attempt, "stages": [d.summary() for d in decisions]}
-    if schemas is not None:
-        document["schemas"] = [entry.summary() for entry in schemas]
-    if kept_shuffles is not None:
-        document["shuffles"] = [entry.summary() for entry in kept_shuffles]
-    if not_kept is not None:
-        document["shuffles_not_kept"] = [entry.summary() for entry in not_kept]
-    if actions is not None:
-        document["actions"] = [entry.summary() for entry in actions]
+    document: dict[str, Any] = {
+        "run": planned.run_id,
+        "attempt": planned.attempt,
+        "stages": [d.summary() for d in planned.decisions],
+    }
+    if planned.schemas is not None:
+        document["schemas"] = [entry.summary() for entry in planned.schemas]
+    if planned.shuffles is not None:
+        document["shuffles"] = [entry.summary() for entry in planned.shuffles]
+    if planned.shuffles_not_kept is not None:
+        document["shuffles_not_kept"] = [entry.summary() for entry in planned.shuffles_not_kept]
+    if planned.actions is not None:
+        document["actions"] = [entry.summary() for entry in planned.actions]
     return document

@@ -105,7 +105,7 @@ def plan_at(state: RunState, evidence: Evidence) -> dict[str, Any]:
     checked as they are now, there being no record of how they were then."""
     decisions = planner.make_plan(state, evidence)
     next_attempt = max(state.attempts, default=0) + 1
-    return planner.dry_run_document(state.run_id, next_attempt, decisions)
+    return planner.dry_run_document(planner.StageDecisions(state.run_id, next_attempt, decisions))
 
 
 def normalized(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
