@@ -2,8 +2,14 @@
 24 partitions of about 1 s each, then one write of 40 partitions of about 1 s each, killed after 70 %
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
-    .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3] [--maps 24]
-        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill] [--pairs 1]
+    .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3 ...] [--maps 24]
+        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill] [--pairs 1] [--task-cost-only]
+        [--executor-java-options=OPTIONS]
+
+``--where`` takes one place or several, run one after the other; the last lines give the judged
+ratio of a task reading kept map outputs (step 4) for each. ``--task-cost-only`` runs only that
+judged pair (the warm-up job's full run, its kill at 70 % and resume). ``--executor-java-options``
+goes to every run's ``spark.executor.extraJavaOptions``: a profiler's (scripts/jfr_write_tasks.py).
 
 ``--where``: ``local`` (default) runs on ``local[2]`` with a local run root (map outputs kept as
 hard links); ``standalone`` on a standalone master with two workers of one core on loopback, each
@@ -26,8 +32,10 @@ with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
    The resumed application's executors are new JVMs whose first tasks are these: their first
    write task (class loading, the Python worker's start) is left out on both sides, and tasks are
    compared rank by rank on their executor. Then once more where both applications ran the same
-   small job first (``SHUFFLE_WARM_UP``, 8 map partitions): what reading kept blocks costs, apart
-   from what any new JVM's first tasks cost (docs/performance.md); the goal is judged on that.
+   small job first (``SHUFFLE_WARM_UP``, 8 map partitions; the resume with ``--no-replay``, or it
+   would answer that job's collect from the journal without running it): what reading kept blocks
+   costs, apart from what any new JVM's first tasks cost (docs/performance.md); the goal is judged
+   on that.
 5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
 6. With ``--pairs N`` (N >= 2): N - 1 more full runs under ``submit``, each followed by its own kill
    at 70 % of the write and resume; the resume goal is then judged on the median resume over the
