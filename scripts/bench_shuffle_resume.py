@@ -2,8 +2,14 @@
 24 partitions of about 1 s each, then one write of 40 partitions of about 1 s each, killed after 70 %
 of the write's partitions committed, and killed half-way through the map stage, then resumed.
 
-    .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3] [--maps 24]
-        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill] [--pairs 1]
+    .venv/bin/python scripts/bench_shuffle_resume.py [--where local|standalone|s3 ...] [--maps 24]
+        [--writes 40] [--seconds 1.0] [--keep-cost] [--no-map-kill] [--pairs 1] [--task-cost-only]
+        [--executor-java-options=OPTIONS]
+
+``--where`` takes one place or several, run one after the other; the last lines give the judged
+ratio of a task reading kept map outputs (step 4) for each. ``--task-cost-only`` runs only that
+judged pair (the warm-up job's full run, its kill at 70 % and resume). ``--executor-java-options``
+goes to every run's ``spark.executor.extraJavaOptions``: a profiler's (scripts/jfr_write_tasks.py).
 
 ``--where``: ``local`` (default) runs on ``local[2]`` with a local run root (map outputs kept as
 hard links); ``standalone`` on a standalone master with two workers of one core on loopback, each
@@ -26,8 +32,10 @@ with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
    The resumed application's executors are new JVMs whose first tasks are these: their first
    write task (class loading, the Python worker's start) is left out on both sides, and tasks are
    compared rank by rank on their executor. Then once more where both applications ran the same
-   small job first (``SHUFFLE_WARM_UP``, 8 map partitions): what reading kept blocks costs, apart
-   from what any new JVM's first tasks cost (docs/performance.md); the goal is judged on that.
+   small job first (``SHUFFLE_WARM_UP``, 8 map partitions; the resume with ``--no-replay``, or it
+   would answer that job's collect from the journal without running it): what reading kept blocks
+   costs, apart from what any new JVM's first tasks cost (docs/performance.md); the goal is judged
+   on that.
 5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
 6. With ``--pairs N`` (N >= 2): N - 1 more full runs under ``submit``, each followed by its own kill
    at 70 % of the write and resume; the resume goal is then judged on the median resume over the
@@ -43,7 +51,6 @@ map outputs at most 1.2x the time and CPU of one reading a fresh shuffle. Exits 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -53,6 +60,7 @@ import time
 from collections.abc import Callable
 
 import _bench
+from _shuffle_tasks import medians, rank_matched, tasks_before_write, write_tasks
 
 sys.path.insert(0, _bench.REPO)
 
@@ -91,77 +99,6 @@ def keep_times(run_dir: str) -> tuple[int, float, float, float, int]:
 
     size = sum(int(m["data_bytes"]) + int(m["index_bytes"]) for m in kept)
     return len(kept), mean_ms("keep_us"), mean_ms("copy_us"), mean_ms("wait_us"), size
-
-
-def write_tasks(events: str) -> list[tuple[float, float, float, int]]:
-    """(wall s, CPU s, fetch wait s, rank) of each successful task of the write stage (of the result
-    stages named after the parquet write, the one with the most tasks that read shuffle bytes: a
-    warm-up job's collect reads a shuffle too) of the last application that logged events
-    there (the resume, after the killed attempt), from Spark's event log: a file, or on Spark 4 a
-    folder of rolled files (``eventlog_v2_<app>/events_<n>_<app>``). The rank is the task's place
-    among those tasks on its executor, by launch time (0: the executor's first)."""
-    apps = sorted(os.listdir(events)) if os.path.isdir(events) else []
-    if not apps:
-        return []
-    last = os.path.join(events, apps[-1])
-    files = (
-        [os.path.join(last, name) for name in sorted(os.listdir(last)) if name.startswith("events_")]
-        if os.path.isdir(last)
-        else [last]
-    )
-    stages: dict[int, list[tuple[float, float, float, str, int]]] = {}
-    writes: set[int] = set()
-    for path in files:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                event = json.loads(line)
-                if event.get("Event") == "SparkListenerStageSubmitted":
-                    if str(event["Stage Info"].get("Stage Name", "")).startswith("parquet at "):
-                        writes.add(event["Stage Info"]["Stage ID"])
-                if event.get("Event") != "SparkListenerTaskEnd" or event.get("Task Type") != "ResultTask":
-                    continue
-                if (event.get("Task End Reason") or {}).get("Reason") != "Success":
-                    continue
-                metrics = event.get("Task Metrics") or {}
-                read = metrics.get("Shuffle Read Metrics") or {}
-                if int(read.get("Remote Bytes Read") or 0) + int(read.get("Local Bytes Read") or 0) <= 0:
-                    continue
-                info = event.get("Task Info") or {}
-                stages.setdefault(event["Stage ID"], []).append(
-                    (
-                        metrics["Executor Run Time"] / 1000,
-                        metrics["Executor CPU Time"] / 1e9,
-                        int(read.get("Fetch Wait Time") or 0) / 1000,
-                        str(info.get("Executor ID")),
-                        int(info.get("Launch Time") or 0),
-                    )
-                )
-    stages = {stage: tasks for stage, tasks in stages.items() if stage in writes} or stages
-    if not stages:
-        return []
-    ranked: list[tuple[float, float, float, int]] = []
-    tasks = max(stages.values(), key=len)
-    for executor in {task[3] for task in tasks}:
-        mine = sorted((task for task in tasks if task[3] == executor), key=lambda task: task[4])
-        ranked += [(task[0], task[1], task[2], rank) for rank, task in enumerate(mine)]
-    return ranked
-
-
-def rank_matched(tasks: list[tuple[float, float, float, int]], other: list[tuple[float, float, float, int]]):
-    """The tasks whose rank on their executor ``other`` has too, leaving out each executor's first."""
-    ranks = {task[3] for task in other} - {0}
-    return [task for task in tasks if task[3] in ranks]
-
-
-def medians(tasks: list[tuple[float, float, float, int]]) -> tuple[float, float, float]:
-    """Median wall, CPU and fetch wait of the tasks (zeros for none)."""
-    if not tasks:
-        return 0.0, 0.0, 0.0
-    return (
-        statistics.median(t[0] for t in tasks),
-        statistics.median(t[1] for t in tasks),
-        statistics.median(t[2] for t in tasks),
-    )
 
 
 class Where:
@@ -218,7 +155,9 @@ class Where:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--where", choices=sorted(RATIO_GOALS), default="local")
+    parser.add_argument(
+        "--where", choices=sorted(RATIO_GOALS), nargs="+", default=["local"], help="one or more, one after the other"
+    )
     parser.add_argument("--maps", type=int, default=24)
     parser.add_argument("--writes", type=int, default=40)
     parser.add_argument("--seconds", type=float, default=1.0)
@@ -230,23 +169,43 @@ def main() -> int:
         default=1,
         help="full runs and kills at 70 %% of the write to time (>= 2: the resume goal judged on their medians)",
     )
+    parser.add_argument(
+        "--task-cost-only",
+        action="store_true",
+        help="only the judged per-task comparison: the full run and resume after the warm-up job",
+    )
+    parser.add_argument(
+        "--executor-java-options", default="", help="spark.executor.extraJavaOptions of every run (a profiler's)"
+    )
     options = parser.parse_args()
     _bench.warm_jar()
+    judged = {place: bench(options, place) for place in options.where}
+    print("a write task reading kept map outputs against one reading a fresh shuffle, after the same warm-up job:")
+    for place, (wall, cpu) in judged.items():
+        verdict = _bench.verdict(max(wall, cpu), TASK_GOAL)
+        print(f"  {place}: {wall:.2f} x wall, {cpu:.2f} x CPU (goal <= {TASK_GOAL}: {verdict})")
+    return 0
+
+
+def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
+    """The benchmark on ``place``: prints its figures, returns the judged task's (wall, CPU) ratios."""
     maps, writes = options.maps, options.writes
     work = tempfile.mkdtemp(prefix="sparkrecover-bench-shuffle-resume-")
     log = os.path.join(work, "runs.log")
     seconds = str(options.seconds)
-    where = Where(options.where, work)
+    where = Where(place, work)
+    if options.executor_java_options:
+        where.options += ["--conf", f"spark.executor.extraJavaOptions={options.executor_java_options}"]
     env = {**where.env, "SHUFFLE_MAP_SLEEP": seconds, "SHUFFLE_WRITE_SLEEP": seconds}
-    ratio_goal, overhead_goal = RATIO_GOALS[options.where], OVERHEAD_GOALS[options.where]
-    place = {
+    ratio_goal, overhead_goal = RATIO_GOALS[place], OVERHEAD_GOALS[place]
+    places = {
         "local": "local[2]",
         "standalone": "two workers, root a shared local folder",
         "s3": "two workers, root on S3",
     }
     print(
         f"bench_shuffle_resume: {maps} map partitions, a join and an aggregation, a write of {writes} "
-        f"partitions, x {options.seconds:.1f} s each on {place[options.where]} {_bench.load_note()}; logs in {log}",
+        f"partitions, x {options.seconds:.1f} s each on {places[place]} {_bench.load_note()}; logs in {log}",
         flush=True,
     )
     from sparkrecover.rundir import storage
@@ -285,43 +244,6 @@ def main() -> int:
             {**_bench.plain_env(), **env, "SHUFFLE_MAP_SLEEP": "0", "SHUFFLE_WRITE_SLEEP": "0"},
         )
         where.idle()
-        full, full_cpu = _bench.timed_cpu(submit("full"), log, env)
-        counted = (
-            marked(os.path.join(work, "full", "markers"), "map"),
-            marked(os.path.join(work, "full", "markers"), "write"),
-        )
-        print(
-            f"  full run under sparkrecover submit: {full:.2f} s ({counted[0]} map, {counted[1]} write "
-            "partitions computed)"
-        )
-        where.idle()
-        plain, plain_cpu = _bench.timed_cpu(
-            [_bench.spark_submit(), *where.options, *app("plain")], log, {**_bench.plain_env(), **env}
-        )
-        plain_counted = (
-            marked(os.path.join(work, "plain", "markers"), "map"),
-            marked(os.path.join(work, "plain", "markers"), "write"),
-        )
-        overhead = full / plain
-        cpu_note = (
-            f", {full_cpu / plain_cpu:.3f} x CPU"
-            if options.where == "local"
-            else " (executors' CPU is not this process tree's)"
-        )
-        print(
-            f"  plain spark-submit: {plain:.2f} s ({plain_counted[0]} map, {plain_counted[1]} write partitions "
-            f"computed; the same under submit: {'met' if counted == plain_counted else 'MISSED'})\n"
-            f"  clean-run overhead of submit: {overhead:.3f} x wall (goal <= {overhead_goal}: "
-            f"{_bench.verdict(overhead, overhead_goal)}){cpu_note}\n"
-            f"  plain re-submission after a crash (whole job): {plain / full:.3f} x the full run",
-            flush=True,
-        )
-        count, keep_ms, copy_ms, wait_ms, size = keep_times(storage.join(where.root, "full"))
-        print(
-            f"  keeping in the full run: {count} map outputs ({size:,} bytes), per map output {keep_ms:.2f} ms on the "
-            f"map task's thread, {copy_ms:.2f} ms of background copy, {wait_ms:.2f} ms waiting for a copier",
-            flush=True,
-        )
 
         def kill_and_resume(
             name: str,
@@ -331,7 +253,8 @@ def main() -> int:
             goal: float | None,
             run_env: dict[str, str] = env,
             map_partitions: int = maps,
-            whole: float = full,
+            whole: float = 0.0,
+            resume_options: tuple[str, ...] = (),
         ) -> float:
             from tests.e2e.support import kill_tree
 
@@ -354,7 +277,12 @@ def main() -> int:
             where.idle()
             resume = _bench.timed(
                 _bench.sparkrecover(
-                    "resume", name, "--root", where.root, *(("--", *where.secrets) if where.secrets else ())
+                    "resume",
+                    name,
+                    "--root",
+                    where.root,
+                    *resume_options,
+                    *(("--", *where.secrets) if where.secrets else ()),
                 ),
                 log,
                 run_env,
@@ -370,43 +298,13 @@ def main() -> int:
             )
             return resume
 
-        target = round(writes * 0.7)
-        at_70 = f"at 70 % of the write ({target}/{writes} commits journaled)"
-        fulls, resumes = [full], []
-        for pair in range(1, options.pairs + 1):
-            if pair > 1:
-                # Single runs on two cores move by 10-30 %, the full run as much as the resume:
-                # more pairs, each full run and its resume back to back, the goal on the medians.
-                where.idle()
-                fulls.append(_bench.timed(submit(f"full-{pair}"), log, env))
-                where.idle()
-            resumes.append(
-                kill_and_resume(
-                    "write70" if pair == 1 else f"write70-{pair}",
-                    at_70 if pair == 1 else f"{at_70}, pair {pair}",
-                    lambda run_dir, _markers: write_commits(run_dir) >= target,
-                    (0, writes - target + 4),
-                    ratio_goal if options.pairs == 1 else None,
-                    whole=fulls[-1],
-                )
-            )
-        if options.pairs > 1:
-            resumed, whole = statistics.median(resumes), statistics.median(fulls)
-            print(
-                f"over {options.pairs} pairs: median resume {resumed:.2f} s / median full run {whole:.2f} s = "
-                f"{resumed / whole:.3f} x (goal <= {ratio_goal}: {_bench.verdict(resumed / whole, ratio_goal)}); "
-                f"full runs {', '.join(f'{t:.1f}' for t in fulls)} s, "
-                f"resumes {', '.join(f'{t:.1f}' for t in resumes)} s",
-                flush=True,
-            )
-
-        def task_cost(kept_run: str, fresh_run: str, label: str, judged: bool) -> None:
+        def task_cost(kept_run: str, fresh_run: str, label: str, judged: bool) -> tuple[float, float]:
             kept_tasks = write_tasks(os.path.join(work, kept_run, "events"))
             fresh_tasks = write_tasks(os.path.join(work, fresh_run, "events"))
             kept, fresh = medians(rank_matched(kept_tasks, fresh_tasks)), medians(rank_matched(fresh_tasks, kept_tasks))
             every_kept, every_fresh = medians(kept_tasks), medians(fresh_tasks)
             if not (fresh[0] and kept[0] and fresh[1]):
-                return
+                return 0.0, 0.0
             wall, cpu = kept[0] / fresh[0], kept[1] / fresh[1]
             verdict = (
                 f" (goal <= {TASK_GOAL}: {_bench.verdict(max(wall, cpu), TASK_GOAL)})" if judged else " (not judged)"
@@ -417,11 +315,84 @@ def main() -> int:
                 f"{fresh[0]:.3f} s, {fresh[1] * 1000:.1f} ms, {fresh[2] * 1000:.0f} ms (write tasks 2 to "
                 f"{max(t[3] for t in rank_matched(kept_tasks, fresh_tasks)) + 1} of each executor); {wall:.2f} x wall, "
                 f"{cpu:.2f} x CPU{verdict}; every write task: {every_kept[0]:.3f} s, {every_kept[1] * 1000:.1f} ms "
-                f"against {every_fresh[0]:.3f} s, {every_fresh[1] * 1000:.1f} ms",
+                f"against {every_fresh[0]:.3f} s, {every_fresh[1] * 1000:.1f} ms; tasks run before the write "
+                f"{tasks_before_write(os.path.join(work, kept_run, 'events'))} against "
+                f"{tasks_before_write(os.path.join(work, fresh_run, 'events'))}",
+                flush=True,
+            )
+            return wall, cpu
+
+        target = round(writes * 0.7)
+        at_70 = f"at 70 % of the write ({target}/{writes} commits journaled)"
+        full = 0.0
+        if not options.task_cost_only:
+            full, full_cpu = _bench.timed_cpu(submit("full"), log, env)
+            counted = (
+                marked(os.path.join(work, "full", "markers"), "map"),
+                marked(os.path.join(work, "full", "markers"), "write"),
+            )
+            print(
+                f"  full run under sparkrecover submit: {full:.2f} s ({counted[0]} map, {counted[1]} write "
+                "partitions computed)"
+            )
+            where.idle()
+            plain, plain_cpu = _bench.timed_cpu(
+                [_bench.spark_submit(), *where.options, *app("plain")], log, {**_bench.plain_env(), **env}
+            )
+            plain_counted = (
+                marked(os.path.join(work, "plain", "markers"), "map"),
+                marked(os.path.join(work, "plain", "markers"), "write"),
+            )
+            overhead = full / plain
+            cpu_note = (
+                f", {full_cpu / plain_cpu:.3f} x CPU"
+                if place == "local"
+                else " (executors' CPU is not this process tree's)"
+            )
+            print(
+                f"  plain spark-submit: {plain:.2f} s ({plain_counted[0]} map, {plain_counted[1]} write partitions "
+                f"computed; the same under submit: {'met' if counted == plain_counted else 'MISSED'})\n"
+                f"  clean-run overhead of submit: {overhead:.3f} x wall (goal <= {overhead_goal}: "
+                f"{_bench.verdict(overhead, overhead_goal)}){cpu_note}\n"
+                f"  plain re-submission after a crash (whole job): {plain / full:.3f} x the full run",
+                flush=True,
+            )
+            count, keep_ms, copy_ms, wait_ms, size = keep_times(storage.join(where.root, "full"))
+            print(
+                f"  keeping in the full run: {count} map outputs ({size:,} bytes), per map output {keep_ms:.2f} ms "
+                f"on the map task's thread, {copy_ms:.2f} ms of background copy, {wait_ms:.2f} ms waiting for a copier",
                 flush=True,
             )
 
-        task_cost("write70", "full", "new JVMs", judged=False)
+            fulls, resumes = [full], []
+            for pair in range(1, options.pairs + 1):
+                if pair > 1:
+                    # Single runs on two cores move by 10-30 %, the full run as much as the resume:
+                    # more pairs, each full run and its resume back to back, the goal on the medians.
+                    where.idle()
+                    fulls.append(_bench.timed(submit(f"full-{pair}"), log, env))
+                    where.idle()
+                resumes.append(
+                    kill_and_resume(
+                        "write70" if pair == 1 else f"write70-{pair}",
+                        at_70 if pair == 1 else f"{at_70}, pair {pair}",
+                        lambda run_dir, _markers: write_commits(run_dir) >= target,
+                        (0, writes - target + 4),
+                        ratio_goal if options.pairs == 1 else None,
+                        whole=fulls[-1],
+                    )
+                )
+            if options.pairs > 1:
+                resumed, whole = statistics.median(resumes), statistics.median(fulls)
+                print(
+                    f"over {options.pairs} pairs: median resume {resumed:.2f} s / median full run {whole:.2f} s = "
+                    f"{resumed / whole:.3f} x (goal <= {ratio_goal}: {_bench.verdict(resumed / whole, ratio_goal)}); "
+                    f"full runs {', '.join(f'{t:.1f}' for t in fulls)} s, "
+                    f"resumes {', '.join(f'{t:.1f}' for t in resumes)} s",
+                    flush=True,
+                )
+
+            task_cost("write70", "full", "new JVMs", judged=False)
         warm_env, warm_maps = {**env, "SHUFFLE_WARM_UP": "1"}, 8
         warm_full = _bench.timed(submit("warm-full", map_partitions=warm_maps), log, warm_env)
         where.idle()
@@ -434,18 +405,22 @@ def main() -> int:
             warm_env,
             warm_maps,
             warm_full,
+            # The warm-up job is a collect, which a resume would replay from the journal without
+            # running it: its executors would then start the write cold (docs/decisions/0039).
+            ("--no-replay",),
         )
-        task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
+        judged_ratios = task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
         half = maps // 2
-        if not options.no_map_kill:
+        if not (options.no_map_kill or options.task_cost_only):
             kill_and_resume(
                 "map50",
                 f"at 50 % of the map stage ({half}/{maps} map partitions started)",
                 lambda _run_dir, markers: marked(markers, "map") >= half,
                 (maps - half + 2, writes),
                 None,
+                whole=full,
             )
-        if options.keep_cost and options.where == "local":
+        if options.keep_cost and place == "local" and not options.task_cost_only:
             for mode in ("off", "link", "copy"):
                 name = f"keep-{mode}"
                 took = _bench.timed(submit(name, "--keep-shuffles", mode), log, env)
@@ -459,7 +434,7 @@ def main() -> int:
     finally:
         where.close()
     print(f"done {_bench.load_note()}")
-    return 0
+    return judged_ratios
 
 
 if __name__ == "__main__":
