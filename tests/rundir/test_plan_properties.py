@@ -56,12 +56,15 @@ def full(kind: Any) -> st.SearchStrategy[Any]:
 # What the planner hands the next attempt: its decisions, the schemas, the kept shuffles and actions.
 planned = st.builds(
     planner.plan_of,
-    texts,
-    integers,
-    full(list[plans.PlanEntry]),
-    full(list[plans.SchemaEntry]),
-    full(list[plans.KeptShuffle]),
-    full(list[plans.ActionEntry]),
+    st.builds(
+        planner.StageDecisions,
+        run_id=texts,
+        attempt=integers,
+        decisions=full(list[plans.PlanEntry]),
+        schemas=full(list[plans.SchemaEntry]),
+        shuffles=full(list[plans.KeptShuffle]),
+        actions=full(list[plans.ActionEntry]),
+    ),
 )
 
 
