@@ -303,3 +303,18 @@ def test_an_rdd_action_job_is_named_after_the_user_call(spark, tmp_path):
     tracker = spark.sparkContext.statusTracker()
     names = {tracker.getStageInfo(stage).name for job in jobs for stage in tracker.getJobInfo(job).stageIds}
     assert value == 45 and names == {f"reduce at {os.path.abspath(__file__)}:{LINE_OF_REDUCE}"}
+
+
+def test_an_rdd_action_over_a_folder_sees_a_file_rewritten_inside_it(spark, tmp_path, orders):
+    """The folder's own size and time stay when a file in it is rewritten: its files are listed."""
+
+    def lines():
+        return spark.sparkContext.textFile(str(orders)).count()  # one call site in both attempts
+
+    rt = attempt(tmp_path, spark)
+    lines()
+    (orders / "a.json").write_text(json.dumps({"id": 99, "day": "d9"}) + "\n")
+    rt = resumed(tmp_path, spark, rt)
+    assert [entry.replay for entry in rt.results.values()] == [False]  # seen before the launch
+    counted, jobs = jobs_of(spark, lines)
+    assert (counted, bool(jobs)) == (1, True)

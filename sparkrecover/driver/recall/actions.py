@@ -123,7 +123,7 @@ def _rdd_source(rdd: Any) -> Any:
     return zerocode.RDDSource(rdd)
 
 
-def _warn(what: str, error: BaseException) -> None:
+def warn(what: str, error: BaseException) -> None:
     global _warned
     if not _warned:
         _warned = True
@@ -158,7 +158,7 @@ def _action(kind: Kind, source_of: Callable[[Any], Any], original: Any) -> Any:
             call = identity.identify(rt, kind.name, arguments, source_of(self), code)
             shape = recorder.ROW if kind.name == "head" and bound.arguments.get("n") is None else kind.shape
         except Exception as error:
-            _warn(f"{kind.name}() not checked for replay", error)
+            warn(f"{kind.name}() not checked for replay", error)
             return live()
         return Call(rt, kind, call, shape, self).run(live)
 
@@ -215,7 +215,7 @@ class Call:
                 try:
                     return self._replay(entry)
                 except Exception as error:
-                    _warn(f"the result of {self.action.key} not replayed", error)
+                    warn(f"the result of {self.action.key} not replayed", error)
                     reason = f"its result could not be read: {error}"
         if self.kind.name == "show":
             return self._show_live(live, reason)

@@ -270,8 +270,10 @@ def folder_write(source: Any, path: str, mode: str, category: str) -> writes.Wri
     )
 
 
-# Lines of an RDD's debug string that change from run to run: RDD ids, cached sizes.
-_RDD_NOISE = re.compile(r"\[\d+\]|^.*CachedPartitions:.*$", re.MULTILINE)
+# Lines of an RDD's debug string that change from run to run: RDD ids, cached sizes, and the JVM
+# frame that made it ("textFile at NativeMethodAccessorImpl.java:0" turns "<unknown>:0" once the
+# JVM has compiled its reflective call into an accessor of its own: a count of calls, not a plan).
+_RDD_NOISE = re.compile(r"\[\d+\]|^.*CachedPartitions:.*$|(?<=\w) at [^\s\[]+:\d+(?= \[)", re.MULTILINE)
 # "<name> HadoopRDD[n] at ..." / "NewHadoopRDD": the name of a file RDD is the path it reads.
 _RDD_INPUT = re.compile(r"(?:^|[\s|+-])(\S+) (?:New)?HadoopRDD\[\d+\]", re.MULTILINE)
 
@@ -300,8 +302,25 @@ class RDDSource:
     def inputFiles(self) -> list[str]:  # the name DataFrame.inputFiles has
         found: list[str] = []
         for names in _RDD_INPUT.findall(self.debug_string() or ""):
-            found += [name for name in names.split(",") if name and name not in found]
+            for name in names.split(","):
+                found += [file for file in _files_in(name) if file not in found]
         return found
+
+
+def _files_in(path: str) -> list[str]:
+    """The files an RDD's input path reads: a folder's data files, as Hadoop's input formats take
+    them (not hidden: ``_SUCCESS``, ``.crc``), so that a file rewritten inside it is seen (the
+    folder's own size and time do not change); a file, or what cannot be listed, as it is."""
+    if not path:
+        return []
+    try:
+        fs, where = storage.data_filesystem(storage.from_spark_path(path))
+        if not fs.isdir(where):
+            return [path]
+        names = sorted(entry.rstrip("/").rsplit("/", 1)[-1] for entry in fs.ls(where, detail=False))
+    except Exception:
+        return [path]
+    return [f"{path.rstrip('/')}/{name}" for name in names if not name.startswith(("_", "."))]
 
 
 def table_write(
