@@ -81,7 +81,7 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/jvm/test_kept_bounds.py \
   "tests/e2e/test_range_shuffle.py::test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions[local]" \
   "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
-  "tests/e2e/test_cluster_shuffle.py::test_an_executor_lost_after_the_map_stage_is_served_from_copies[s3-etl]" \
+  "tests/e2e/test_cluster_executor_loss.py::test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_map_task[s3-True]" \
   tests/driver/test_fence.py \
   tests/driver/test_signals.py \
   "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
