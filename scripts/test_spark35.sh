@@ -19,7 +19,8 @@
 # UnsafeRows' bytes), a write after a sort then keeping its committed partitions; on a two-worker standalone cluster with the run
 # root on S3, map outputs copied there by the executors (3.5's executors load the shuffle manager
 # from spark.executor.extraClassPath, before --jars) and reused across two kills, and a lost executor's map
-# outputs served from those copies (supportsReliableStorage, 3.5's MapStatus and registerMapOutput); a driver stopped by
+# outputs served from those copies (supportsReliableStorage, 3.5's MapStatus and registerMapOutput), the driver then
+# killed and its resume running no map task (with --keep-shuffles copy: auto keeps nothing on a 3.5 cluster); a driver stopped by
 # SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
