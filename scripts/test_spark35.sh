@@ -17,9 +17,11 @@
 # stage, the block resolver that reads kept blocks); a range shuffle's bounds kept and given back
 # to a resumed application's RangePartitioner (KeptBounds: the rangeBounds field on Scala 2.12, the
 # UnsafeRows' bytes), a write after a sort then keeping its committed partitions; on a two-worker standalone cluster with the run
-# root on S3, map outputs copied there by the executors (3.5's executors load the shuffle manager
-# from spark.executor.extraClassPath, before --jars) and reused across two kills, and a lost executor's map
-# outputs served from those copies (supportsReliableStorage, 3.5's MapStatus and registerMapOutput); a driver stopped by
+# root on S3 (--keep-shuffles copy: auto keeps nothing on a 3.5 cluster), map outputs copied there by
+# the executors (3.5's executors load the shuffle manager from spark.executor.extraClassPath, before
+# --jars), a lost executor's map outputs served from those copies (supportsReliableStorage, 3.5's
+# MapStatus and registerMapOutput), the driver then killed and its resume reading them all, running
+# no map task; a driver stopped by
 # SIGINT or SIGTERM keeps its committed partitions and map outputs (FencedCommitProtocol.abortJob,
 # DriverSignals' reflective sun.misc.Signal handler in front of 3.5's JVM); a driver run again by
 # another launcher (the same spark-submit-args line after a kill) resumes by itself, pointing the JVM
@@ -36,7 +38,7 @@
 # only its unfinished partitions again (runJob over some partitions, the probe of a Python RDD's
 # lineage, 3.5's DataFrame class hooked); the driver's class archive is made by a warm-up after a
 # first driver of 3.5 and mapped by the resumed one (Spark's and the listener's classes, from the
-# "shared objects file"), and one the JVM refuses is made again. Extra arguments go to pytest.
+# "shared objects file"). Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
 # docs/contributing.md; 11 min 44 s on one process before, the S3 cases about 5 of them),
 # more when other things run there (plus pyspark's install, about a minute and a half, the first time). Left out to keep CI
@@ -46,8 +48,11 @@
 # variant, the write after a join and the signals test run; a kill in the map stage of one shuffle,
 # whose partial reuse the signals test's Ctrl-C in the map stage proves;
 # INDETERMINATE shapes are also in tests/driver/test_partitions.py; the frozen driver's refused job
-# commit end to end, whose JVM side test_fence.py runs) and the version-neutral rest (journal,
-# planner, CLI, cleanup).
+# commit end to end, whose JVM side test_fence.py runs; an archive the JVM refuses made again,
+# whose check is the JDK's and whose remaking is sparkrecover's Python, tests/launch/test_class_archive.py
+# here; the S3-rooted cluster run killed with part of its map stage kept, whose partial reuse the
+# signals and two-shuffle tests prove on 3.5 and whose executors' copies and reads from S3 the
+# executor-loss test does) and the version-neutral rest (journal, planner, CLI, cleanup).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_spark35.sh
@@ -80,8 +85,7 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   "tests/e2e/test_shuffle_keep.py::test_two_shuffles_killed_after_each_map_stage_resume_exactly" \
   tests/jvm/test_kept_bounds.py \
   "tests/e2e/test_range_shuffle.py::test_a_write_after_a_sort_killed_mid_write_reuses_the_range_shuffle_and_its_committed_partitions[local]" \
-  "tests/e2e/test_cluster_shuffle.py::test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills" \
-  "tests/e2e/test_cluster_shuffle.py::test_an_executor_lost_after_the_map_stage_is_served_from_copies[s3-etl]" \
+  "tests/e2e/test_cluster_executor_loss.py::test_an_executor_lost_in_the_write_then_the_driver_the_resume_computes_no_map_task[s3-True]" \
   tests/driver/test_fence.py \
   tests/driver/test_signals.py \
   "tests/e2e/test_signals.py::test_ctrl_c_in_the_map_stage_and_sigterm_to_the_jvm_in_the_write" \
@@ -90,5 +94,5 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   "tests/e2e/test_task_resume_stores.py::test_a_narrow_write_to_s3a_killed_at_70_percent_keeps_its_committed_partitions" \
   "tests/e2e/test_task_resume_stores.py::test_a_write_through_the_magic_committer_keeps_its_committed_pendingsets[parquet-path-output-protocol]" \
   tests/launch/test_class_archive.py \
-  tests/e2e/test_class_archive.py \
+  "tests/e2e/test_class_archive.py::test_the_archive_made_after_the_first_driver_is_mapped_by_the_resumed_one" \
   "$@"

@@ -263,29 +263,21 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     assert keep.disk_usage(job.run_dir) is None  # removed from S3: the run succeeded
 
 
-@pytest.mark.parametrize(
-    "store, shape", [("shared", "etl"), pytest.param("s3", "etl", marks=needs_s3a), ("shared", "indeterminate")]
-)
-def test_an_executor_lost_after_the_map_stage_is_served_from_copies(tmp_path, cluster, request, spark, store, shape):
+@pytest.mark.parametrize("shape", ["etl", "indeterminate"])
+def test_an_executor_lost_after_the_map_stage_is_served_from_copies(tmp_path, cluster, spark, shape):
     """Every map output is journaled kept and the write's tasks are held in flight; one worker's
     executor is SIGKILLed. The driver serves its map outputs from their copies (shuffle.served):
     Spark's event log shows each map partition of each shuffle computed exactly once, and the
     output is one uninterrupted run's. An INDETERMINATE shuffle (a round-robin ``repartition``
     after the aggregation) is not kept: its map outputs on the lost executor run again, as in
-    Spark without sparkrecover."""
+    Spark without sparkrecover. In a shared local folder: the same with the root on S3 is
+    test_cluster_executor_loss.py's ``[s3-True]``, which then kills the driver and resumes too."""
     events = tmp_path / "events"
     events.mkdir()
     logging = ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}"]
     logging += ["--conf", "spark.eventLog.compress=false"]
     hold = Hold(tmp_path)
-    if store == "s3":
-        s3 = request.getfixturevalue("s3")
-        credentials = [f"spark.executorEnv.{key}={value}" for key, value in s3.env().items()]
-        credentials = [item for conf in credentials for item in ("--conf", conf)]
-        options, env = [*s3a_options(s3.endpoint), *logging], {**s3.env(), **hold.env(0, {})}
-        job = Job(cluster, tmp_path, s3.prefix + "/runs", options, env, credentials, shape)
-    else:
-        job = Job(cluster, tmp_path, str(tmp_path / "root"), logging, hold.env(0, {}), [], shape)
+    job = Job(cluster, tmp_path, str(tmp_path / "root"), logging, hold.env(0, {}), [], shape)
     first = job.submit("--keep-shuffles", "copy")
 
     def all_kept_and_writing() -> bool:
