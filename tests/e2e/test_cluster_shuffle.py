@@ -265,7 +265,9 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     # Kept blocks are read with ranged GETs of a data file whose length its index gives: no HEAD
     # per block (docs/decisions/0054).
     folder = s3.prefix.split("/", 3)[3]
-    data_reads = [(method, path) for method, path in REQUESTS if folder in path and path.split("?")[0].endswith("/data")]
+    data_reads = [
+        (method, path) for method, path in REQUESTS if folder in path and path.partition("?")[0].endswith("/data")
+    ]
     assert any(method == "GET" for method, _ in data_reads)  # kept blocks were read from S3
     assert [path for method, path in data_reads if method == "HEAD"] == []
 
