@@ -10,6 +10,8 @@ import logging
 import uuid
 
 BUCKET = "sparkrecover-test"
+# Every request the server answered, as (method, path): a test counts the requests a run makes.
+REQUESTS: list[tuple[str, str]] = []
 
 
 def _server_class():
@@ -25,6 +27,7 @@ def _server_class():
             if getattr(self.server, "refusing", False):
                 self.close_connection = True
                 return None
+            REQUESTS.append((self.command, self.path))
             return super().run_wsgi()
 
     class StoppableMotoServer(ThreadedMotoServer):

@@ -23,6 +23,7 @@ from sparkrecover.rundir import keep, storage
 from tests.cluster import Cluster
 from tests.e2e.support import SHUFFLE_WRITE, Hold, kill_tree, needs_s3a, s3a_options
 from tests.helpers import spark_events, sparkrecover_command
+from tests.s3server import REQUESTS
 
 pytestmark = pytest.mark.e2e
 MAPS, WRITES, ROWS = 8, 8, 100  # ROWS: tests/apps/shuffle_write.py's rows per map partition
@@ -261,6 +262,14 @@ def test_a_run_rooted_on_s3_keeps_map_outputs_there_across_kills(tmp_path, clust
     assert job.marked("map", killed_again) == []
     assert output(spark, job.out) == expected()
     assert keep.disk_usage(job.run_dir) is None  # removed from S3: the run succeeded
+    # Kept blocks are read with ranged GETs of a data file whose length its index gives: no HEAD
+    # per block (docs/decisions/0054).
+    folder = s3.prefix.split("/", 3)[3]
+    data_reads = [
+        (method, path) for method, path in REQUESTS if folder in path and path.partition("?")[0].endswith("/data")
+    ]
+    assert any(method == "GET" for method, _ in data_reads)  # kept blocks were read from S3
+    assert [path for method, path in data_reads if method == "HEAD"] == []
 
 
 @pytest.mark.parametrize("shape", ["etl", "indeterminate"])

@@ -46,6 +46,7 @@ final class KeptBlock extends ManagedBuffer {
 
     private final KeptStore store;
     private final String folder;
+    private final long dataLength;  // the whole data file's, from its index
     private final long offset;
     private final long length;
     private final int shuffleId;
@@ -57,10 +58,11 @@ final class KeptBlock extends ManagedBuffer {
     private final int headKib;
     private final AtomicBoolean headReleased = new AtomicBoolean();
 
-    KeptBlock(KeptStore store, String folder, long offset, long length, int shuffleId, int mapIndex, long mapId,
-              int reduceId, IOException broken) {
+    KeptBlock(KeptStore store, String folder, long dataLength, long offset, long length, int shuffleId, int mapIndex,
+              long mapId, int reduceId, IOException broken) {
         this.store = store;
         this.folder = folder;
+        this.dataLength = dataLength;
         this.offset = offset;
         this.length = length;
         this.shuffleId = shuffleId;
@@ -76,7 +78,7 @@ final class KeptBlock extends ManagedBuffer {
             try {
                 future = FETCHERS.submit(() -> {
                     byte[] bytes = new byte[wanted];
-                    store.readFully(folder, offset, bytes);
+                    store.readFully(folder, dataLength, offset, bytes);
                     return bytes;
                 });
             } catch (RuntimeException rejected) {
@@ -102,14 +104,14 @@ final class KeptBlock extends ManagedBuffer {
         }
         try {
             if (head == null) {
-                return new Failing(store.open(folder, offset, length));
+                return new Failing(store.open(folder, dataLength, offset, length));
             }
             byte[] bytes;
             try {
                 bytes = head.get();
             } catch (ExecutionException error) {
                 releaseHead();
-                return new Failing(store.open(folder, offset, length));  // once more, streamed
+                return new Failing(store.open(folder, dataLength, offset, length));  // once more, streamed
             } catch (InterruptedException interrupted) {
                 Thread.currentThread().interrupt();
                 throw new java.io.InterruptedIOException("interrupted while reading a kept block");
@@ -207,7 +209,7 @@ final class KeptBlock extends ManagedBuffer {
 
         private InputStream in() throws IOException {
             if (in == null) {
-                in = store.open(folder, from, bytes);
+                in = store.open(folder, dataLength, from, bytes);
             }
             return in;
         }

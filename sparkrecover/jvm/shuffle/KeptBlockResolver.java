@@ -99,9 +99,9 @@ final class KeptBlockResolver extends IndexShuffleBlockResolver {
         }
         if (broken != null) {
             // Its size only feeds metrics; reading it fails as the kept output's fetch failure.
-            return new KeptBlock(store, folder, 0, 1, shuffleId, mapIndex, mapId, start, broken);
+            return new KeptBlock(store, folder, -1, 0, 1, shuffleId, mapIndex, mapId, start, broken);
         }
-        return new KeptBlock(store, folder, bounds[start], bounds[end] - bounds[start], shuffleId, mapIndex, mapId,
+        return new KeptBlock(store, folder, bounds[bounds.length - 1], bounds[start], bounds[end] - bounds[start], shuffleId, mapIndex, mapId,
                              start, null);
     }
 

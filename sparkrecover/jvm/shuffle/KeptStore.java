@@ -15,7 +15,6 @@ import java.io.File;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
@@ -27,11 +26,6 @@ import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
-import org.apache.hadoop.conf.Configuration;
-import org.apache.hadoop.fs.FSDataInputStream;
-import org.apache.hadoop.fs.FileSystem;
-import org.apache.hadoop.fs.LocatedFileStatus;
-import org.apache.hadoop.fs.RemoteIterator;
 import org.apache.spark.SparkConf;
 
 abstract class KeptStore {
@@ -49,7 +43,7 @@ abstract class KeptStore {
     static KeptStore of(String root, SparkConf conf) {
         // One opening at a time per root: a task that needs the store while open() still builds it
         // waits for that one instead of building a second.
-        return OPEN.computeIfAbsent(root, name -> isLocal(name) ? new Local(name) : new Hadoop(name, conf));
+        return OPEN.computeIfAbsent(root, name -> isLocal(name) ? new Local(name) : new KeptHadoopStore(name, conf));
     }
 
     /**
@@ -112,11 +106,14 @@ abstract class KeptStore {
     /** Removes an unfinished folder (best effort). */
     abstract void delete(String folder);
 
-    /** A stream over {@code length} bytes of {@code <folder>/data} from {@code offset}. */
-    abstract InputStream open(String folder, long offset, long length) throws IOException;
+    /**
+     * A stream over {@code length} bytes of {@code <folder>/data} from {@code offset}; {@code dataLength}
+     * is the whole file's length as its index says (a shorter file fails the read, never feeds it).
+     */
+    abstract InputStream open(String folder, long dataLength, long offset, long length) throws IOException;
 
-    /** Reads {@code into.length} bytes of {@code <folder>/data} at {@code offset}. */
-    abstract void readFully(String folder, long offset, byte[] into) throws IOException;
+    /** Reads {@code into.length} bytes of {@code <folder>/data} (of {@code dataLength} bytes) at {@code offset}. */
+    abstract void readFully(String folder, long dataLength, long offset, byte[] into) throws IOException;
 
     /** Whether a running copy should stop (the executor is shutting down). */
     interface Abort {
@@ -240,7 +237,7 @@ abstract class KeptStore {
         }
 
         @Override
-        InputStream open(String folder, long offset, long length) throws IOException {
+        InputStream open(String folder, long dataLength, long offset, long length) throws IOException {
             FileChannel channel = FileChannel.open(base.resolve(folder).resolve("data"), StandardOpenOption.READ);
             channel.position(offset);
             return new org.apache.spark.network.util.LimitedInputStream(
@@ -248,7 +245,7 @@ abstract class KeptStore {
         }
 
         @Override
-        void readFully(String folder, long offset, byte[] into) throws IOException {
+        void readFully(String folder, long dataLength, long offset, byte[] into) throws IOException {
             try (FileChannel channel = FileChannel.open(base.resolve(folder).resolve("data"),
                                                         StandardOpenOption.READ)) {
                 ByteBuffer buffer = ByteBuffer.wrap(into);
@@ -257,147 +254,6 @@ abstract class KeptStore {
                         throw new java.io.EOFException("kept data ends early");
                     }
                 }
-            }
-        }
-    }
-
-    /** Any Hadoop filesystem, through the application's Hadoop settings (spark.hadoop.*). */
-    static final class Hadoop extends KeptStore {
-        private final org.apache.hadoop.fs.Path base;
-        private final FileSystem fs;
-
-        Hadoop(String root, SparkConf conf) {
-            super(root);
-            this.base = new org.apache.hadoop.fs.Path(root);
-            try {
-                Configuration hadoop = org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(conf);
-                // The keep folder is ours: S3A need not delete parent "directory" markers after each
-                // file (a request per file). A FileSystem of our own, so the application's cached
-                // instance keeps its settings.
-                hadoop.set("fs.s3a.directory.marker.retention", "keep");
-                this.fs = FileSystem.newInstance(base.toUri(), hadoop);
-            } catch (IOException error) {
-                throw new IllegalStateException("the keep folder " + root + " cannot be reached: " + error, error);
-            }
-        }
-
-        private org.apache.hadoop.fs.Path path(String folder, String name) {
-            return new org.apache.hadoop.fs.Path(new org.apache.hadoop.fs.Path(base, folder), name);
-        }
-
-        @Override
-        boolean local() {
-            return false;
-        }
-
-        @Override
-        Map<String, Long> sizes(String identity) throws IOException {
-            Map<String, Long> sizes = new HashMap<String, Long>();
-            org.apache.hadoop.fs.Path folder = new org.apache.hadoop.fs.Path(base, identity);
-            String prefix = fs.makeQualified(base).toUri().getPath();
-            try {
-                RemoteIterator<LocatedFileStatus> files = fs.listFiles(folder, true);
-                while (files.hasNext()) {
-                    LocatedFileStatus file = files.next();
-                    String path = file.getPath().toUri().getPath();
-                    if (path.startsWith(prefix + "/")) {
-                        sizes.put(path.substring(prefix.length() + 1), file.getLen());
-                    }
-                }
-            } catch (FileNotFoundException missing) {
-                // nothing kept for this identity
-            }
-            return sizes;
-        }
-
-        @Override
-        byte[] read(String name) throws IOException {
-            try (FSDataInputStream in = fs.open(new org.apache.hadoop.fs.Path(base, name))) {
-                java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-                byte[] buffer = new byte[8192];
-                for (int n; (n = in.read(buffer)) > 0; ) {
-                    bytes.write(buffer, 0, n);
-                }
-                return bytes.toByteArray();
-            }
-        }
-
-        @Override
-        long[] offsets(String folder) throws IOException {
-            return parseOffsets(read(folder + "/index"));
-        }
-
-        @Override
-        void copy(FileChannel from, long size, String folder, String name, Abort abort) throws IOException {
-            ByteBuffer buffer = ByteBuffer.allocate((int) Math.min(CHUNK, Math.max(size, 1)));
-            try (OutputStream out = create(path(folder, name))) {
-                long done = 0;
-                while (done < size) {
-                    if (abort.requested()) {
-                        throw new IOException("the executor is stopping");
-                    }
-                    buffer.clear();
-                    int read = from.read(buffer, done);
-                    if (read < 0) {
-                        throw new java.io.EOFException("the map output's file ended early");
-                    }
-                    out.write(buffer.array(), 0, read);
-                    done += read;
-                }
-            }  // close() is the upload (object stores) or the pipeline's acknowledgement (HDFS)
-        }
-
-        @Override
-        void link(Path from, String folder, String name) throws IOException {
-            throw new IOException("hard links need a local keep folder, not " + root);
-        }
-
-        /** One upload: an object store shows the whole file or none; elsewhere the reader's checksum tells. */
-        @Override
-        void writeSmall(String name, byte[] bytes) throws IOException {
-            try (OutputStream out = create(new org.apache.hadoop.fs.Path(base, name))) {
-                out.write(bytes);
-            }
-        }
-
-        /** A new file whose name nobody else uses: no need to look for one first where the store can skip it. */
-        private OutputStream create(org.apache.hadoop.fs.Path path) throws IOException {
-            return (OutputStream) fs.createFile(path).overwrite(true).recursive()
-                .opt("fs.s3a.create.performance", true).build();
-        }
-
-        @Override
-        void commit(String folder, byte[] meta) throws IOException {
-            try (OutputStream out = create(path(folder, "meta"))) {
-                out.write(meta);
-            }
-        }
-
-        @Override
-        void delete(String folder) {
-            try {
-                fs.delete(new org.apache.hadoop.fs.Path(base, folder), true);
-            } catch (IOException | RuntimeException error) {
-                // left for the run's cleanup
-            }
-        }
-
-        @Override
-        InputStream open(String folder, long offset, long length) throws IOException {
-            FSDataInputStream in = fs.open(path(folder, "data"));
-            try {
-                in.seek(offset);
-            } catch (IOException error) {
-                in.close();
-                throw error;
-            }
-            return new org.apache.spark.network.util.LimitedInputStream(in, length);
-        }
-
-        @Override
-        void readFully(String folder, long offset, byte[] into) throws IOException {
-            try (FSDataInputStream in = fs.open(path(folder, "data"))) {
-                in.readFully(offset, into);
             }
         }
     }
