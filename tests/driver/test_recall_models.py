@@ -39,7 +39,6 @@ def fit_kmeans(spark, k=3):
     from pyspark.ml.clustering import KMeans
 
     estimator = KMeans(k=k, initMode="random", maxIter=3)
-    estimator._clear(estimator.seed)  # no seed at all: every attempt would draw its own
     return estimator.fit(points(spark))
 
 

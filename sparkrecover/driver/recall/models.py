@@ -68,6 +68,9 @@ def _patch_module(module: Any) -> None:
         for name in _TRAIN_METHODS:
             if isinstance(vars(cls).get(name), classmethod):
                 hooks.patch(cls, name, functools.partial(_recorded_train, f"{cls.__name__}.{name}"))
+                # Called on the class or an instance alike, as the classmethod was (the patch
+                # table keeps the original to put back).
+                setattr(cls, name, staticmethod(vars(cls)[name]))
 
 
 # -- what identifies a training -------------------------------------------------------------------
@@ -142,7 +145,7 @@ def _recorded_train(name: str, original: Any) -> Any:
             return original(*args, **kwargs)
         return Training(rt, call, MLLIB, context).run(lambda: original(*args, **kwargs))
 
-    return staticmethod(train)  # train is a classmethod: ``original`` is already bound to its class
+    return train  # a classmethod's: ``original`` is already bound to its class
 
 
 def _recording(caller: Any) -> runtime.Runtime | None:
