@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     foreach.install()  # and its foreach/foreachPartition calls, kept per finished partition
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     actions.install()  # actions record their results, and a resumed attempt replays them
-    pass  # models.install()  # and so do ML fits and MLlib trainings, their models saved by Spark's writers
+    models.install()  # and so do ML fits and MLlib trainings, their models saved by Spark's writers
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:

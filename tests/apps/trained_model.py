@@ -35,7 +35,9 @@ def held(row):
     return row
 
 
-frame = spark.createDataFrame(points.zipWithIndex().map(lambda p: (p[1], p[0][0], p[0][1])), "id LONG, x DOUBLE, y DOUBLE")
+frame = spark.createDataFrame(
+    points.zipWithIndex().map(lambda p: (p[1], p[0][0], p[0][1])), "id LONG, x DOUBLE, y DOUBLE"
+)
 frame.repartition(16, "id").rdd.map(held).toDF(frame.schema).write.mode("overwrite").parquet(f"{out}/points")
 print("done")
 spark.stop()

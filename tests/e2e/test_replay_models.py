@@ -40,7 +40,9 @@ def test_a_resumed_driver_loads_the_model_attempt_one_trained(spark, plain_runs,
     def committed() -> bool:
         journal = journaled_records(run_dir)
         writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == WRITE}
-        return len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
+        return (
+            len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
+        )
 
     printed = tmp_path / "attempt-1.out"
     env = Hold(tmp_path).env(KILL_AT, PYTHONUNBUFFERED="1")

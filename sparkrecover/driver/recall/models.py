@@ -136,8 +136,8 @@ def _recorded_train(name: str, original: Any) -> Any:
         try:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
-            data, *rest = bound.arguments.values()
-            code = [_digest_of({"train": name, "arguments": described(dict(zip(list(bound.arguments)[1:], rest)))})]
+            (_, data), *rest = bound.arguments.items()
+            code = [_digest_of({"train": name, "arguments": params_of(dict(rest))})]
             call = identity.identify(rt, "mllib.train", name, zerocode.RDDSource(data), code)
             context = data.context
         except Exception as error:
