@@ -116,3 +116,28 @@ def test_mllib_kmeans_train_with_random_init_is_replayed_as_attempt_one_drew_it(
     assert not trained(spark, jobs)
     assert [list(c) for c in again.clusterCenters] == [list(c) for c in first.clusterCenters]
     assert [r["kind"] for r in events(rt, ev.ACTION_REPLAYED)] == ["mllib.train"]
+
+
+def test_a_model_without_a_writer_is_journaled_as_not_kept_and_trains_again(spark, tmp_path):
+    from pyspark.ml import Estimator, Model
+
+    class Mean(Model):
+        def _transform(self, dataset):
+            return dataset
+
+    class Averager(Estimator):
+        def _fit(self, dataset):
+            return Mean()
+
+    def fit():
+        return Averager().fit(points(spark))
+
+    rt = attempt(tmp_path, spark)
+    fit()
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    assert recorded["result"] is None
+    assert recorded["not_kept"] == "Mean is not MLWritable and MLReadable: trains again on resume"
+    rt = resumed(tmp_path, spark, rt)
+    fit()
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == [recorded["not_kept"]]
