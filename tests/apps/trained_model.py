@@ -1,6 +1,6 @@
 """A script that trains a model before its write: MLlib's KMeans with a random initialization and
-no seed (every run draws another model), its cluster centers printed, then the points written
-with the cluster each falls in (16 partitions, held for a kill).
+no seed (every run draws another model), its cluster centers printed, the model saved, then the
+points written (16 partitions, held for a kill).
 
     trained_model.py OUT
 
@@ -25,6 +25,7 @@ points = sc.parallelize([[float(i % 10), float((i * 7) % 13)] for i in range(400
 model = KMeans.train(points, 4, maxIterations=3, initializationMode="random")
 print("centers:", sorted([round(float(x), 6) for x in center] for center in model.clusterCenters))
 print("cost:", round(model.computeCost(points), 3))
+model.save(sc, f"{out}/model")  # the script's own save: a stage, unlike the copy sparkrecover keeps
 
 
 def held(row):
