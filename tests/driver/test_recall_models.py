@@ -141,3 +141,23 @@ def test_a_model_without_a_writer_is_journaled_as_not_kept_and_trains_again(spar
     fit()
     assert not events(rt, ev.ACTION_REPLAYED)
     assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == [recorded["not_kept"]]
+
+
+def test_no_replay_trains_again_and_says_so(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    rt = resumed(tmp_path, spark, rt, replay=False)
+    fit_kmeans(spark)
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == ["--no-replay: runs again"]
+
+
+def test_models_off_in_the_runs_conf_neither_records_nor_replays_training(spark, tmp_path):
+    conf = spark.sparkContext._conf  # the JVM's own conf: what getConf() copies
+    conf.set(models.MODELS_CONF, "false")
+    try:
+        rt = attempt(tmp_path, spark)
+        fit_kmeans(spark)
+        assert not events(rt, ev.ACTION_RECORDED)
+    finally:
+        conf._jconf.remove(models.MODELS_CONF)
