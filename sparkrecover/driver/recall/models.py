@@ -66,7 +66,9 @@ def _patch_module(module: Any) -> None:
         if not isinstance(cls, type) or cls.__module__ != module.__name__:
             continue
         for name in _TRAIN_METHODS:
-            if isinstance(vars(cls).get(name), classmethod):
+            found = vars(cls).get(name)
+            # A classmethod, or the method bound to its class that the patch table put back.
+            if isinstance(found, classmethod) or (inspect.ismethod(found) and found.__self__ is cls):
                 hooks.patch(cls, name, functools.partial(_recorded_train, f"{cls.__name__}.{name}"))
                 # Called on the class or an instance alike, as the classmethod was (the patch
                 # table keeps the original to put back).
