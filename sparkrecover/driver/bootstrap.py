@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     _hook_spark_context(rt)
     from sparkrecover.driver import recall
     from sparkrecover.driver.process import signals
-    from sparkrecover.driver.recall import actions, inferred_frames
+    from sparkrecover.driver.recall import actions, inferred_frames, models
     from sparkrecover.driver.recording import foreach, mlsaves, schema_reads, sqlwrites, zerocode
 
     zerocode.install(script_argv[0])  # zero-code mode: the script's own writes become stages
@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     schema_reads.install()  # reads that infer a schema record it, and reuse it when resumed
     actions.install()  # actions record their results, and a resumed attempt replays them
     inferred_frames.install()  # and so does createDataFrame(rdd)'s schema inference
+    models.install()  # and so do ML fits and MLlib trainings, their models saved by Spark's writers
     exit_code, error = 1, None
     signals.install(rt)  # SIGINT and SIGTERM stop the script and keep what it finished
     try:

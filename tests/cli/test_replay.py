@@ -412,3 +412,18 @@ def test_verify_warns_when_time_goes_back_within_a_writer(cli, tmp_path):
         "warning: <tmp>/root/nightly/journal/0001-cli-000000.jsonl:2: time goes back from "
         "2026-11-22T03:00:02.000Z to 2026-11-22T03:00:01.000Z within attempt 1/cli (a clock stepped back?)\n" in err
     )
+
+
+def test_a_replayed_model_reads_as_loaded_not_as_a_result_without_a_job():
+    record = {
+        "type": "action.replayed",
+        "key": "etl.py:9#1 mllib.train(KMeans.train)",
+        "kind": "mllib.train",
+        "recorded_in": 1,
+        "saved_s": 4.2,
+        "model": "pyspark.mllib.clustering.KMeansModel",
+    }
+    assert timeline.fact(record) == (
+        "etl.py:9#1 mllib.train(KMeans.train): model of attempt 1 loaded (KMeansModel), not trained again "
+        "(training took 4.2s)"
+    )

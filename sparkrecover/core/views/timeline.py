@@ -255,6 +255,11 @@ def _action_recorded(r: dict[str, Any]) -> str:
 
 
 def _action_replayed(r: dict[str, Any]) -> str:
+    if r.get("model"):  # a fit or train: its model read back (Spark jobs of a load, no training)
+        return (
+            f"{r.get('key')}: model of attempt {r.get('recorded_in')} loaded ({str(r['model']).rpartition('.')[2]}), "
+            f"not trained again (training took {humanize.duration(r.get('saved_s'))})"
+        )
     rows = r.get("rows")
     what = f", {rows:,} row{'s' if rows != 1 else ''}" if isinstance(rows, int) else ""
     return (

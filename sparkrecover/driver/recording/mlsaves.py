@@ -15,15 +15,14 @@ their module names), or at ``install`` when they are already imported.
 
 from __future__ import annotations
 
-import importlib.abc
 import inspect
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 from sparkrecover.driver.process import messages, runtime
-from sparkrecover.driver.recording import hooks, writes, zerocode
+from sparkrecover.driver.recording import hooks, on_import, writes, zerocode
 
+_TAG = "model saves"
 _ML_UTIL = "pyspark.ml.util"
 _MLLIB = "pyspark.mllib"
 # ML's writers that define save: the base (Pipeline, PipelineModel, Python-defined stages) and the
@@ -38,45 +37,15 @@ def install() -> None:
     """Hook the saves of pyspark.ml and pyspark.mllib: now for modules already imported, and for
     the others when they are (through the patch table of ``driver/recording/hooks.py``, whose ``uninstall``
     restores the methods; ``uninstall`` here stops watching imports)."""
-    if not any(isinstance(finder, _PatchOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _PatchOnImport())
-    for name, module in list(sys.modules.items()):
-        if module is not None and _watched(name):
-            _patch_module(module)
+    on_import.watch(_TAG, _watched, _patch_module)
 
 
 def uninstall() -> None:
-    sys.meta_path[:] = [finder for finder in sys.meta_path if not isinstance(finder, _PatchOnImport)]
+    on_import.unwatch(_TAG)
 
 
 def _watched(name: str) -> bool:
     return name == _ML_UTIL or name.startswith(_MLLIB + ".")
-
-
-class _PatchOnImport(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: asks the finders after it, and wraps the loader of a watched module
-    so its classes are patched right after the module's code ran."""
-
-    def find_spec(self, name: str, path: Sequence[str] | None, target: Any = None) -> Any:
-        if not _watched(name):
-            return None
-        for finder in sys.meta_path:
-            if isinstance(finder, _PatchOnImport) or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is None:
-                continue
-            loader = spec.loader
-            if loader is not None and hasattr(loader, "exec_module"):
-                run = loader.exec_module
-
-                def exec_module(module: Any, run: Any = run) -> None:
-                    run(module)
-                    _patch_module(module)
-
-                loader.exec_module = exec_module  # type: ignore[method-assign]  # this spec's own loader
-            return spec
-        return None
 
 
 def _patch_module(module: Any) -> None:

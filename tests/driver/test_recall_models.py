@@ -1,0 +1,163 @@
+"""Model training recorded in one attempt and replayed by the next, against a real SparkSession
+(driver/recall/models.py): ML's ``fit`` (a Pipeline too) and MLlib's ``KMeans.train`` with a random
+initialization and no seed come back as attempt 1 trained them, without a Spark job; a changed
+parameter trains again and says why; our save of the model is not a stage of the user's."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkrecover.driver.recall import models
+from sparkrecover.driver.recording import mlsaves
+from sparkrecover.journal import events as ev
+from tests.driver.test_recall import attempt, events, resumed
+from tests.helpers import jobs_of, journal
+
+pytest.importorskip("numpy")  # pyspark.ml and pyspark.mllib need it
+
+
+@pytest.fixture(autouse=True)
+def model_hooks(hooked):
+    """Training and model saves hooked as the bootstrap hooks them."""
+    mlsaves.install()
+    models.install()
+    try:
+        yield
+    finally:
+        models.uninstall()
+        mlsaves.uninstall()
+
+
+def points(spark):
+    from pyspark.ml.linalg import Vectors
+
+    rows = [(Vectors.dense([float(i % 5), float(i % 7) * 3.0]),) for i in range(60)]
+    return spark.createDataFrame(rows, ["features"])
+
+
+def fit_kmeans(spark, k=3):
+    from pyspark.ml.clustering import KMeans
+
+    estimator = KMeans(k=k, initMode="random", maxIter=3)
+    return estimator.fit(points(spark))
+
+
+def stage_names(spark, jobs):
+    tracker = spark.sparkContext.statusTracker()
+    return [tracker.getStageInfo(stage).name for job in jobs for stage in tracker.getJobInfo(job).stageIds]
+
+
+def trained(spark, jobs):
+    """Whether these jobs trained a KMeans model (its stages are named after KMeans.scala)."""
+    return any("KMeans.scala" in name for name in stage_names(spark, jobs))
+
+
+def centers(model):
+    return [list(center) for center in model.clusterCenters()]
+
+
+def test_an_ml_fit_is_replayed_from_its_saved_model_without_a_spark_job(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    first, jobs = jobs_of(spark, lambda: fit_kmeans(spark))
+    assert trained(spark, jobs)
+    recorded = events(rt, ev.ACTION_RECORDED)
+    assert [(r["kind"], r["result"] is not None) for r in recorded] == [("ml.fit", True)]
+    assert not journal(rt, ev.STAGE_STARTED)  # our save is not taken for the user's
+
+    rt = resumed(tmp_path, spark, rt)
+    again, jobs = jobs_of(spark, lambda: fit_kmeans(spark))
+    assert type(again) is type(first) and centers(again) == centers(first)
+    assert not trained(spark, jobs)  # loading the model reads its folder, nothing more
+    replayed = events(rt, ev.ACTION_REPLAYED)
+    assert [(r["kind"], r["model"]) for r in replayed] == [("ml.fit", "pyspark.ml.clustering.KMeansModel")]
+    assert not events(rt, ev.ACTION_RECORDED)
+
+
+def test_a_changed_parameter_trains_again_and_says_why(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark, k=3)
+    rt = resumed(tmp_path, spark, rt)
+    fit_kmeans(spark, k=4)
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == ["code changed"]
+
+
+def test_a_pipeline_is_one_fit_and_comes_back_as_a_pipeline_model(spark, tmp_path):
+    from pyspark.ml import Pipeline
+    from pyspark.ml.clustering import KMeans
+    from pyspark.ml.feature import StandardScaler
+
+    def fit():
+        stages = [StandardScaler(inputCol="features", outputCol="scaled"), KMeans(featuresCol="scaled", k=2)]
+        return Pipeline(stages=stages).fit(points(spark))
+
+    rt = attempt(tmp_path, spark)
+    first = fit()
+    assert [r["key"].split(" ", 1)[1] for r in events(rt, ev.ACTION_RECORDED)] == ["ml.fit(Pipeline)"]
+    rt = resumed(tmp_path, spark, rt)
+    again = fit()
+    assert type(again).__name__ == "PipelineModel"
+    assert centers(again.stages[1]) == centers(first.stages[1])
+    assert len(events(rt, ev.ACTION_REPLAYED)) == 1
+
+
+def test_mllib_kmeans_train_with_random_init_is_replayed_as_attempt_one_drew_it(spark, tmp_path):
+    from pyspark.mllib.clustering import KMeans
+
+    def train():
+        data = spark.sparkContext.parallelize([[float(i % 5), float(i % 7)] for i in range(60)], 2)
+        return KMeans.train(data, 3, maxIterations=2, initializationMode="random")
+
+    rt = attempt(tmp_path, spark)
+    first, jobs = jobs_of(spark, train)
+    assert trained(spark, jobs)
+    rt = resumed(tmp_path, spark, rt)
+    again, jobs = jobs_of(spark, train)
+    assert not trained(spark, jobs)
+    assert [list(c) for c in again.clusterCenters] == [list(c) for c in first.clusterCenters]
+    assert [r["kind"] for r in events(rt, ev.ACTION_REPLAYED)] == ["mllib.train"]
+
+
+def test_a_model_without_a_writer_is_journaled_as_not_kept_and_trains_again(spark, tmp_path):
+    from pyspark.ml import Estimator, Model
+
+    class Mean(Model):
+        def _transform(self, dataset):
+            return dataset
+
+    class Averager(Estimator):
+        def _fit(self, dataset):
+            return Mean()
+
+    def fit():
+        return Averager().fit(points(spark))
+
+    rt = attempt(tmp_path, spark)
+    fit()
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    assert recorded["result"] is None
+    assert recorded["not_kept"] == "Mean is not MLWritable and MLReadable: trains again on resume"
+    rt = resumed(tmp_path, spark, rt)
+    fit()
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == [recorded["not_kept"]]
+
+
+def test_no_replay_trains_again_and_says_so(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    rt = resumed(tmp_path, spark, rt, replay=False)
+    fit_kmeans(spark)
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == ["--no-replay: runs again"]
+
+
+def test_models_off_in_the_runs_conf_neither_records_nor_replays_training(spark, tmp_path):
+    conf = spark.sparkContext._conf  # the JVM's own conf: what getConf() copies
+    conf.set(models.MODELS_CONF, "false")
+    try:
+        rt = attempt(tmp_path, spark)
+        fit_kmeans(spark)
+        assert not events(rt, ev.ACTION_RECORDED)
+    finally:
+        conf._jconf.remove(models.MODELS_CONF)
