@@ -15,7 +15,7 @@ import pyspark
 import pytest
 
 from sparkrecover.launch.launcher import find_spark_submit
-from tests.e2e.support import resume_and_kill, submit_and_kill
+from tests.e2e.support import submit_and_kill
 from tests.helpers import SPARK_OPTIONS, events_of, implicit_stage, run_cli
 
 pytestmark = pytest.mark.e2e
@@ -86,7 +86,7 @@ def model_files(folder) -> dict[str, object]:
     return {"metadata": metadata, "data": sorted(rows, key=repr)}
 
 
-def test_isotonic_example_killed_after_its_model_save_and_again_in_its_resume_finishes(tmp_path):
+def test_isotonic_example_killed_after_its_model_save_resumes_with_its_trained_model(tmp_path):
     expected_dir, work = tmp_path / "plain", tmp_path / "work"
     for folder in (expected_dir, work):
         (folder / "data" / "mllib").mkdir(parents=True)
@@ -107,12 +107,15 @@ def test_isotonic_example_killed_after_its_model_save_and_again_in_its_resume_fi
     assert uninterrupted.returncode == 0, (expected_dir / "spark-submit.log").read_text()[-3000:]
     assert "Mean Squared Error" in expected
 
-    # Before: PATH_ALREADY_EXISTS …/metadata, exit 1, and every later resume the same. The first
-    # resume is killed too, once it has skipped the save; the second finishes.
-    resume_and_kill(root, "iso", "stage.skipped", save, attempt=2)
+    # Before: PATH_ALREADY_EXISTS …/metadata, exit 1, and every later resume the same. Then, with
+    # training replayed: the replayed model (pyspark's IsotonicRegressionModel.load keeps a JVM
+    # method in it) could not be pickled into the script's `test.map(lambda p: model.predict(…))`.
+    # (A second kill once the resume skipped the save is no longer a moment this unmodified
+    # example leaves: with training and the mean replayed, the resume ends within a second of it.)
     result = run_cli("resume", "iso", "--root", root, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout == expected
     assert model_files(work) == model_files(expected_dir)
-    third = [e for e in events_of(run_dir) if e["attempt"] == 3 and e["type"].startswith("stage.")]
-    assert [(e["type"], e["stage"]) for e in third] == [("stage.skipped", save)]
+    second = [e for e in events_of(run_dir) if e["attempt"] == 2]
+    assert [(e["type"], e["stage"]) for e in second if e["type"].startswith("stage.")] == [("stage.skipped", save)]
+    assert [e["kind"] for e in second if e["type"] == "action.replayed"] == ["mllib.train", "rdd.mean"]

@@ -206,7 +206,9 @@ class Training:
         module, _, name = str(manifest["class"]).rpartition(".")
         cls = getattr(importlib.import_module(module), name)
         where = storage.to_spark_path(results.url_of(self.rt.run_dir, str(manifest["folder"])))
-        return cls.load(self.context, where) if manifest["api"] == MLLIB else cls.load(where)
+        if manifest["api"] != MLLIB:
+            return cls.load(where)
+        return _as_trained(cls.load(self.context, where))
 
     def _keep(self, model: Any, seconds: float, reason: str) -> None:
         payload: dict[str, Any] = {
@@ -263,3 +265,16 @@ def _not_writable(model: Any, api: str) -> str | None:
 
 def _stale(recorded: Any, current: dict[str, Any]) -> str:
     return staleness.difference(recorded, current) or ""
+
+
+def _as_trained(model: Any) -> Any:
+    """An MLlib model as its ``train`` returns it. Some of pyspark's loaders keep a JVM method where
+    ``train`` keeps its value (``IsotonicRegressionModel.load`` keeps ``java_model.isotonic``, never
+    called): such a model cannot be pickled into a closure (``rdd.map(lambda p: model.predict(p))``,
+    as Spark's isotonic example does), which the trained one can. The value is taken."""
+    from py4j.java_gateway import JavaMember
+
+    for name, value in list(vars(model).items()):
+        if isinstance(value, JavaMember):
+            setattr(model, name, value())
+    return model
