@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers import zero_code_hooks
@@ -14,3 +16,12 @@ def hooked(request):
     test needs them says ``pytestmark = pytest.mark.usefixtures("hooked")``."""
     with zero_code_hooks(request.module.__file__):
         yield
+
+
+@pytest.fixture
+def orders(tmp_path):
+    """A folder of 30 JSON orders (id, day) for the actions and inferences under test."""
+    folder = tmp_path / "orders"
+    folder.mkdir()
+    (folder / "a.json").write_text("".join(json.dumps({"id": i, "day": f"d{i % 3}"}) + "\n" for i in range(30)))
+    return folder

@@ -52,14 +52,6 @@ def events(rt, event_type):
     return [r for r in journal(rt, event_type) if r["attempt"] == rt.writer.attempt]
 
 
-@pytest.fixture
-def orders(tmp_path):
-    folder = tmp_path / "orders"
-    folder.mkdir()
-    (folder / "a.json").write_text("".join(json.dumps({"id": i, "day": f"d{i % 3}"}) + "\n" for i in range(30)))
-    return folder
-
-
 # One line per action, as a script run again by resume has them: the call site is part of the key.
 def the_actions(spark, folder, capsys):
     frame = spark.read.schema("id LONG, day STRING").json(str(folder))

@@ -21,14 +21,6 @@ def inference_hooks(hooked):
     inferred_frames.install()
 
 
-@pytest.fixture
-def orders(tmp_path):
-    folder = tmp_path / "orders"
-    folder.mkdir()
-    (folder / "a.json").write_text("".join(json.dumps({"id": i, "day": f"d{i % 3}"}) + "\n" for i in range(30)))
-    return folder
-
-
 def rows(spark, folder):
     return spark.sparkContext.textFile(str(folder)).map(json.loads).map(lambda d: Row(**d))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrecover.driver import recall
 from sparkrecover.driver.recall import models
 from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
@@ -154,10 +155,10 @@ def test_no_replay_trains_again_and_says_so(spark, tmp_path):
 
 def test_models_off_in_the_runs_conf_neither_records_nor_replays_training(spark, tmp_path):
     conf = spark.sparkContext._conf  # the JVM's own conf: what getConf() copies
-    conf.set(models.MODELS_CONF, "false")
+    conf.set(recall.MODELS_CONF, "false")
     try:
         rt = attempt(tmp_path, spark)
         fit_kmeans(spark)
         assert not events(rt, ev.ACTION_RECORDED)
     finally:
-        conf._jconf.remove(models.MODELS_CONF)
+        conf._jconf.remove(recall.MODELS_CONF)

@@ -36,7 +36,16 @@ import pytest
 from sparkrecover.core.fold.runstate import RunState
 from sparkrecover.journal import read_journal
 from sparkrecover.rundir.runs import Run
-from tests.helpers import APPS, REPO, SPARK_OPTIONS, dry_run, journaled, spark_events, sparkrecover_command
+from tests.helpers import (
+    APPS,
+    REPO,
+    SPARK_OPTIONS,
+    dry_run,
+    journaled,
+    journaled_records,
+    spark_events,
+    sparkrecover_command,
+)
 
 T = TypeVar("T")
 
@@ -248,6 +257,36 @@ class Hold:
     def release(self) -> None:
         with open(self.path, "w"):
             pass
+
+
+def event_log_options(logs: str) -> list[str]:
+    """Spark options that write each application's event log, uncompressed, to ``logs`` (made)."""
+    os.makedirs(logs, exist_ok=True)
+    return ["--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}",
+            "--conf", "spark.eventLog.compress=false"]  # fmt: skip
+
+
+def jobs_of_attempt(logs: str, run_dir: str, attempt: int) -> list[dict]:
+    """The SparkListenerJobStart events of one attempt's application, from Spark's event log."""
+    (started,) = [r for r in read_journal(run_dir) if r["type"] == "driver.started" and r["attempt"] == attempt]
+    return spark_events(logs, started["app_id"], "SparkListenerJobStart")
+
+
+def kill_in_a_held_write(command: Sequence[str], run_dir: str, tmp_path, partitions: int, kill_at: int) -> str:
+    """Run ``command`` (an app whose write tasks honour ``Hold``) with its tasks from ``kill_at``
+    on held, SIGKILL it once ``kill_at`` partitions of its write of ``partitions`` committed
+    (exactly those, the next ones in flight), and return what it printed."""
+
+    def committed() -> bool:
+        journal = journaled_records(run_dir)
+        writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == partitions}
+        done = {r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}
+        return len(done) >= kill_at
+
+    printed = Path(str(tmp_path)) / "attempt-1.out"
+    env = Hold(tmp_path).env(kill_at, PYTHONUNBUFFERED="1")
+    run_and_kill(command, committed, f"{kill_at} committed write partitions", env=env, stdout=printed)
+    return printed.read_text()
 
 
 def submit_one_write_and_kill(

@@ -11,8 +11,15 @@ import os
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.support import REPLAYED_PAST, Hold, run_and_kill, seed_orders, submit_command
-from tests.helpers import SPARK_OPTIONS, dry_run, journaled_records, run_cli, spark_events
+from tests.e2e.support import (
+    REPLAYED_PAST,
+    event_log_options,
+    jobs_of_attempt,
+    kill_in_a_held_write,
+    seed_orders,
+    submit_command,
+)
+from tests.helpers import SPARK_OPTIONS, dry_run, run_cli
 from tests.references import FOLDER
 
 pytestmark = pytest.mark.e2e
@@ -26,30 +33,9 @@ def killed_in_the_write(tmp_path, *conf: str) -> tuple[str, str, str]:
     committed: (root, event log folder, what the application printed)."""
     seed_orders(tmp_path)
     root, logs = str(tmp_path / "root"), str(tmp_path / "event-logs")
-    os.makedirs(logs)
-    options = [*SPARK_OPTIONS, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
-    options += ["--conf", "spark.eventLog.compress=false", *conf]
+    options = [*SPARK_OPTIONS, *event_log_options(logs), *conf]
     command = submit_command(root, "past", APP, str(tmp_path / "orders"), str(tmp_path / "out"), spark_options=options)
-    run_dir = os.path.join(root, "past")
-
-    def committed() -> bool:
-        journal = journaled_records(run_dir)
-        writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == WRITE}
-        return (
-            len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
-        )
-
-    printed = tmp_path / "attempt-1.out"
-    # Its tasks from partition KILL_AT on wait for a signal never given: killed with exactly KILL_AT.
-    env = Hold(tmp_path).env(KILL_AT, PYTHONUNBUFFERED="1")
-    run_and_kill(command, committed, f"{KILL_AT} committed write partitions", env=env, stdout=printed)
-    return root, logs, printed.read_text()
-
-
-def jobs_of_attempt(logs: str, run_dir: str, attempt: int) -> list[dict]:
-    """The SparkListenerJobStart events of one attempt's application, from Spark's event log."""
-    (started,) = [r for r in read_journal(run_dir) if r["type"] == "driver.started" and r["attempt"] == attempt]
-    return spark_events(logs, started["app_id"], "SparkListenerJobStart")
+    return root, logs, kill_in_a_held_write(command, os.path.join(root, "past"), tmp_path, WRITE, KILL_AT)
 
 
 def test_a_resumed_script_runs_no_job_before_its_unfinished_write(spark, plain_runs, tmp_path):

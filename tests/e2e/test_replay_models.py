@@ -10,8 +10,8 @@ import os
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.support import Hold, run_and_kill, submit_command
-from tests.helpers import APPS, SPARK_OPTIONS, dry_run, journaled_records, run_cli, spark_events
+from tests.e2e.support import event_log_options, jobs_of_attempt, kill_in_a_held_write, submit_command
+from tests.helpers import APPS, SPARK_OPTIONS, dry_run, run_cli
 from tests.references import FOLDER
 
 pytestmark = pytest.mark.e2e
@@ -31,23 +31,10 @@ def test_a_resumed_driver_loads_the_model_attempt_one_trained(spark, plain_runs,
     pytest.importorskip("numpy")
     plain = plain_runs.start(APP, f"{FOLDER}/out")
     root, logs = str(tmp_path / "root"), str(tmp_path / "event-logs")
-    os.makedirs(logs)
-    options = [*SPARK_OPTIONS, "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={logs}"]
-    options += ["--conf", "spark.eventLog.compress=false"]
+    options = [*SPARK_OPTIONS, *event_log_options(logs)]
     command = submit_command(root, "model", APP, str(tmp_path / "out"), spark_options=options)
     run_dir = os.path.join(root, "model")
-
-    def committed() -> bool:
-        journal = journaled_records(run_dir)
-        writes = {r["stage"] for r in journal if r["type"] == "write.started" and r["partitions"] == WRITE}
-        return (
-            len({r["partition"] for r in journal if r["type"] == "task.committed" and r["stage"] in writes}) >= KILL_AT
-        )
-
-    printed = tmp_path / "attempt-1.out"
-    env = Hold(tmp_path).env(KILL_AT, PYTHONUNBUFFERED="1")
-    run_and_kill(command, committed, f"{KILL_AT} committed write partitions", env=env, stdout=printed)
-    first = printed.read_text()
+    first = kill_in_a_held_write(command, run_dir, tmp_path, WRITE, KILL_AT)
     assert first.startswith("centers: ") and "done" not in first
 
     plan = dry_run(root, "model")
@@ -60,9 +47,8 @@ def test_a_resumed_driver_loads_the_model_attempt_one_trained(spark, plain_runs,
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[0] == first.splitlines()[0]  # attempt 1's model, not a new draw
 
-    started = {r["attempt"]: r["app_id"] for r in read_journal(run_dir) if r["type"] == "driver.started"}
-    assert any(trains(job) for job in spark_events(logs, started[1], "SparkListenerJobStart"))
-    jobs = spark_events(logs, started[2], "SparkListenerJobStart")
+    assert any(trains(job) for job in jobs_of_attempt(logs, run_dir, 1))
+    jobs = jobs_of_attempt(logs, run_dir, 2)
     before = [job for job in jobs if job["Properties"].get("sparkrecover.stage") != write["stage"]]
     first_write = next(i for i, job in enumerate(jobs) if job["Properties"].get("sparkrecover.stage") == write["stage"])
     assert not [job for job in jobs[:first_write] if trains(job)], [stage_names(j) for j in before]

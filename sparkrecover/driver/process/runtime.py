@@ -60,6 +60,7 @@ class Runtime:
         self.action_ordinals: dict[tuple[str, str], int] = {}
         self.recorder: Any = None
         self.result_limit = 8 << 20
+        self.record_models = True  # model training recorded and replayed (spark.sparkrecover.replay.models)
         self._jobs: dict[str, list[int]] = defaultdict(list)
         self._lock = threading.Lock()
         # Per thread, like the Spark local property: a write made while a stage runs belongs to

@@ -3,8 +3,9 @@ the run directory and handed back to a resumed driver instead of running their S
 
 ``actions`` patches pyspark's actions, ``identity`` names an action across attempts, ``recorder``
 keeps and reads the result files, ``codec`` turns results into typed JSON and back. ``start`` and
-``stop`` bracket an attempt: the run's Spark conf may turn it off (``spark.sparkrecover.replay``)
-or change the size limit (``spark.sparkrecover.results.maxBytes``).
+``stop`` bracket an attempt: the run's Spark conf may turn it off (``spark.sparkrecover.replay``),
+model training alone (``spark.sparkrecover.replay.models``), or change the size limit
+(``spark.sparkrecover.results.maxBytes``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from sparkrecover.driver.process import messages, runtime
 from sparkrecover.driver.recall import recorder
 
 REPLAY_CONF = "spark.sparkrecover.replay"
+MODELS_CONF = "spark.sparkrecover.replay.models"  # false: actions replayed, model training not
 _SIZE = re.compile(r"^\s*(\d+)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
 
@@ -32,6 +34,7 @@ def start(rt: runtime.Runtime, conf: Any) -> None:
     if str(conf.get(REPLAY_CONF, "true")).strip().lower() == "false":
         rt.results.clear()
         return
+    rt.record_models = str(conf.get(MODELS_CONF, "true")).strip().lower() != "false"
     limit = conf.get(recorder.LIMIT_CONF, None)
     if limit is not None:
         try:

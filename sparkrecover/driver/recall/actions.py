@@ -200,6 +200,46 @@ def _arguments(bound: dict[str, Any]) -> tuple[str, list[str]]:
     return ", ".join(shown), code
 
 
+def offered(rt: runtime.Runtime, action: identity.Action) -> tuple[ActionEntry | None, str]:
+    """What the plan offers for ``action``: its record, when it is to be replayed (and ``""``), or
+    None and the reason it runs (``no record``, the plan's reason, what changed since)."""
+    entry = rt.results.get(action.key)
+    if entry is None:
+        return None, "no record"
+    if not entry.replay:
+        return None, entry.reason
+    changed = staleness.difference(entry.fingerprint, action.fingerprint)
+    return (None, changed) if changed else (entry, "")
+
+
+def journal_replayed(
+    rt: runtime.Runtime, action: identity.Action, entry: ActionEntry, started: float, **details: Any
+) -> None:
+    """``action.replayed``: the record handed back instead of a Spark job (since ``started``)."""
+    rt.writer.emit(
+        ev.ACTION_REPLAYED,
+        key=action.key,
+        kind=action.kind,
+        call_site=action.call_site,
+        recorded_in=entry.attempt,
+        saved_s=entry.duration_s,
+        duration_s=round(time.monotonic() - started, 3),
+        **details,
+    )
+
+
+def recorded_payload(action: identity.Action, seconds: float, reason: str) -> dict[str, Any]:
+    """What ``action.recorded`` says of any action that ran: its names, how long, and why."""
+    return {
+        "key": action.key,
+        "kind": action.kind,
+        "call_site": action.call_site,
+        "fingerprint": action.fingerprint,
+        "duration_s": round(seconds, 3),
+        "ran_because": reason,
+    }
+
+
 class Call:
     """One action call: replayed from the plan's record, or run and recorded."""
 
@@ -207,16 +247,13 @@ class Call:
         self.rt, self.kind, self.action, self.shape, self.subject = rt, kind, action, shape, subject
 
     def run(self, live: Callable[[], Any]) -> Any:
-        entry = self.rt.results.get(self.action.key)
-        reason = "no record"
+        entry, reason = offered(self.rt, self.action)
         if entry is not None:
-            reason = entry.reason if not entry.replay else self._stale(entry)
-            if entry.replay and not reason:
-                try:
-                    return self._replay(entry)
-                except Exception as error:
-                    warn(f"the result of {self.action.key} not replayed", error)
-                    reason = f"its result could not be read: {error}"
+            try:
+                return self._replay(entry)
+            except Exception as error:
+                warn(f"the result of {self.action.key} not replayed", error)
+                reason = f"its result could not be read: {error}"
         if self.kind.name == "show":
             return self._show_live(live, reason)
         if self.kind.name == "toPandas":
@@ -228,9 +265,6 @@ class Call:
         self._record(value, time.monotonic() - started, reason)
         return value
 
-    def _stale(self, entry: ActionEntry) -> str:
-        return staleness.difference(entry.fingerprint, self.action.fingerprint) or ""
-
     # -- replay --------------------------------------------------------------------------------
 
     def _replay(self, entry: ActionEntry) -> Any:
@@ -241,16 +275,7 @@ class Call:
         shape, value = recorder.decode(data, entry.sha256, entry.path)
         if shape != self.shape:
             raise ValueError(f"recorded as {shape}, asked for {self.shape}")
-        self.rt.writer.emit(
-            ev.ACTION_REPLAYED,
-            key=self.action.key,
-            kind=self.kind.name,
-            call_site=self.action.call_site,
-            recorded_in=entry.attempt,
-            saved_s=entry.duration_s,
-            rows=entry.rows,
-            duration_s=round(time.monotonic() - started, 3),
-        )
+        journal_replayed(self.rt, self.action, entry, started, rows=entry.rows)
         if self.kind.name == "show":
             print(value)
             return None
@@ -284,14 +309,7 @@ class Call:
     def _journal(
         self, seconds: float, reason: str, make: Any, not_kept: str | None, summary: str | None = None
     ) -> None:
-        payload: dict[str, Any] = {
-            "key": self.action.key,
-            "kind": self.kind.name,
-            "call_site": self.action.call_site,
-            "fingerprint": self.action.fingerprint,
-            "duration_s": round(seconds, 3),
-            "ran_because": reason,
-        }
+        payload = recorded_payload(self.action, seconds, reason)
         if summary is not None:
             payload["summary"] = summary
         if not_kept is not None:

@@ -20,7 +20,6 @@ own fits inside the user's (a Pipeline's stages) are part of the user's call, as
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
 import inspect
 import sys
@@ -30,13 +29,11 @@ from typing import Any
 import orjson
 
 from sparkrecover.core.verdicts import staleness
-from sparkrecover.driver.process import messages, runtime
-from sparkrecover.driver.recall import codec, identity, recorder
+from sparkrecover.driver.process import runtime
+from sparkrecover.driver.recall import actions, codec, identity, recorder
 from sparkrecover.driver.recording import hooks, on_import, zerocode
-from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
 
-MODELS_CONF = "spark.sparkrecover.replay.models"
 _TAG = "model training"
 _ML_BASE = "pyspark.ml.base"
 _MLLIB_MODULES = tuple(
@@ -105,8 +102,9 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def _digest_of(value: Any) -> str:
-    return hashlib.sha256(orjson.dumps(value, option=orjson.OPT_SORT_KEYS)).hexdigest()
+def _canonical(value: Any) -> str:
+    """``value`` as JSON with sorted keys: the same text in every attempt (the fingerprint digests it)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 # -- the patched calls ----------------------------------------------------------------------------
@@ -118,10 +116,10 @@ def _recorded_fit(original: Any) -> Any:
         if rt is None or not (params is None or isinstance(params, dict)):  # a list of maps: fitMultiple's
             return original(self, dataset, params)
         try:
-            code = [_digest_of({"estimator": described(self), "params": params_of(params or {})})]
+            code = [_canonical({"estimator": described(self), "params": params_of(params or {})})]
             call = identity.identify(rt, "ml.fit", type(self).__name__, dataset, code)
         except Exception as error:
-            messages.say(f"sparkrecover: warning: fit() not checked for replay: {type(error).__name__}: {error}")
+            actions.warn("fit() not checked for replay", error)
             return original(self, dataset, params)
         return Training(rt, call, ML, dataset.sparkSession.sparkContext).run(lambda: original(self, dataset, params))
 
@@ -139,11 +137,11 @@ def _recorded_train(name: str, original: Any) -> Any:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             (_, data), *rest = bound.arguments.items()
-            code = [_digest_of({"train": name, "arguments": params_of(dict(rest))})]
+            code = [_canonical({"train": name, "arguments": params_of(dict(rest))})]
             call = identity.identify(rt, "mllib.train", name, zerocode.RDDSource(data), code)
             context = data.context
         except Exception as error:
-            messages.say(f"sparkrecover: warning: {name}() not checked for replay: {type(error).__name__}: {error}")
+            actions.warn(f"{name}() not checked for replay", error)
             return original(*args, **kwargs)
         return Training(rt, call, MLLIB, context).run(lambda: original(*args, **kwargs))
 
@@ -165,18 +163,15 @@ class Training:
         self.rt, self.call, self.api, self.context = rt, call, api, context
 
     def run(self, train: Any) -> Any:
-        if str(self.context.getConf().get(MODELS_CONF, "true")).strip().lower() == "false":
+        if not self.rt.record_models:
             return train()
-        entry = self.rt.results.get(self.call.key)
-        reason = "no record"
+        entry, reason = actions.offered(self.rt, self.call)
         if entry is not None:
-            reason = entry.reason if not entry.replay else _stale(entry.fingerprint, self.call.fingerprint)
-            if entry.replay and not reason:
-                try:
-                    return self._replay(entry)
-                except Exception as error:
-                    messages.say(f"sparkrecover: warning: the model of {self.call.key} not loaded: {error}")
-                    reason = f"its model could not be loaded: {error}"
+            try:
+                return self._replay(entry)
+            except Exception as error:
+                actions.warn(f"the model of {self.call.key} not loaded", error)
+                reason = f"its model could not be loaded: {error}"
         started = time.monotonic()
         model = train()
         self._keep(model, time.monotonic() - started, reason)
@@ -189,17 +184,7 @@ class Training:
         data = storage.read_bytes(results.url_of(self.rt.run_dir, entry.path))
         _, manifest = recorder.decode(data, entry.sha256, entry.path)
         model = self._load(manifest)
-        self.rt.writer.emit(
-            ev.ACTION_REPLAYED,
-            key=self.call.key,
-            kind=self.call.kind,
-            call_site=self.call.call_site,
-            recorded_in=entry.attempt,
-            saved_s=entry.duration_s,
-            rows=None,
-            model=manifest["class"],
-            duration_s=round(time.monotonic() - started, 3),
-        )
+        actions.journal_replayed(self.rt, self.call, entry, started, rows=None, model=manifest["class"])
         return model
 
     def _load(self, manifest: dict[str, Any]) -> Any:
@@ -211,25 +196,17 @@ class Training:
         return _as_trained(cls.load(self.context, where))
 
     def _keep(self, model: Any, seconds: float, reason: str) -> None:
-        payload: dict[str, Any] = {
-            "key": self.call.key,
-            "kind": self.call.kind,
-            "call_site": self.call.call_site,
-            "fingerprint": self.call.fingerprint,
-            "duration_s": round(seconds, 3),
-            "ran_because": reason,
-            "summary": f"model {type(model).__name__}",
-        }
+        payload = dict(actions.recorded_payload(self.call, seconds, reason), summary=f"model {type(model).__name__}")
         assert self.rt.recorder is not None
         why = _not_writable(model, self.api)
         if why is not None:
             self.rt.recorder.record(dict(payload, not_kept=why), None)
             return
-        folder = f"{results.FOLDER}/{self.rt.writer.attempt:04d}/model-{_digest_of(self.call.key)[:16]}"
+        folder = f"{results.FOLDER}/{self.rt.writer.attempt:04d}/model-{staleness.digest(self.call.key)[:16]}"
         try:
             self._save(model, storage.to_spark_path(results.url_of(self.rt.run_dir, folder)))
         except Exception as error:
-            messages.say(f"sparkrecover: warning: the model of {self.call.key} not kept: {error}")
+            actions.warn(f"the model of {self.call.key} not kept", error)
             self.rt.recorder.record(dict(payload, not_kept=f"its save failed: {type(error).__name__}"), None)
             return
         manifest = codec.encode_value({"api": self.api, "class": _class_name(type(model)), "folder": folder})
@@ -261,10 +238,6 @@ def _not_writable(model: Any, api: str) -> str | None:
     if not callable(getattr(model, "write", None)) or not hasattr(type(model), "load"):
         return f"{name} is not MLWritable and MLReadable: trains again on resume"
     return None
-
-
-def _stale(recorded: Any, current: dict[str, Any]) -> str:
-    return staleness.difference(recorded, current) or ""
 
 
 def _as_trained(model: Any) -> Any:
