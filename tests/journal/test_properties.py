@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparkrecover.errors import JournalError
-from sparkrecover.journal import JournalWriter, read_journal
+from sparkrecover.journal import JournalWriter, events, read_journal
 from sparkrecover.journal.segments import list_segments
 from sparkrecover.rundir.runs import Run
 
@@ -30,11 +30,17 @@ payloads = st.dictionaries(
 )
 
 
+_FILLER = {str: "s", int: 0, list: [], dict: {}}
+
+
 def _readable(item: tuple[str, dict]) -> tuple[str, dict]:
-    """Stage events name their stage (a reader refuses one that does not: events.REQUIRED)."""
+    """Known events carry the payload fields readers require (a reader refuses a record without
+    them: events.REQUIRED), a drawn value of another type replaced."""
     kind, payload = item
-    if kind.startswith("stage.") and not isinstance(payload.get("stage"), str):
-        payload = {**payload, "stage": str(payload.get("stage", "s"))}
+    for key, required in events.REQUIRED.get(kind, ()):
+        value = payload.get(key)
+        if not isinstance(value, required) or isinstance(value, bool):
+            payload = {**payload, key: _FILLER[required]}
     return kind, payload
 
 
@@ -191,3 +197,11 @@ def test_append_writes_exactly_what_emit_writes(items, run_id, attempt):
         with open(last_segment(emitted), "rb") as one, open(last_segment(appended), "rb") as other:
             assert one.read() == other.read()
         assert len(read_journal(appended)) == len(items)
+
+
+def test_drawn_payloads_carry_what_readers_require():
+    """Every known event type drawn with an empty payload is made readable (a reader refuses a
+    record without its required fields: the property tests above would fail on the draw)."""
+    for kind in events.REQUIRED:
+        kind, payload = _readable((kind, {}))
+        assert events.payload_problem({"type": kind, **payload}) is None, kind
