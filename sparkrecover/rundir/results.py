@@ -51,6 +51,14 @@ def _sizes(run_dir: str) -> dict[str, int]:
     }
 
 
+def folder_bytes(run_dir: str, folder: str) -> int:
+    """The bytes of the files under ``folder`` (relative to the run directory): a trained model's
+    folder, counted once when it is kept (one listing), so ``inspect`` can say what it holds."""
+    fs, path = storage.filesystem(url_of(run_dir, folder))
+    listed = fs.find(path, detail=True)
+    return sum(int(info.get("size") or 0) for info in listed.values() if info.get("type") != "directory")
+
+
 def remove(run_dir: str) -> bool:
     """Delete the run's results (it succeeded, or starts from scratch); True when there were any."""
     return storage.remove_folder(storage.join(run_dir, FOLDER), "removing the recorded action results")

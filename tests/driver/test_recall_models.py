@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrecover.core.fold import savings
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import action_reuse
+from sparkrecover.core.views import summary
 from sparkrecover.driver import recall
 from sparkrecover.driver.recall import models
 from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
+from sparkrecover.journal import read_journal
+from sparkrecover.rundir import results, storage
 from tests.driver.test_recall import attempt, events, resumed
 from tests.helpers import jobs_of, journal
 
@@ -162,3 +168,50 @@ def test_models_off_in_the_runs_conf_neither_records_nor_replays_training(spark,
         assert not events(rt, ev.ACTION_RECORDED)
     finally:
         conf._jconf.remove(recall.MODELS_CONF)
+
+
+def folder_bytes(folder):
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def state_of(rt):
+    recall.stop(rt)
+    rt.writer.flush()
+    return RunState.from_events("run1", read_journal(rt.run_dir))
+
+
+def test_a_kept_model_is_said_as_loaded_and_its_folder_counts_in_the_kept_bytes(spark, tmp_path):
+    """Loading a model runs Spark jobs of its own (reading its folder): the plan says the model is
+    loaded from the run's storage, not replayed without a job; what is kept counts its folder."""
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    (folder,) = (tmp_path / "root" / "run1" / "results" / "0001").glob("model-*")
+    assert recorded["model_bytes"] == folder_bytes(folder) > 1000
+    state = state_of(rt)
+    assert summary.action_rows(state)["kept_bytes"] == recorded["result"]["bytes"] + recorded["model_bytes"]
+
+    offered = action_reuse.replayable(state, storage.data_stat, results.size_reader(rt.run_dir))
+    shown = [entry.summary() for entry in offered]
+    assert [entry["decision"] for entry in shown] == ["load"]
+    assert summary.action_lines(shown) == [
+        "load 1 trained model from the run's storage instead of training it (no input files); "
+        "loading runs Spark jobs of its own"
+    ]
+
+
+def test_inspect_and_the_time_saved_count_a_loaded_model_as_loaded_net_of_its_load(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    rt = resumed(tmp_path, spark, rt)
+    fit_kmeans(spark)
+    state = state_of(rt)
+    (replayed,) = state.replayed
+    rows = summary.action_rows(state)
+    assert (rows["replayed"], rows["loaded"]) == ({}, {2: 1})
+    line = summary.actions_line(rows, removed=False)
+    assert line.startswith("actions: 1 recorded, 1 result kept (") and "with 1 trained model's files" in line
+    assert "1 model loaded from the run's storage by attempt 2" in line and "replayed" not in line
+    (saving,) = savings.of(state, [2])
+    assert saving.how == "loaded 1 model"
+    assert saving.seconds == round(max(replayed["saved_s"] - replayed["duration_s"], 0.0), 3)

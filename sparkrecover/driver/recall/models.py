@@ -209,6 +209,10 @@ class Training:
             actions.warn(f"the model of {self.call.key} not kept", error)
             self.rt.recorder.record(dict(payload, not_kept=f"its save failed: {type(error).__name__}"), None)
             return
+        try:  # what the model keeps on storage, said by inspect (the result file is a few bytes)
+            payload["model_bytes"] = results.folder_bytes(self.rt.run_dir, folder)
+        except OSError:
+            pass
         manifest = codec.encode_value({"api": self.api, "class": _class_name(type(model)), "folder": folder})
         self.rt.recorder.record(payload, lambda: recorder.encode(recorder.VALUE, manifest, None, 1 << 20))
 
