@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sparkrecover.core.fold import savings
 from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.core.views import summary
+from sparkrecover.core.views import recalled, summary
 from sparkrecover.journal import read_journal
 from tests import journals
 
@@ -51,7 +51,7 @@ def test_the_plan_says_replayed_actions_and_loaded_models_apart():
         {"key": "a.py:6#1 collect()", "kind": "collect", "decision": "run", "reason": "no record"},
     ]
     entries[2]["reason"] = "no input files"
-    assert summary.action_lines(entries) == [
+    assert recalled.action_lines(entries) == [
         "replay 1 recorded action without a Spark job (inputs unchanged)",
         "load 2 trained models from the run's storage instead of training them (inputs unchanged; no input files); "
         "loading runs Spark jobs of its own",

@@ -44,6 +44,12 @@ def _seconds(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
 
 
+def models_of(record: dict[str, Any]) -> int:
+    """How many models an ``action.recorded`` or ``action.replayed`` of a training holds: a fit given
+    a list of param maps says how many (``models``), any other one."""
+    return record["models"] if isinstance(record.get("models"), int) else 1
+
+
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -84,7 +90,7 @@ class SavingsFold:
             return
         if record.get("kind") in MODEL_ACTIONS:
             net = max(saved - (_number(record.get("duration_s")) or 0.0), 0.0)
-            self.savings.append(Saving(record["attempt"], None, round(net, 3), "loaded 1 model"))
+            self.savings.append(Saving(record["attempt"], None, round(net, 3), f"loaded {models_of(record)} model"))
         else:
             self.savings.append(Saving(record["attempt"], None, round(saved, 3), "replayed 1 action"))
 

@@ -258,8 +258,10 @@ def _action_recorded(r: dict[str, Any]) -> str:
 
 def _action_replayed(r: dict[str, Any]) -> str:
     if r.get("model"):  # a fit or train: its model read back (Spark jobs of a load, no training)
+        models = f"{r['models']} models" if isinstance(r.get("models"), int) else "model"
+        name = str(r["model"]).rpartition(".")[2]
         return (
-            f"{r.get('key')}: model of attempt {r.get('recorded_in')} loaded ({str(r['model']).rpartition('.')[2]}), "
+            f"{r.get('key')}: {models} of attempt {r.get('recorded_in')} loaded ({name}), "
             f"not trained again (training took {humanize.duration(r.get('saved_s'))})"
         )
     rows = r.get("rows")
