@@ -126,3 +126,20 @@ def test_arrow_batches_over_the_limit_are_not_kept_and_run_again(spark, tmp_path
     again, jobs = jobs_of(spark, lambda: to_pandas(spark, orders))
     assert jobs
     same_frames(again, first)
+
+
+def test_batches_are_kept_before_a_self_destructing_conversion_frees_them(spark, tmp_path, orders, arrow):
+    """With selfDestruct pyspark frees each batch's memory as it converts it: what is kept was
+    encoded before, and the replayed frame (converted the same way) equals the first."""
+    key = "spark.sql.execution.arrow.pyspark.selfDestruct.enabled"
+    spark.conf.set(key, "true")
+    try:
+        rt = attempt(tmp_path, spark)
+        first = to_pandas(spark, orders)
+        rt = resumed(tmp_path, spark, rt)
+        again, jobs = jobs_of(spark, lambda: to_pandas(spark, orders))
+    finally:
+        spark.conf.unset(key)
+    assert jobs == []
+    same_frames(again, first)
+    assert [r["kind"] for r in events(rt, ev.ACTION_REPLAYED)] == ["toPandas"]
