@@ -143,3 +143,19 @@ def test_batches_are_kept_before_a_self_destructing_conversion_frees_them(spark,
     assert jobs == []
     same_frames(again, first)
     assert [r["kind"] for r in events(rt, ev.ACTION_REPLAYED)] == ["toPandas"]
+
+
+def test_batches_that_cannot_be_encoded_leave_the_frame_to_the_script_and_say_why(
+    spark, tmp_path, orders, arrow, monkeypatch
+):
+    from sparkrecover.driver.recall import pandas_frames
+
+    def refuse(batches, limit):
+        raise ValueError("no such type")
+
+    monkeypatch.setattr(pandas_frames, "encode_batches", refuse)
+    rt = attempt(tmp_path, spark)
+    assert len(to_pandas(spark, orders)) == 30
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    assert recorded["result"] is None
+    assert recorded["not_kept"] == "its Arrow batches (ValueError: no such type) cannot be kept"

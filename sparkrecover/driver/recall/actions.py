@@ -342,14 +342,7 @@ class Call:
         value, feed = pandas_frames.live(live, self.rt.result_limit)
         seconds = time.monotonic() - started
         if feed.arrow is not None:
-            arrow = feed.arrow
-
-            def make() -> recorder.Encoded:
-                if isinstance(arrow, recorder.OverLimit):
-                    raise arrow
-                return arrow
-
-            self._journal(seconds, reason, make, None, _summary(self.kind.name, range(len(value))))
+            self._journal(seconds, reason, feed.kept, None, _summary(self.kind.name, range(len(value))))
         else:
             self._record(value, seconds, reason, rows=feed.rows)
         return value

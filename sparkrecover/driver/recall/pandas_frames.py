@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkrecover.driver.recall import recorder
+from sparkrecover.driver.recall import codec, recorder
 from sparkrecover.driver.recording import hooks
 
 ARROW_CONF = "spark.sql.execution.arrow.pyspark.enabled"
@@ -38,7 +38,15 @@ class Feed:
     rows: list[Any] = field(default_factory=list)  # collect's rows
     batches: list[Any] = field(default_factory=list)  # _collect_as_arrow's record batches
     collected: bool = False  # capture: the rows path ran
-    arrow: recorder.Encoded | recorder.OverLimit | None = None  # capture: the Arrow path's batches, encoded
+    # capture: the Arrow path's batches, encoded, or why they are not kept (over the limit, unencodable)
+    arrow: recorder.Encoded | recorder.OverLimit | codec.Unrecordable | None = None
+
+    def kept(self) -> recorder.Encoded:
+        """The encoded batches, for the recorder (which journals why, when this raises)."""
+        if isinstance(self.arrow, Exception):
+            raise self.arrow
+        assert self.arrow is not None
+        return self.arrow
 
 
 def install(frame: type) -> None:
@@ -93,6 +101,8 @@ def _fed_batches(original: Any) -> Any:
             feed.arrow = encode_batches(found, feed.limit)
         except recorder.OverLimit as over:
             feed.arrow = over
+        except Exception as error:  # never the script's toPandas: the record says why instead
+            feed.arrow = codec.Unrecordable(f"its Arrow batches ({type(error).__name__}: {error})")
         return found
 
     return collect_as_arrow
