@@ -236,7 +236,7 @@ class Training:
             return
         try:  # what the model keeps on storage, said by inspect (the result file is a few bytes)
             payload["model_bytes"] = results.folder_bytes(self.rt.run_dir, folder)
-        except OSError:
+        except Exception:  # a listing that fails leaves the size unsaid, never the fit failed
             pass
         kept = [
             {"class": _class_name(type(model)), "folder": where} for model, where in zip(models, folders, strict=True)
