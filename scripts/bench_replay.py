@@ -20,7 +20,7 @@
    others empty tasks): the resume against it says what replaying the past costs beyond the work
    any application doing what is left pays, fixed costs included; and the goal once more with the
    unfinished work measured whole, as that application's time beyond one driver start
-   (docs/decisions/0062-unfinished-work-measured-whole.md).
+   (docs/decisions/0065-unfinished-work-measured-whole.md).
 2. **Recording cost.** scripts/bench_apps/collect_rows.py collecting ``--rows`` rows, under
    submit with recording on and with ``spark.sparkrecover.replay=false``, alternating pairs:
    median wall ratio, goal at most 1.01; and the same with a limit the result is over
