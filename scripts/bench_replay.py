@@ -18,7 +18,9 @@
    what the resume had left, run as a plain application of its own (scripts/bench_apps/
    leftover_write.py: the write's query computing only the partitions the resume computed, the
    others empty tasks): the resume against it says what replaying the past costs beyond the work
-   any application doing what is left pays, fixed costs included.
+   any application doing what is left pays, fixed costs included; and the goal once more with the
+   unfinished work measured whole, as that application's time beyond one driver start
+   (docs/decisions/0065-unfinished-work-measured-whole.md).
 2. **Recording cost.** scripts/bench_apps/collect_rows.py collecting ``--rows`` rows, under
    submit with recording on and with ``spark.sparkrecover.replay=false``, alternating pairs:
    median wall ratio, goal at most 1.01; and the same with a limit the result is over
@@ -134,9 +136,15 @@ def resume_cost(work: str, at: float, log: str, write_seconds: float) -> None:
     leftover = _bench.timed(
         [*submit(work, "leftover", log), LEFTOVER, args[0], os.path.join(work, "leftover-out"), left], log, env
     )
+    # The unfinished work measured whole: what that application spends beyond one driver start
+    # (its first query, its Python workers, the input its write reads), not a share of the full
+    # run's write, which had those costs behind it already.
+    whole = start + 1.15 * max(leftover - start, 0.0)
     print(
         f"  what is left as an application of its own (the write's query, only partitions {left} computed, "
-        f"under submit): {leftover:.1f}s; resume / it = {resumed / leftover:.3f}"
+        f"under submit): {leftover:.1f}s; resume / it = {resumed / leftover:.3f}; resume / (driver start + "
+        f"1.15 x (it - driver start)) = {resumed:.1f} / {whole:.1f} = {resumed / whole:.3f} "
+        f"(<= 1.0: {_bench.verdict(resumed / whole, 1.0)})"
     )
 
 
