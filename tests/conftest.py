@@ -32,6 +32,12 @@ _set_jvm_options = bool(_jvm_options) and "SPARK_SUBMIT_OPTS" not in os.environ
 if _set_jvm_options:
     os.environ["SPARK_SUBMIT_OPTS"] = _jvm_options
 
+# The in-process session's Python workers run on the tests' own Python, as `submit` has a local
+# master's workers do (launch/launcher.py: python_settings): pyspark's default, `python3` on PATH,
+# may lack what the driver has, and Spark 4 runs Python UDFs through Arrow whenever the driver can
+# import pandas and pyarrow, which the workers then import too.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
 # Every Python process the tests start, pyspark's Python workers among them, imports pyspark from
 # the installed package's compiled files (tests/pysite/sitecustomize.py), as the driver bootstrap
 # does for the driver: the zip spark-submit puts first on their path costs each about 1 s of CPU to
