@@ -187,6 +187,20 @@ def main() -> int:
     return 0
 
 
+def judged_medians(pairs: list[tuple[float, float]]) -> tuple[float, float]:
+    """The median (wall, CPU) ratio of the judged pairs, their spread printed beside it."""
+    walls, cpus = [p[0] for p in pairs if p[1]], [p[1] for p in pairs if p[1]]
+    if not cpus:
+        return 0.0, 0.0
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    print(
+        f"  over {len(cpus)} judged pairs: median {wall:.2f} x wall (pairs {', '.join(f'{w:.2f}' for w in walls)}), "
+        f"{cpu:.2f} x CPU (pairs {', '.join(f'{c:.2f}' for c in cpus)}; spread {min(cpus):.2f}-{max(cpus):.2f})",
+        flush=True,
+    )
+    return wall, cpu
+
+
 def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
     """The benchmark on ``place``: prints its figures, returns the judged task's (wall, CPU) ratios."""
     maps, writes = options.maps, options.writes
@@ -255,6 +269,7 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
             map_partitions: int = maps,
             whole: float = 0.0,
             resume_options: tuple[str, ...] = (),
+            resume_env: dict[str, str] | None = None,
         ) -> float:
             from tests.e2e.support import kill_tree
 
@@ -285,7 +300,7 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
                     *(("--", *where.secrets) if where.secrets else ()),
                 ),
                 log,
-                run_env,
+                resume_env or run_env,
             )
             computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
             ratio = resume / whole
@@ -394,22 +409,32 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
 
             task_cost("write70", "full", "new JVMs", judged=False)
         warm_env, warm_maps = {**env, "SHUFFLE_WARM_UP": "1"}, 8
-        warm_full = _bench.timed(submit("warm-full", map_partitions=warm_maps), log, warm_env)
-        where.idle()
-        kill_and_resume(
-            "warm70",
-            f"at 70 % of the write after a warm-up job ({warm_maps} map partitions)",
-            lambda run_dir, _markers: write_commits(run_dir) >= target,
-            (0, writes - target + 4),
-            None,
-            warm_env,
-            warm_maps,
-            warm_full,
-            # The warm-up job is a collect, which a resume would replay from the journal without
-            # running it: its executors would then start the write cold (docs/decisions/0039).
-            ("--no-replay",),
-        )
-        judged_ratios = task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
+        judged_pairs = []
+        for pair in range(1, options.pairs + 1):
+            suffix = "" if pair == 1 else f"-{pair}"
+            where.idle()
+            warm_full = _bench.timed(submit(f"warm-full{suffix}", map_partitions=warm_maps), log, warm_env)
+            where.idle()
+            kill_and_resume(
+                f"warm70{suffix}",
+                f"at 70 % of the write after a warm-up job ({warm_maps} map partitions), pair {pair}",
+                lambda run_dir, _markers: write_commits(run_dir) >= target,
+                (0, writes - target + 4),
+                None,
+                warm_env,
+                warm_maps,
+                warm_full,
+                # The warm-up job is a collect, which a resume would replay from the journal without
+                # running it: its executors would then start the write cold (docs/decisions/0039).
+                ("--no-replay",),
+                # The resume skips the map side the full run computed before its write: a twin of
+                # it, over other ids, gives the resumed executors the same tasks (decision 0055).
+                {**warm_env, "SHUFFLE_TWIN": "1"},
+            )
+            judged_pairs.append(
+                task_cost(f"warm70{suffix}", f"warm-full{suffix}", f"pair {pair}, equally warm", judged=True)
+            )
+        judged_ratios = judged_medians(judged_pairs)
         half = maps // 2
         if not (options.no_map_kill or options.task_cost_only):
             kill_and_resume(
