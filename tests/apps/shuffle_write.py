@@ -25,8 +25,9 @@ a benchmark compares tasks of JVMs that have both run such work before (scripts/
 With ``SHUFFLE_TWIN`` set too (a resume's side of that benchmark), a twin of the work a resume
 skips runs after it, computed over other ids (no sleep, no marker; its own shuffles): the map side
 of the first shape (MAPS + 4 Python UDF map tasks: the first shape's and the warm-up's, the small
-side's range tasks, the join and partial aggregation) and one task reading its aggregation, so that
-the resumed executors start the write having run the tasks the full run's executors ran.
+side's range tasks, the join and partial aggregation) and one task reading a partition of its
+aggregation (a ``limit(1)``), so that the resumed executors start the write having run the tasks
+the full run's executors ran.
 """
 
 import os
@@ -124,7 +125,7 @@ if os.environ.get("SHUFFLE_TWIN"):
     small = spark.range(0, 50).selectExpr("id AS k", "id * 11 AS w")  # not the kept small side
     twin.join(small, twin.id % 50 == small.k).groupBy((F.col("id") % (writes * 5)).alias("g")).agg(
         F.sum("v").alias("s"), F.sum("w").alias("t")
-    ).coalesce(1).collect()
+    ).limit(1).collect()  # one task of the aggregation: a write task's reads, not the whole shuffle
 
 shapes = shape.split(",")
 for one in shapes:
