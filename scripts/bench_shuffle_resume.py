@@ -187,15 +187,18 @@ def main() -> int:
     return 0
 
 
-def judged_medians(pairs: list[tuple[float, float]]) -> tuple[float, float]:
-    """The median (wall, CPU) ratio of the judged pairs, their spread printed beside it."""
+def judged_medians(pairs: list[tuple[float, float]], kept: list[float], fresh: list[float]) -> tuple[float, float]:
+    """The median (wall, CPU) ratio of the judged pairs, their spread printed beside it, and the
+    ratio of the median CPU of every judged task pooled over the pairs (``kept``, ``fresh``)."""
     walls, cpus = [p[0] for p in pairs if p[1]], [p[1] for p in pairs if p[1]]
     if not cpus:
         return 0.0, 0.0
     wall, cpu = statistics.median(walls), statistics.median(cpus)
+    pooled = statistics.median(kept) / statistics.median(fresh) if kept and fresh else 0.0
     print(
         f"  over {len(cpus)} judged pairs: median {wall:.2f} x wall (pairs {', '.join(f'{w:.2f}' for w in walls)}), "
-        f"{cpu:.2f} x CPU (pairs {', '.join(f'{c:.2f}' for c in cpus)}; spread {min(cpus):.2f}-{max(cpus):.2f})",
+        f"{cpu:.2f} x CPU (pairs {', '.join(f'{c:.2f}' for c in cpus)}; spread {min(cpus):.2f}-{max(cpus):.2f}); "
+        f"pooled, the median CPU of all {len(kept)} kept against all {len(fresh)} fresh judged tasks: {pooled:.2f} x",
         flush=True,
     )
     return wall, cpu
@@ -313,9 +316,14 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
             )
             return resume
 
+        judged_cpu: tuple[list[float], list[float]] = ([], [])  # every judged task's CPU, kept and fresh
+
         def task_cost(kept_run: str, fresh_run: str, label: str, judged: bool) -> tuple[float, float]:
             kept_tasks = write_tasks(os.path.join(work, kept_run, "events"))
             fresh_tasks = write_tasks(os.path.join(work, fresh_run, "events"))
+            if judged:
+                judged_cpu[0].extend(t[1] for t in rank_matched(kept_tasks, fresh_tasks))
+                judged_cpu[1].extend(t[1] for t in rank_matched(fresh_tasks, kept_tasks))
             kept, fresh = medians(rank_matched(kept_tasks, fresh_tasks)), medians(rank_matched(fresh_tasks, kept_tasks))
             every_kept, every_fresh = medians(kept_tasks), medians(fresh_tasks)
             if not (fresh[0] and kept[0] and fresh[1]):
@@ -434,7 +442,7 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
             judged_pairs.append(
                 task_cost(f"warm70{suffix}", f"warm-full{suffix}", f"pair {pair}, equally warm", judged=True)
             )
-        judged_ratios = judged_medians(judged_pairs)
+        judged_ratios = judged_medians(judged_pairs, *judged_cpu)
         half = maps // 2
         if not (options.no_map_kill or options.task_cost_only):
             kill_and_resume(
