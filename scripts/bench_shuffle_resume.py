@@ -31,15 +31,23 @@ with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
    run), and the executors' cost of keeping (``keep_us``, ``copy_us``, ``wait_us`` in the journal).
    The resumed application's executors are new JVMs whose first tasks are these: their first
    write task (class loading, the Python worker's start) is left out on both sides, and tasks are
-   compared rank by rank on their executor. Then once more where both applications ran the same
-   small job first (``SHUFFLE_WARM_UP``, 8 map partitions; the resume with ``--no-replay``, or it
-   would answer that job's collect from the journal without running it): what reading kept blocks
-   costs, apart from what any new JVM's first tasks cost (docs/performance.md); the goal is judged
-   on that.
+   compared rank by rank on their executor. Then once more on equally warm executors, the judged
+   pair (docs/decisions/0055): a full run and a kill at 70 % of its write and resume, of the job
+   with 8 map partitions, both applications running the same small job first (``SHUFFLE_WARM_UP``;
+   the resume with ``--no-replay``, or it would answer that job's collect from the journal without
+   running it), and the resume then a twin of the map side it skips (``SHUFFLE_TWIN``: the same
+   kinds of map, join and aggregation tasks over other ids), so that each side's executors have
+   run as many tasks of the same kinds before the write (the counts are printed: 95 against 94).
+   What is compared: the CPU (and wall) time of the write tasks that read shuffle bytes, each
+   executor's 2nd task on, rank by rank with the other side's, medians: the resume's read kept map
+   outputs, the full run's a fresh shuffle. The goal is judged on that, the median over the pairs.
 5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
 6. With ``--pairs N`` (N >= 2): N - 1 more full runs under ``submit``, each followed by its own kill
    at 70 % of the write and resume; the resume goal is then judged on the median resume over the
-   median full run (single runs on two cores move by 10-30 %, on both sides of the ratio).
+   median full run (single runs on two cores move by 10-30 %, on both sides of the ratio). The
+   judged pair of step 4 runs N times too: the task goal is judged on the median of the N pairs'
+   ratios, each pair's printed with the spread and the ratio of the pooled tasks' medians (one pair
+   is 5-11 tasks a side of 17-40 ms of CPU: it moves by +-0.3 between runs of the same code).
 
 Goals (docs/design.md §9): killed at 70 % of the write, 0 map partitions and at most 30 % + 4
 write partitions computed, at most 0.45x the full run on ``local``, 0.55x on ``standalone``, 0.60x
