@@ -36,7 +36,8 @@
 # the factory, its work path through HadoopMapReduceCommitProtocol's getFilename), stopped by SIGTERM,
 # keeps its pendingsets and the resumed write adopts them; a foreachPartition killed at 70 % runs
 # only its unfinished partitions again (runJob over some partitions, the probe of a Python RDD's
-# lineage, 3.5's DataFrame class hooked); the driver's class archive is made by a warm-up after a
+# lineage, 3.5's DataFrame class hooked); toPandas through Arrow replayed from its kept batches (3.5's
+# toPandas and _collect_as_arrow, Arrow off by default there); the driver's class archive is made by a warm-up after a
 # first driver of 3.5 and mapped by the resumed one (Spark's and the listener's classes, from the
 # "shared objects file"). Extra arguments go to pytest.
 # 5 min 52 s on two workers on a quiet 2-core machine (2026-11-26, after the cuts in
@@ -75,6 +76,7 @@ exec "$python" -m pytest -n "$workers" --dist loadfile \
   tests/e2e/test_foreach.py \
   tests/driver/test_recall.py \
   tests/driver/test_recall_codec.py \
+  tests/driver/test_recall_pandas.py \
   "tests/e2e/test_replay.py::test_a_resumed_script_runs_no_job_before_its_unfinished_write" \
   tests/e2e/test_new_user_script.py \
   "tests/e2e/test_task_resume.py::test_append_partitioned_and_declared_writes_keep_their_tasks_too[partitioned]" \

@@ -42,3 +42,9 @@ class CommitKind(TextEnum):
 # The kind (``stage.started``'s ``kind``) of a ``foreach``/``foreachPartition`` stage: nothing of
 # ours holds its side effects, so the journal alone says which of its partitions finished.
 FOREACH = "foreach"
+
+
+# Actions whose recorded result is a trained model (driver/recall/models.py): a resume loads it
+# with its class's own loader, which reads the model's folder in Spark jobs of its own, so the
+# plan says "load", not "replay" (docs/decisions/0060-a-replayed-model-is-loaded.md).
+MODEL_ACTIONS = frozenset({"ml.fit", "mllib.train"})

@@ -210,7 +210,7 @@ def plan(document: dict[str, Any], title: str | None = None, to: Console | None 
             info(f"map outputs outside any stage: {NotKept(**entry).describe()}", to)
     for entry in document.get("schemas") or []:  # replay's plan "then" has none
         info(f"reuse the schema of {entry['format']} {' '.join(entry['paths'])} ({entry['reason']})", to)
-    from sparkrecover.core.views.summary import action_lines
+    from sparkrecover.core.views.recalled import action_lines
 
     for line in action_lines(document.get("actions") or []):
         info(line, to)
@@ -419,14 +419,9 @@ def _actions(out: Console, actions: dict[str, Any], removed: bool) -> None:
     """What inspect says of recorded and replayed actions (docs/replay.md)."""
     if not actions.get("recorded"):
         return
-    replayed = ", ".join(f"{n:,} replayed by attempt {a}" for a, n in actions["replayed"].items())
-    where = "were kept (removed when the run succeeded)" if removed else "kept"
-    line = f"actions: {actions['recorded']:,} recorded, {actions['kept']:,} results {where}"
-    if not removed:
-        line += f" ({humanize.size(actions['kept_bytes'])})"
-    if replayed:
-        line += f"; {replayed}, saving about {humanize.duration(actions['saved_s'])}"
-    out.print(Text(line), soft_wrap=True)
+    from sparkrecover.core.views.recalled import actions_line
+
+    out.print(Text(actions_line(actions, removed)), soft_wrap=True)
     for row in actions["ran_again"][:10]:
         out.print(Text(f"  ran again in attempt {row['attempt']}: {row['key']}: {row['reason']}", style="dim"))
     for row in actions["not_kept"][:10]:

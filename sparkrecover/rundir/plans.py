@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 
 from sparkrecover.errors import FormatError
-from sparkrecover.kinds import Verdict
+from sparkrecover.kinds import MODEL_ACTIONS, Verdict
 from sparkrecover.rundir import decoding, formats
 
 
@@ -148,7 +148,7 @@ class ActionEntry:
     def summary(self) -> dict[str, Any]:
         """As ``resume --dry-run --json`` shows it."""
         shown = {key: getattr(self, key) for key in ("key", "kind", "call_site", "attempt", "reason")}
-        shown["decision"] = "replay" if self.replay else "run"
+        shown["decision"] = ("load" if self.kind in MODEL_ACTIONS else "replay") if self.replay else "run"
         return shown
 
 

@@ -1,4 +1,5 @@
-"""The results folder: ``<run dir>/results/<attempt:04d>/<n:06d>.json``, the kept results of the
+"""The results folder: ``<run dir>/results/<attempt:04d>/<n:06d>.json`` (``.arrow`` for a
+``toPandas`` through Arrow, ``model-<digest>/`` folders for trained models), the kept results of the
 run's actions (docs/replay.md), written by the driver (``driver/recall/recorder.py``), offered to
 a resume by the planner (``core/verdicts/action_reuse.py``), and removed with the kept shuffle files when
 the run succeeds (they hold the application's data: a collect's rows, what show printed).
@@ -13,9 +14,9 @@ from sparkrecover.rundir import storage
 FOLDER = "results"
 
 
-def path_of(attempt: int, number: int) -> str:
+def path_of(attempt: int, number: int, suffix: str = "json") -> str:
     """A result file's path relative to the run directory."""
-    return f"{FOLDER}/{attempt:04d}/{number:06d}.json"
+    return f"{FOLDER}/{attempt:04d}/{number:06d}.{suffix}"
 
 
 def url_of(run_dir: str, path: str) -> str:
@@ -49,6 +50,14 @@ def _sizes(run_dir: str) -> dict[str, int]:
         for name, info in listed.items()
         if name.startswith(base) and info.get("type") != "directory"
     }
+
+
+def folder_bytes(run_dir: str, folder: str) -> int:
+    """The bytes of the files under ``folder`` (relative to the run directory): a trained model's
+    folder, counted once when it is kept (one listing), so ``inspect`` can say what it holds."""
+    fs, path = storage.filesystem(url_of(run_dir, folder))
+    listed = fs.find(path, detail=True)
+    return sum(int(info.get("size") or 0) for info in listed.values() if info.get("type") != "directory")
 
 
 def remove(run_dir: str) -> bool:

@@ -427,3 +427,31 @@ def test_a_replayed_model_reads_as_loaded_not_as_a_result_without_a_job():
         "etl.py:9#1 mllib.train(KMeans.train): model of attempt 1 loaded (KMeansModel), not trained again "
         "(training took 4.2s)"
     )
+
+
+def test_a_kept_model_reads_with_its_folders_size_not_its_small_result_file():
+    record = {
+        "type": "action.recorded",
+        "key": "etl.py:9#1 ml.fit(KMeans)",
+        "kind": "ml.fit",
+        "duration_s": 4.2,
+        "summary": "model KMeansModel",
+        "result": {"path": "results/0001/000001.json", "sha256": "ab", "bytes": 120},
+        "model_bytes": 5 << 20,
+    }
+    assert timeline.fact(record) == "etl.py:9#1 ml.fit(KMeans): model KMeansModel in 4.2s, model kept (5.0 MiB)"
+
+
+def test_a_replayed_list_of_models_reads_as_so_many_models_loaded():
+    record = {
+        "type": "action.replayed",
+        "key": "etl.py:9#1 ml.fit(KMeans)",
+        "kind": "ml.fit",
+        "recorded_in": 1,
+        "saved_s": 4.2,
+        "model": "pyspark.ml.clustering.KMeansModel",
+        "models": 3,
+    }
+    assert timeline.fact(record) == (
+        "etl.py:9#1 ml.fit(KMeans): 3 models of attempt 1 loaded (KMeansModel), not trained again (training took 4.2s)"
+    )

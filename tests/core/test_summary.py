@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from sparkrecover.core.fold import savings
 from sparkrecover.core.fold.runstate import RunState
-from sparkrecover.core.views import summary
+from sparkrecover.core.views import recalled, summary
 from sparkrecover.journal import read_journal
 from tests import journals
 
@@ -39,3 +40,25 @@ def test_a_write_stopped_in_the_map_stage_it_runs_before_it_starts_is_cut_off(tm
     run.attempt(plan={"orders": "skip", "daily": "run"}).skipped("orders", "committed in attempt 1")
     run.crash()
     assert lines(run, 2, 137)[1] == "stages: 1 skipped, 0 run, 1 not reached (of 2)"
+
+
+def test_the_plan_says_replayed_actions_and_loaded_models_apart():
+    """A replayed action runs no Spark job; a loaded model does (its class's loader reads its folder)."""
+    entries = [
+        {"key": "a.py:3#1 count()", "kind": "count", "decision": "replay", "reason": "inputs unchanged"},
+        {"key": "a.py:4#1 ml.fit(KMeans)", "kind": "ml.fit", "decision": "load", "reason": "inputs unchanged"},
+        {"key": "a.py:5#1 mllib.train(ALS.train)", "kind": "mllib.train", "decision": "load"},
+        {"key": "a.py:6#1 collect()", "kind": "collect", "decision": "run", "reason": "no record"},
+    ]
+    entries[2]["reason"] = "no input files"
+    assert recalled.action_lines(entries) == [
+        "replay 1 recorded action without a Spark job (inputs unchanged)",
+        "load 2 trained models from the run's storage instead of training them (inputs unchanged; no input files); "
+        "loading runs Spark jobs of its own",
+        "run again: a.py:6#1 collect(): no record",
+    ]
+
+
+def test_the_time_saved_names_loaded_models_beside_replayed_actions():
+    found = [savings.Saving(2, None, 1.0, "replayed 1 action"), savings.Saving(2, None, 2.0, "loaded 1 model")]
+    assert savings.sentence(found).endswith("(1 action replayed, 1 model loaded)")

@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import pytest
 
+from sparkrecover.core.fold import savings
+from sparkrecover.core.fold.runstate import RunState
+from sparkrecover.core.verdicts import action_reuse
+from sparkrecover.core.views import recalled
 from sparkrecover.driver import recall
 from sparkrecover.driver.recall import models
 from sparkrecover.driver.recording import mlsaves
 from sparkrecover.journal import events as ev
+from sparkrecover.journal import read_journal
+from sparkrecover.rundir import results, storage
 from tests.driver.test_recall import attempt, events, resumed
 from tests.helpers import jobs_of, journal
 
@@ -49,8 +55,9 @@ def stage_names(spark, jobs):
 
 
 def trained(spark, jobs):
-    """Whether these jobs trained a KMeans model (its stages are named after KMeans.scala)."""
-    return any("KMeans.scala" in name for name in stage_names(spark, jobs))
+    """Whether these jobs trained a KMeans model: its iterations' ``collectAsMap at KMeans.scala``
+    (Spark 3.5's loader names its own jobs after KMeans.scala too: ``parquet at KMeans.scala``)."""
+    return any(name.startswith("collectAsMap at KMeans.scala") for name in stage_names(spark, jobs))
 
 
 def centers(model):
@@ -162,3 +169,91 @@ def test_models_off_in_the_runs_conf_neither_records_nor_replays_training(spark,
         assert not events(rt, ev.ACTION_RECORDED)
     finally:
         conf._jconf.remove(recall.MODELS_CONF)
+
+
+def folder_bytes(folder):
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
+def state_of(rt):
+    recall.stop(rt)
+    rt.writer.flush()
+    return RunState.from_events("run1", read_journal(rt.run_dir))
+
+
+def test_a_kept_model_is_said_as_loaded_and_its_folder_counts_in_the_kept_bytes(spark, tmp_path):
+    """Loading a model runs Spark jobs of its own (reading its folder): the plan says the model is
+    loaded from the run's storage, not replayed without a job; what is kept counts its folder."""
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    (folder,) = (tmp_path / "root" / "run1" / "results" / "0001").glob("model-*")
+    assert recorded["model_bytes"] == folder_bytes(folder) > 1000
+    state = state_of(rt)
+    assert recalled.action_rows(state)["kept_bytes"] == recorded["result"]["bytes"] + recorded["model_bytes"]
+
+    offered = action_reuse.replayable(state, storage.data_stat, results.size_reader(rt.run_dir))
+    shown = [entry.summary() for entry in offered]
+    assert [entry["decision"] for entry in shown] == ["load"]
+    assert recalled.action_lines(shown) == [
+        "load 1 trained model from the run's storage instead of training it (no input files); "
+        "loading runs Spark jobs of its own"
+    ]
+
+
+def test_inspect_and_the_time_saved_count_a_loaded_model_as_loaded_net_of_its_load(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_kmeans(spark)
+    rt = resumed(tmp_path, spark, rt)
+    fit_kmeans(spark)
+    state = state_of(rt)
+    (replayed,) = state.replayed
+    rows = recalled.action_rows(state)
+    assert (rows["replayed"], rows["loaded"]) == ({}, {2: 1})
+    line = recalled.actions_line(rows, removed=False)
+    assert line.startswith("actions: 1 recorded, 1 result kept (") and "with 1 trained model's files" in line
+    assert "1 model loaded from the run's storage by attempt 2" in line and "replayed" not in line
+    (saving,) = savings.of(state, [2])
+    assert saving.how == "loaded 1 model"
+    assert saving.seconds == round(max(replayed["saved_s"] - replayed["duration_s"], 0.0), 3)
+
+
+def fit_grid(spark, maps=lambda k, iterations: [{k: 2}, {k: 3, iterations: 2}]):
+    """pyspark's ``fit(dataset, [param maps])``: a list of models, one a map (``fitMultiple``)."""
+    from pyspark.ml.clustering import KMeans
+
+    estimator = KMeans(initMode="random", maxIter=3)
+    return estimator.fit(points(spark), maps(estimator.k, estimator.maxIter))
+
+
+def test_a_fit_given_a_list_of_param_maps_is_replayed_as_its_list_of_models(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    first, jobs = jobs_of(spark, lambda: fit_grid(spark))
+    assert trained(spark, jobs) and [model.getK() for model in first] == [2, 3]
+    (recorded,) = events(rt, ev.ACTION_RECORDED)
+    assert (recorded["kind"], recorded["summary"]) == ("ml.fit", "2 models KMeansModel")
+    (folder,) = (tmp_path / "root" / "run1" / "results" / "0001").glob("model-*")
+    assert (recorded["model_bytes"], recorded["models"]) == (folder_bytes(folder), 2)
+    assert not journal(rt, ev.STAGE_STARTED)  # our saves are not taken for the user's
+
+    rt = resumed(tmp_path, spark, rt)
+    again, jobs = jobs_of(spark, lambda: fit_grid(spark))
+    assert not trained(spark, jobs)
+    assert type(again) is list and [type(model) for model in again] == [type(model) for model in first]
+    assert [centers(model) for model in again] == [centers(model) for model in first]
+    (replayed,) = events(rt, ev.ACTION_REPLAYED)
+    assert (replayed["model"], replayed["models"]) == ("pyspark.ml.clustering.KMeansModel", 2)
+    assert not events(rt, ev.ACTION_RECORDED)
+    rows = recalled.action_rows(state_of(rt))
+    assert (rows["models_kept"], rows["loaded"]) == (2, {2: 2})
+    assert "2 models loaded from the run's storage by attempt 2" in recalled.actions_line(rows, removed=False)
+
+
+def test_changed_param_maps_train_again_and_say_why(spark, tmp_path):
+    rt = attempt(tmp_path, spark)
+    fit_grid(spark)
+    rt = resumed(tmp_path, spark, rt)
+    again = fit_grid(spark, lambda k, iterations: ({k: 2}, {k: 4}))  # a tuple of maps is a list too
+    assert [model.getK() for model in again] == [2, 4]
+    assert not events(rt, ev.ACTION_REPLAYED)
+    assert [r["ran_because"] for r in events(rt, ev.ACTION_RECORDED)] == ["code changed"]

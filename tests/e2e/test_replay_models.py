@@ -38,7 +38,7 @@ def test_a_resumed_driver_loads_the_model_attempt_one_trained(spark, plain_runs,
     assert first.startswith("centers: ") and "done" not in first
 
     plan = dry_run(root, "model")
-    assert [(a["kind"], a["decision"]) for a in plan["actions"]] == [("mllib.train", "replay")]
+    assert [(a["kind"], a["decision"]) for a in plan["actions"]] == [("mllib.train", "load")]
     # The script's model save is a stage, committed; the copy sparkrecover saved for replay is none.
     assert [s["decision"] for s in plan["stages"]] == ["skip", "continue"]
     (write,) = [s for s in plan["stages"] if s["decision"] == "continue"]

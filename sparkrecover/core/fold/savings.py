@@ -9,7 +9,7 @@ the reuse happened:
 - partitions its write kept (the ``kept`` of its ``write.started``): from the earlier attempt's
   ``write.started`` of that stage to the commit of the last of them;
 - actions it replayed (its ``action.replayed``): what running each took in the attempt that
-  recorded it;
+  recorded it; a trained model it loaded instead: its training less what loading it took;
 - shuffle map outputs it reused (the ``reused`` of its ``shuffle.registered``): the time the
   attempts that computed them took, from registering the shuffle to keeping its last map output,
   in the share it reused.
@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from sparkrecover.core import humanize
 from sparkrecover.core.fold import kept_shuffles
 from sparkrecover.journal import events as ev
+from sparkrecover.kinds import MODEL_ACTIONS
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,21 @@ class Saving:
     attempt: int  # the attempt that reused the work
     stage: str | None  # the pipeline stage it belongs to (None: work outside any stage)
     seconds: float
-    how: str  # "skipped", "kept N partitions", "replayed N actions" or "reused N map outputs"
+    how: str  # "skipped", "kept N partitions", "replayed N actions", "loaded N models" or "reused N map outputs"
 
 
 def _seconds(ts: str) -> float:
     return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+
+
+def models_of(record: dict[str, Any]) -> int:
+    """How many models an ``action.recorded`` or ``action.replayed`` of a training holds: a fit given
+    a list of param maps says how many (``models``), any other one."""
+    return record["models"] if isinstance(record.get("models"), int) else 1
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 @dataclass
@@ -56,9 +67,7 @@ class SavingsFold:
     def apply(self, record: dict[str, Any]) -> None:
         kind, attempt, name = record["type"], record["attempt"], record.get("stage")
         if kind == ev.ACTION_REPLAYED:
-            saved = record.get("saved_s")
-            if isinstance(saved, (int, float)) and not isinstance(saved, bool):
-                self.savings.append(Saving(attempt, None, round(float(saved), 3), "replayed 1 action"))
+            self._replayed(record)
             return
         if not isinstance(name, str):
             return
@@ -72,6 +81,18 @@ class SavingsFold:
             self._write_started(attempt, name, record)
         elif kind == ev.TASK_COMMITTED and isinstance(record.get("partition"), int):
             self.task_done.setdefault((attempt, name), {})[record["partition"]] = _seconds(record["ts"])
+
+    def _replayed(self, record: dict[str, Any]) -> None:
+        """A replayed action saved what running it took; a loaded model saved its training less
+        what loading it took (its loader reads the model's folder in Spark jobs)."""
+        saved = _number(record.get("saved_s"))
+        if saved is None:
+            return
+        if record.get("kind") in MODEL_ACTIONS:
+            net = max(saved - (_number(record.get("duration_s")) or 0.0), 0.0)
+            self.savings.append(Saving(record["attempt"], None, round(net, 3), f"loaded {models_of(record)} model"))
+        else:
+            self.savings.append(Saving(record["attempt"], None, round(saved, 3), "replayed 1 action"))
 
     def _write_started(self, attempt: int, name: str, record: dict[str, Any]) -> None:
         self.write_start[(attempt, name)] = _seconds(record["ts"])
@@ -119,10 +140,12 @@ def sentence(savings: list[Saving]) -> str:
     partitions = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("kept "))
     maps = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("reused "))
     actions = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("replayed "))
+    models = sum(int(s.how.split()[1]) for s in savings if s.how.startswith("loaded "))
     parts = [f"{skipped} stage{'s' if skipped != 1 else ''} skipped"] if skipped else []
     parts += [f"{partitions:,} partition{'s' if partitions != 1 else ''} kept"] if partitions else []
     parts += [f"{maps:,} map output{'s' if maps != 1 else ''} reused"] if maps else []
     parts += [f"{actions:,} action{'s' if actions != 1 else ''} replayed"] if actions else []
+    parts += [f"{models:,} model{'s' if models != 1 else ''} loaded"] if models else []
     return (
         f"recovery saved about {humanize.duration(total(savings))} of work done by earlier attempts "
         f"({', '.join(parts)})"

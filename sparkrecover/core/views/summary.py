@@ -8,6 +8,7 @@ from typing import Any
 from sparkrecover.core import humanize
 from sparkrecover.core.fold import kept_shuffles, savings
 from sparkrecover.core.fold.runstate import COMMITTED, STARTED, AttemptState, RunState, StageState
+from sparkrecover.core.views.recalled import action_rows
 
 
 def _seconds_between(start: str | None, end: str | None) -> float | None:
@@ -153,49 +154,6 @@ def run_summary(
         "events": state.event_count,
         "lease": lease if live else None,
     }
-
-
-def action_rows(state: RunState) -> dict[str, Any]:
-    """Recorded and replayed actions (docs/replay.md): how many results are kept, which attempts
-    replayed how many and what that saved, and each action that ran again though it was recorded."""
-    kept = [record for record in state.actions.values() if isinstance(record.get("result"), dict)]
-    replayed: dict[int, int] = {}
-    for record in state.replayed:
-        replayed[record["attempt"]] = replayed.get(record["attempt"], 0) + 1
-    return {
-        "recorded": len(state.actions),
-        "kept": len(kept),
-        "kept_bytes": sum(int(record["result"].get("bytes") or 0) for record in kept),
-        "replayed": replayed,
-        "saved_s": round(sum(float(r.get("saved_s") or 0.0) for r in state.replayed), 3),
-        "ran_again": [
-            {"key": key, "attempt": record["attempt"], "reason": record["ran_because"]}
-            for key, record in state.actions.items()
-            if record["attempt"] > 1 and record.get("ran_because") not in (None, "no record")
-        ],
-        "not_kept": [
-            {"key": key, "attempt": record["attempt"], "reason": record["not_kept"]}
-            for key, record in state.actions.items()
-            if record.get("not_kept")
-        ],
-    }
-
-
-def action_lines(entries: list[dict[str, Any]], limit: int = 10) -> list[str]:
-    """The plan's recorded actions for people: how many are replayed, and each that runs again."""
-    replay = [entry for entry in entries if entry["decision"] == "replay"]
-    again = [entry for entry in entries if entry["decision"] != "replay"]
-    lines = []
-    if replay:
-        reasons = sorted({entry["reason"] for entry in replay})
-        lines.append(
-            f"replay {len(replay):,} recorded action{'s' if len(replay) != 1 else ''} "
-            f"without a Spark job ({'; '.join(reasons)})"
-        )
-    lines += [f"run again: {entry['key']}: {entry['reason']}" for entry in again[:limit]]
-    if len(again) > limit:
-        lines.append(f"run again: {len(again) - limit:,} more recorded actions")
-    return lines
 
 
 def _unsupported(state: RunState) -> list[dict[str, Any]]:

@@ -249,6 +249,8 @@ def _action_recorded(r: dict[str, Any]) -> str:
     done = f"{r.get('key')}{summary} in {humanize.duration(r.get('duration_s'))}"
     result = r.get("result") if isinstance(r.get("result"), dict) else None
     kept = f", result kept ({humanize.size(int(result.get('bytes') or 0))})" if result else ""
+    if result and isinstance(r.get("model_bytes"), int):  # its folder is what it keeps, not the small result file
+        kept = f", model kept ({humanize.size(int(result.get('bytes') or 0) + r['model_bytes'])})"
     why = f", not kept: {r['not_kept']}" if r.get("not_kept") else ""
     ran = r.get("ran_because")
     return done + kept + why + (f" (ran: {ran})" if ran and ran != "no record" else "")
@@ -256,8 +258,10 @@ def _action_recorded(r: dict[str, Any]) -> str:
 
 def _action_replayed(r: dict[str, Any]) -> str:
     if r.get("model"):  # a fit or train: its model read back (Spark jobs of a load, no training)
+        models = f"{r['models']} models" if isinstance(r.get("models"), int) else "model"
+        name = str(r["model"]).rpartition(".")[2]
         return (
-            f"{r.get('key')}: model of attempt {r.get('recorded_in')} loaded ({str(r['model']).rpartition('.')[2]}), "
+            f"{r.get('key')}: {models} of attempt {r.get('recorded_in')} loaded ({name}), "
             f"not trained again (training took {humanize.duration(r.get('saved_s'))})"
         )
     rows = r.get("rows")

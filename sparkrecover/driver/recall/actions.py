@@ -35,7 +35,7 @@ from typing import Any
 from sparkrecover.core.verdicts import staleness
 from sparkrecover.driver.lifecycle import fingerprints
 from sparkrecover.driver.process import messages, runtime
-from sparkrecover.driver.recall import codec, identity, recorder
+from sparkrecover.driver.recall import codec, identity, pandas_frames, recorder
 from sparkrecover.driver.recording import hooks, zerocode
 from sparkrecover.journal import events as ev
 from sparkrecover.rundir import results, storage
@@ -87,7 +87,6 @@ RDD_ACTIONS = (
     "collectAsMap",
     "isEmpty",
 )
-_local = threading.local()  # toPandas: the rows its inner collect returns (replay) or hands up (record)
 _warned = False
 
 
@@ -110,6 +109,7 @@ def install() -> None:
     for name, shape in FRAME_ACTIONS.items():
         if hasattr(frame, name):
             hooks.patch(frame, name, functools.partial(_action, Kind(name, shape), _frame_source))
+    pandas_frames.install(frame)
     for name in RDD_ACTIONS:
         if hasattr(RDD, name):
             hooks.patch(RDD, name, functools.partial(_action, Kind(f"rdd.{name}", recorder.VALUE), _rdd_source))
@@ -140,8 +140,8 @@ def _action(kind: Kind, source_of: Callable[[Any], Any], original: Any) -> Any:
     signature = inspect.signature(original)
 
     def action(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kind.name == "collect" and getattr(_local, "feed", None) is not None:
-            return _fed(self, original)  # toPandas' own collect, replayed or recorded
+        if kind.name == "collect" and pandas_frames.feeding():
+            return pandas_frames.fed_rows(self, original)  # toPandas' own collect, replayed or recorded
 
         def live() -> Any:
             if kind.name.startswith("rdd."):
@@ -155,6 +155,8 @@ def _action(kind: Kind, source_of: Callable[[Any], Any], original: Any) -> Any:
             bound = signature.bind(self, *args, **kwargs)
             bound.apply_defaults()
             arguments, code = _arguments(bound.arguments)
+            if kind.name == "toPandas":
+                code += pandas_frames.code(self)
             call = identity.identify(rt, kind.name, arguments, source_of(self), code)
             shape = recorder.ROW if kind.name == "head" and bound.arguments.get("n") is None else kind.shape
         except Exception as error:
@@ -273,7 +275,7 @@ class Call:
             raise ValueError("no result file recorded")
         data = _read(self.rt.run_dir, entry.path)
         shape, value = recorder.decode(data, entry.sha256, entry.path)
-        if shape != self.shape:
+        if shape != self.shape and not (self.kind.name == "toPandas" and shape == recorder.ARROW):
             raise ValueError(f"recorded as {shape}, asked for {self.shape}")
         journal_replayed(self.rt, self.action, entry, started, rows=entry.rows)
         if self.kind.name == "show":
@@ -282,7 +284,7 @@ class Call:
         if self.kind.name == "toLocalIterator":
             return iter(value)
         if self.kind.name == "toPandas":
-            return _with_feed(value, lambda: _to_pandas_without_arrow(self.subject))
+            return pandas_frames.replay(self.subject, shape, value)
         return value
 
     # -- run and record ------------------------------------------------------------------------
@@ -335,15 +337,14 @@ class Call:
         self._record(seen, time.monotonic() - started, reason)
 
     def _to_pandas_live(self, live: Callable[[], Any], reason: str) -> Any:
-        if _arrow_enabled(self.subject):
-            self._journal(
-                0.0, reason, None, "toPandas through Arrow (spark.sql.execution.arrow.pyspark.enabled) is not recorded"
-            )
-            return live()
+        """pyspark's toPandas, what it built its frame from kept: Arrow batches or rows."""
         started = time.monotonic()
-        captured: list[Any] = []
-        value = _with_feed(captured, live, capture=True)
-        self._record(value, time.monotonic() - started, reason, rows=captured)
+        value, feed = pandas_frames.live(live, self.rt.result_limit)
+        seconds = time.monotonic() - started
+        if feed.arrow is not None:
+            self._journal(seconds, reason, feed.kept, None, _summary(self.kind.name, range(len(value))))
+        else:
+            self._record(value, seconds, reason, rows=feed.rows)
         return value
 
 
@@ -370,50 +371,10 @@ def _summary(kind: str, value: Any) -> str | None:
     """A few words for ``replay`` and ``inspect``: a count's number, a list's length (no data)."""
     if kind in ("count", "rdd.count", "isEmpty", "rdd.isEmpty"):
         return f"{kind.removeprefix('rdd.')}() = {value!r}"
-    if isinstance(value, list):
+    if isinstance(value, (list, range)):
         return f"{len(value):,} row{'s' if len(value) != 1 else ''}"
     return None
 
 
 def _read(run_dir: str, path: str) -> bytes:
     return storage.read_bytes(results.url_of(run_dir, path))
-
-
-# -- toPandas: its own collect is where the rows come from or go ------------------------------------
-
-
-def _with_feed(rows: list[Any], make: Callable[[], Any], capture: bool = False) -> Any:
-    _local.feed, _local.capture = rows, capture
-    try:
-        return make()
-    finally:
-        _local.feed = None
-
-
-def _fed(frame: Any, original: Any) -> Any:
-    rows = _local.feed
-    _local.feed = None  # one collect per toPandas
-    if _local.capture:
-        found = original(frame)
-        rows.extend(found)
-        return found
-    return rows
-
-
-def _arrow_enabled(frame: Any) -> bool:
-    return str(frame.sparkSession.conf.get("spark.sql.execution.arrow.pyspark.enabled", "false")).lower() == "true"
-
-
-def _to_pandas_without_arrow(frame: Any) -> Any:
-    """pyspark's toPandas from the fed rows (its Arrow path would run a job instead of collect)."""
-    conf = frame.sparkSession.conf
-    key = "spark.sql.execution.arrow.pyspark.enabled"
-    before = conf.get(key, None)
-    conf.set(key, "false")
-    try:
-        return frame_class().toPandas.__wrapped__(frame)
-    finally:
-        if before is None:
-            conf.unset(key)
-        else:
-            conf.set(key, before)

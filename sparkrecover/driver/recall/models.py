@@ -1,5 +1,6 @@
 """Model training recorded and replayed like an action (docs/replay.md, docs/decisions/0051):
-the user's ``Estimator.fit(dataset[, params])`` of ``pyspark.ml`` (any estimator, a Pipeline too)
+the user's ``Estimator.fit(dataset[, params])`` of ``pyspark.ml`` (any estimator, a Pipeline too;
+``params`` one map, or a list of maps whose list of models is one result)
 and MLlib's RDD-based ``train`` entry points (``KMeans.train``, ``LogisticRegressionWithLBFGS.train``,
 ``ALS.train``, ...).
 
@@ -7,7 +8,8 @@ and MLlib's RDD-based ``train`` entry points (``KMeans.train``, ``LogisticRegres
   with the estimator's class and parameters (or the ``train`` call's arguments) as the
   fingerprint's ``code``, so a changed parameter says ``code changed`` and trains again;
 - result: the model saved by Spark's own writer into ``<run dir>/results/<attempt>/model-<key>``
-  and a small manifest (its class and folder) kept as the action's result file, journaled
+  (a list's models into ``model-<key>/<i>``) and a small manifest (each model's class and folder)
+  kept as the action's result file, journaled
   (``action.recorded``) only once both are durable. A model with no writer is journaled as not
   kept, with the reason;
 - replay: the manifest's class loads the folder with its own loader, ``action.replayed`` says so.
@@ -113,10 +115,11 @@ def _canonical(value: Any) -> str:
 def _recorded_fit(original: Any) -> Any:
     def fit(self: Any, dataset: Any, params: Any = None) -> Any:
         rt = _recording(sys._getframe(1))
-        if rt is None or not (params is None or isinstance(params, dict)):  # a list of maps: fitMultiple's
+        if rt is None or not _param_maps(params):
             return original(self, dataset, params)
         try:
-            code = [_canonical({"estimator": described(self), "params": params_of(params or {})})]
+            given = params_of(params or {}) if not isinstance(params, (list, tuple)) else [params_of(p) for p in params]
+            code = [_canonical({"estimator": described(self), "params": given})]
             call = identity.identify(rt, "ml.fit", type(self).__name__, dataset, code)
         except Exception as error:
             actions.warn("fit() not checked for replay", error)
@@ -124,6 +127,14 @@ def _recorded_fit(original: Any) -> Any:
         return Training(rt, call, ML, dataset.sparkSession.sparkContext).run(lambda: original(self, dataset, params))
 
     return fit
+
+
+def _param_maps(params: Any) -> bool:
+    """Whether ``fit`` is given what it trains one model for (None, a map) or a list of models for
+    (a non-empty list or tuple of maps: pyspark's ``fitMultiple``, its models in the maps' order)."""
+    if params is None or isinstance(params, dict):
+        return True
+    return isinstance(params, (list, tuple)) and bool(params) and all(isinstance(p, dict) for p in params)
 
 
 def _recorded_train(name: str, original: Any) -> Any:
@@ -183,6 +194,11 @@ class Training:
             raise ValueError("no model recorded")
         data = storage.read_bytes(results.url_of(self.rt.run_dir, entry.path))
         _, manifest = recorder.decode(data, entry.sha256, entry.path)
+        if "models" in manifest:  # a fit given a list of param maps
+            models = [self._load(dict(kept, api=manifest["api"])) for kept in manifest["models"]]
+            first = manifest["models"][0]["class"]
+            actions.journal_replayed(self.rt, self.call, entry, started, rows=None, model=first, models=len(models))
+            return models
         model = self._load(manifest)
         actions.journal_replayed(self.rt, self.call, entry, started, rows=None, model=manifest["class"])
         return model
@@ -195,21 +211,37 @@ class Training:
             return cls.load(where)
         return _as_trained(cls.load(self.context, where))
 
-    def _keep(self, model: Any, seconds: float, reason: str) -> None:
-        payload = dict(actions.recorded_payload(self.call, seconds, reason), summary=f"model {type(model).__name__}")
+    def _keep(self, trained: Any, seconds: float, reason: str) -> None:
+        """Save the model (each of a list's) and journal the manifest naming its class and folder."""
+        many = isinstance(trained, list)
+        models = trained if many else [trained]
+        names = sorted({type(model).__name__ for model in models})
+        shown = f"{len(models)} models {', '.join(names)}" if many else f"model {names[0]}"
+        payload = dict(actions.recorded_payload(self.call, seconds, reason), summary=shown)
+        if many:
+            payload["models"] = len(models)
         assert self.rt.recorder is not None
-        why = _not_writable(model, self.api)
+        why = next((why for why in (_not_writable(model, self.api) for model in models) if why), None)
         if why is not None:
             self.rt.recorder.record(dict(payload, not_kept=why), None)
             return
         folder = f"{results.FOLDER}/{self.rt.writer.attempt:04d}/model-{staleness.digest(self.call.key)[:16]}"
+        folders = [f"{folder}/{index}" for index in range(len(models))] if many else [folder]
         try:
-            self._save(model, storage.to_spark_path(results.url_of(self.rt.run_dir, folder)))
+            for model, where in zip(models, folders, strict=True):
+                self._save(model, storage.to_spark_path(results.url_of(self.rt.run_dir, where)))
         except Exception as error:
             actions.warn(f"the model of {self.call.key} not kept", error)
             self.rt.recorder.record(dict(payload, not_kept=f"its save failed: {type(error).__name__}"), None)
             return
-        manifest = codec.encode_value({"api": self.api, "class": _class_name(type(model)), "folder": folder})
+        try:  # what the model keeps on storage, said by inspect (the result file is a few bytes)
+            payload["model_bytes"] = results.folder_bytes(self.rt.run_dir, folder)
+        except Exception:  # a listing that fails leaves the size unsaid, never the fit failed
+            pass
+        kept = [
+            {"class": _class_name(type(model)), "folder": where} for model, where in zip(models, folders, strict=True)
+        ]
+        manifest = codec.encode_value({"api": self.api, "models": kept} if many else {"api": self.api, **kept[0]})
         self.rt.recorder.record(payload, lambda: recorder.encode(recorder.VALUE, manifest, None, 1 << 20))
 
     def _save(self, model: Any, where: str) -> None:

@@ -34,8 +34,10 @@ _CHUNK = 2000
 FORMAT = 1
 
 # The shapes of results: rows of the DataFrame's schema, one row or None, a plain value, the text
-# ``show`` printed.
-ROWS, ROW, VALUE, TEXT = "rows", "row", "value", "text"
+# ``show`` printed; and the Arrow record batches of a ``toPandas`` through Arrow, kept as an Arrow
+# IPC stream in a file of its own suffix (``pandas_frames``).
+ROWS, ROW, VALUE, TEXT, ARROW = "rows", "row", "value", "text", "arrow"
+ARROW_SUFFIX = "arrow"
 
 
 class OverLimit(Exception):
@@ -46,6 +48,7 @@ class OverLimit(Exception):
 class Encoded:
     data: bytes
     rows: int | None
+    suffix: str = "json"  # the result file's: typed JSON, or an Arrow IPC stream
 
 
 def encode(shape: str, result: Any, schema: Any, limit: int) -> Encoded:
@@ -67,14 +70,19 @@ def encode(shape: str, result: Any, schema: Any, limit: int) -> Encoded:
         document["data"] = result
     data = orjson.dumps(document)
     if len(data) > limit:
-        raise OverLimit(_over(len(data), limit))
+        raise over_limit(len(data), limit)
     return Encoded(data, rows)
 
 
-def _over(size: int, limit: int) -> str:
+def over_limit(size: int, limit: int, at_least: bool = False) -> OverLimit:
+    """Why a result of ``size`` bytes (or more, ``at_least``: its encoding stopped there) is not kept."""
     from sparkrecover.core import humanize
 
-    return f"result of {humanize.size(size)} over the {humanize.size(limit)} limit ({LIMIT_CONF}): runs again on resume"
+    more = "more than " if at_least else ""
+    return OverLimit(
+        f"result of {more}{humanize.size(size)} over the {humanize.size(limit)} limit ({LIMIT_CONF}): "
+        "runs again on resume"
+    )
 
 
 def _rows_within(rows: list[Any], schema: Any, limit: int) -> list[list[Any]]:
@@ -85,13 +93,9 @@ def _rows_within(rows: list[Any], schema: Any, limit: int) -> list[list[Any]]:
         chunk = [encode_row(row) for row in rows[start : start + _CHUNK]]
         size += len(orjson.dumps(chunk))
         if size > limit:
-            raise OverLimit(_over(size, limit) if start + _CHUNK >= len(rows) else _over_at_least(size, limit))
+            raise over_limit(size, limit, at_least=start + _CHUNK < len(rows))
         encoded += chunk
     return encoded
-
-
-def _over_at_least(size: int, limit: int) -> str:
-    return _over(size, limit).replace("result of ", "result of more than ", 1)
 
 
 def decode(data: bytes, sha256: str, where: str) -> tuple[str, Any]:
@@ -99,6 +103,8 @@ def decode(data: bytes, sha256: str, where: str) -> tuple[str, Any]:
     the digest its record sealed it with."""
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ValueError(f"{where} does not match the digest recorded with it")
+    if where.endswith(f".{ARROW_SUFFIX}"):
+        return ARROW, data  # an Arrow IPC stream: pyarrow reads it where it is used (pandas_frames)
     document = orjson.loads(data)
     if document.get("v") != FORMAT:
         raise ValueError(f"{where}: result format {document.get('v')!r} unknown")
@@ -143,7 +149,7 @@ class Recorder:
             except (OverLimit, codec.Unrecordable) as why:
                 payload["not_kept"] = str(why) if isinstance(why, OverLimit) else f"{why} cannot be kept"
             else:
-                path = results.path_of(self.attempt, number)
+                path = results.path_of(self.attempt, number, encoded.suffix)
                 storage.write_atomic(results.url_of(self.run_dir, path), encoded.data)
                 result = {"path": path, "sha256": hashlib.sha256(encoded.data).hexdigest(), "bytes": len(encoded.data)}
                 if encoded.rows is not None:
