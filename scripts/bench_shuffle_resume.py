@@ -31,15 +31,23 @@ with the jars scripts/fetch_s3a_jars.py fetches; ``auto`` copies there).
    run), and the executors' cost of keeping (``keep_us``, ``copy_us``, ``wait_us`` in the journal).
    The resumed application's executors are new JVMs whose first tasks are these: their first
    write task (class loading, the Python worker's start) is left out on both sides, and tasks are
-   compared rank by rank on their executor. Then once more where both applications ran the same
-   small job first (``SHUFFLE_WARM_UP``, 8 map partitions; the resume with ``--no-replay``, or it
-   would answer that job's collect from the journal without running it): what reading kept blocks
-   costs, apart from what any new JVM's first tasks cost (docs/performance.md); the goal is judged
-   on that.
+   compared rank by rank on their executor. Then once more on equally warm executors, the judged
+   pair (docs/decisions/0055): a full run and a kill at 70 % of its write and resume, of the job
+   with 8 map partitions, both applications running the same small job first (``SHUFFLE_WARM_UP``;
+   the resume with ``--no-replay``, or it would answer that job's collect from the journal without
+   running it), and the resume then a twin of the map side it skips (``SHUFFLE_TWIN``: the same
+   kinds of map, join and aggregation tasks over other ids), so that each side's executors have
+   run as many tasks of the same kinds before the write (the counts are printed: 95 against 94).
+   What is compared: the CPU (and wall) time of the write tasks that read shuffle bytes, each
+   executor's 2nd task on, rank by rank with the other side's, medians: the resume's read kept map
+   outputs, the full run's a fresh shuffle. The goal is judged on that, the median over the pairs.
 5. With ``--keep-cost`` (``local`` only): clean runs with each ``--keep-shuffles`` (off, link, copy).
 6. With ``--pairs N`` (N >= 2): N - 1 more full runs under ``submit``, each followed by its own kill
    at 70 % of the write and resume; the resume goal is then judged on the median resume over the
-   median full run (single runs on two cores move by 10-30 %, on both sides of the ratio).
+   median full run (single runs on two cores move by 10-30 %, on both sides of the ratio). The
+   judged pair of step 4 runs N times too: the task goal is judged on the median of the N pairs'
+   ratios, each pair's printed with the spread and the ratio of the pooled tasks' medians (one pair
+   is 5-11 tasks a side of 17-40 ms of CPU: it moves by +-0.3 between runs of the same code).
 
 Goals (docs/design.md §9): killed at 70 % of the write, 0 map partitions and at most 30 % + 4
 write partitions computed, at most 0.45x the full run on ``local``, 0.55x on ``standalone``, 0.60x
@@ -187,6 +195,23 @@ def main() -> int:
     return 0
 
 
+def judged_medians(pairs: list[tuple[float, float]], kept: list[float], fresh: list[float]) -> tuple[float, float]:
+    """The median (wall, CPU) ratio of the judged pairs, their spread printed beside it, and the
+    ratio of the median CPU of every judged task pooled over the pairs (``kept``, ``fresh``)."""
+    walls, cpus = [p[0] for p in pairs if p[1]], [p[1] for p in pairs if p[1]]
+    if not cpus:
+        return 0.0, 0.0
+    wall, cpu = statistics.median(walls), statistics.median(cpus)
+    pooled = statistics.median(kept) / statistics.median(fresh) if kept and fresh else 0.0
+    print(
+        f"  over {len(cpus)} judged pairs: median {wall:.2f} x wall (pairs {', '.join(f'{w:.2f}' for w in walls)}), "
+        f"{cpu:.2f} x CPU (pairs {', '.join(f'{c:.2f}' for c in cpus)}; spread {min(cpus):.2f}-{max(cpus):.2f}); "
+        f"pooled, the median CPU of all {len(kept)} kept against all {len(fresh)} fresh judged tasks: {pooled:.2f} x",
+        flush=True,
+    )
+    return wall, cpu
+
+
 def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
     """The benchmark on ``place``: prints its figures, returns the judged task's (wall, CPU) ratios."""
     maps, writes = options.maps, options.writes
@@ -255,6 +280,7 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
             map_partitions: int = maps,
             whole: float = 0.0,
             resume_options: tuple[str, ...] = (),
+            resume_env: dict[str, str] | None = None,
         ) -> float:
             from tests.e2e.support import kill_tree
 
@@ -285,7 +311,7 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
                     *(("--", *where.secrets) if where.secrets else ()),
                 ),
                 log,
-                run_env,
+                resume_env or run_env,
             )
             computed_maps, computed_writes = marked(markers, "map", killed_at), marked(markers, "write", killed_at)
             ratio = resume / whole
@@ -298,9 +324,14 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
             )
             return resume
 
+        judged_cpu: tuple[list[float], list[float]] = ([], [])  # every judged task's CPU, kept and fresh
+
         def task_cost(kept_run: str, fresh_run: str, label: str, judged: bool) -> tuple[float, float]:
             kept_tasks = write_tasks(os.path.join(work, kept_run, "events"))
             fresh_tasks = write_tasks(os.path.join(work, fresh_run, "events"))
+            if judged:
+                judged_cpu[0].extend(t[1] for t in rank_matched(kept_tasks, fresh_tasks))
+                judged_cpu[1].extend(t[1] for t in rank_matched(fresh_tasks, kept_tasks))
             kept, fresh = medians(rank_matched(kept_tasks, fresh_tasks)), medians(rank_matched(fresh_tasks, kept_tasks))
             every_kept, every_fresh = medians(kept_tasks), medians(fresh_tasks)
             if not (fresh[0] and kept[0] and fresh[1]):
@@ -394,22 +425,32 @@ def bench(options: argparse.Namespace, place: str) -> tuple[float, float]:
 
             task_cost("write70", "full", "new JVMs", judged=False)
         warm_env, warm_maps = {**env, "SHUFFLE_WARM_UP": "1"}, 8
-        warm_full = _bench.timed(submit("warm-full", map_partitions=warm_maps), log, warm_env)
-        where.idle()
-        kill_and_resume(
-            "warm70",
-            f"at 70 % of the write after a warm-up job ({warm_maps} map partitions)",
-            lambda run_dir, _markers: write_commits(run_dir) >= target,
-            (0, writes - target + 4),
-            None,
-            warm_env,
-            warm_maps,
-            warm_full,
-            # The warm-up job is a collect, which a resume would replay from the journal without
-            # running it: its executors would then start the write cold (docs/decisions/0039).
-            ("--no-replay",),
-        )
-        judged_ratios = task_cost("warm70", "warm-full", "after the same warm-up job", judged=True)
+        judged_pairs = []
+        for pair in range(1, options.pairs + 1):
+            suffix = "" if pair == 1 else f"-{pair}"
+            where.idle()
+            warm_full = _bench.timed(submit(f"warm-full{suffix}", map_partitions=warm_maps), log, warm_env)
+            where.idle()
+            kill_and_resume(
+                f"warm70{suffix}",
+                f"at 70 % of the write after a warm-up job ({warm_maps} map partitions), pair {pair}",
+                lambda run_dir, _markers: write_commits(run_dir) >= target,
+                (0, writes - target + 4),
+                None,
+                warm_env,
+                warm_maps,
+                warm_full,
+                # The warm-up job is a collect, which a resume would replay from the journal without
+                # running it: its executors would then start the write cold (docs/decisions/0039).
+                ("--no-replay",),
+                # The resume skips the map side the full run computed before its write: a twin of
+                # it, over other ids, gives the resumed executors the same tasks (decision 0055).
+                {**warm_env, "SHUFFLE_TWIN": "1"},
+            )
+            judged_pairs.append(
+                task_cost(f"warm70{suffix}", f"warm-full{suffix}", f"pair {pair}, equally warm", judged=True)
+            )
+        judged_ratios = judged_medians(judged_pairs, *judged_cpu)
         half = maps // 2
         if not (options.no_map_kill or options.task_cost_only):
             kill_and_resume(

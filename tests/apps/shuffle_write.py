@@ -22,6 +22,12 @@ OUT/<shape> and marking in MARKERS/<shape> (one JVM start for several comparison
 With ``SHUFFLE_WARM_UP`` set, a small job of the same kinds of work (a Python UDF, a shuffle, an
 aggregation reading it, a Python UDF after it) runs first and is collected, in every application:
 a benchmark compares tasks of JVMs that have both run such work before (scripts/bench_shuffle_resume.py).
+With ``SHUFFLE_TWIN`` set too (a resume's side of that benchmark), a twin of the work a resume
+skips runs after it, computed over other ids (no sleep, no marker; its own shuffles): the map side
+of the first shape (MAPS + 4 Python UDF map tasks: the first shape's and the warm-up's, the small
+side's range tasks, the join and partial aggregation) and one task reading a partition of its
+aggregation (a ``limit(1)``), so that the resumed executors start the write having run the tasks
+the full run's executors ran.
 """
 
 import os
@@ -112,6 +118,14 @@ if os.environ.get("SHUFFLE_WARM_UP"):
     spark.range(0, writes * ROWS, numPartitions=4).withColumn("v", plain("id")).groupBy(
         (F.col("id") % writes).alias("g")
     ).agg(F.sum("v").alias("s")).withColumn("x", plain(F.lit(1))).collect()
+
+if os.environ.get("SHUFFLE_TWIN"):
+    plain = F.udf(lambda value: value, LongType())
+    twin = spark.range(10**9, 10**9 + (maps + 4) * ROWS, numPartitions=maps + 4).withColumn("v", plain("id"))
+    small = spark.range(0, 50).selectExpr("id AS k", "id * 11 AS w")  # not the kept small side
+    twin.join(small, twin.id % 50 == small.k).groupBy((F.col("id") % (writes * 5)).alias("g")).agg(
+        F.sum("v").alias("s"), F.sum("w").alias("t")
+    ).limit(1).collect()  # one task of the aggregation: a write task's reads, not the whole shuffle
 
 shapes = shape.split(",")
 for one in shapes:

@@ -14,7 +14,17 @@ from collections.abc import Callable
 import pytest
 
 from sparkrecover.journal import read_journal
-from tests.e2e.support import FLUSH_OFTEN, SHUFFLE_JOB, SHUFFLING, Hold, run_and_kill, submit_command
+from tests.e2e.support import (
+    FLUSH_OFTEN,
+    SHUFFLE_JOB,
+    SHUFFLE_WRITE,
+    SHUFFLING,
+    Hold,
+    needs_s3a,
+    run_and_kill,
+    s3a_options,
+    submit_command,
+)
 from tests.helpers import dry_run, run_cli, sparkrecover_command
 
 pytestmark = pytest.mark.e2e
@@ -266,3 +276,38 @@ def test_two_shuffles_killed_after_each_map_stage_resume_exactly(job):
     again = events(job, "shuffle.registered", 3)
     assert len(again) == 2 and all(e["reused"] == e["maps"] for e in again), again
     assert output(job) == expected("two")
+
+
+@needs_s3a
+def test_empty_map_outputs_kept_on_s3_are_reused(tmp_path, s3):
+    """A map task whose partition is empty writes an index and no data file. With the root on S3
+    (copies through KeptHadoopStore) such an output was refused at registration, its folder
+    having no data file, and its map task ran again in every resume. tests/apps/shuffle_write.py's
+    ``etl``: its join spreads 50 keys over 40 partitions, leaving some empty."""
+    from sparkrecover.rundir import storage
+
+    root, writes = s3.prefix + "/runs", 40
+    run_dir = storage.join(root, "night")
+    app_args = [str(tmp_path / "out"), str(tmp_path / "markers"), "etl", "2", str(writes)]
+    spark_options = [*SHUFFLING, *s3a_options(s3.endpoint)]
+    command = submit_command(
+        root, "night", SHUFFLE_WRITE, *app_args, spark_options=spark_options, submit_options=FLUSH_OFTEN
+    )
+
+    def every_map_output_kept() -> bool:
+        records = read_journal(run_dir)
+        registered = [e for e in records if e["type"] == "shuffle.registered"]
+        kept = Counter(e["shuffle"] for e in records if e["type"] == "shuffle.committed" for _ in e["maps"])
+        started = [e for e in records if e["type"] == "write.started"]
+        return len(registered) == 3 and bool(started) and all(kept[e["shuffle"]] >= e["maps"] for e in registered)
+
+    env = Hold(tmp_path).env(4, SHUFFLE_WRITE_SLEEP="0")
+    run_and_kill(command, every_map_output_kept, "every map output kept", env=env, timeout=300)
+    kept = [m for e in read_journal(run_dir) if e["type"] == "shuffle.committed" for m in e["maps"]]
+    assert any(int(m["data_bytes"]) == 0 for m in kept), "no empty map output: the test tests nothing"
+
+    done = run_cli("resume", "night", "--root", root, timeout=600, env={**os.environ, "SHUFFLE_WRITE_SLEEP": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    reused = [e for e in read_journal(run_dir) if e["type"] == "shuffle.registered" and e["attempt"] == 2]
+    assert [(e["reused"], e["maps"]) for e in reused] == [(e["maps"], e["maps"]) for e in reused]
+    assert len(reused) == 3

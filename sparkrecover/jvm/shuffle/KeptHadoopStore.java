@@ -95,7 +95,9 @@ final class KeptHadoopStore extends KeptStore {
 
     /**
      * One listing of the folder instead of a HEAD per file: the index is read with its status (a
-     * GET, no HEAD) and the data file's status is kept for its blocks' reads (openRange).
+     * GET, no HEAD) and the data file's status is kept for its blocks' reads (openRange). A map
+     * task whose partition was empty wrote no data file (KeptCopies): its index, all zeros, stands
+     * alone, and no block of it is ever read (Spark fetches no empty block).
      */
     @Override
     long[] offsets(String folder) throws IOException {
@@ -109,20 +111,23 @@ final class KeptHadoopStore extends KeptStore {
                 data = file;
             }
         }
-        if (index == null || data == null) {
-            throw new FileNotFoundException("no " + (index == null ? "index" : "data") + " in " + root + "/" + folder);
+        if (index == null) {
+            throw new FileNotFoundException("no index in " + root + "/" + folder);
         }
         byte[] bytes = new byte[(int) Math.min(index.getLen(), Integer.MAX_VALUE)];
         try (FSDataInputStream in = opened(fs.openFile(index.getPath()).withFileStatus(index))) {
             in.readFully(0, bytes);
         }
         long[] offsets = parseOffsets(bytes);
-        if (offsets[offsets.length - 1] != data.getLen()) {
-            throw new IOException("the kept data of " + folder + " has " + data.getLen() + " bytes, its index says "
+        long dataLength = data == null ? 0 : data.getLen();
+        if (offsets[offsets.length - 1] != dataLength) {
+            throw new IOException("the kept data of " + folder + " has " + dataLength + " bytes, its index says "
                                   + offsets[offsets.length - 1]);
         }
-        synchronized (dataFiles) {
-            dataFiles.put(folder, data);
+        if (data != null) {
+            synchronized (dataFiles) {
+                dataFiles.put(folder, data);
+            }
         }
         return offsets;
     }
