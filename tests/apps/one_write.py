@@ -78,10 +78,19 @@ def payload(value):
 
 
 spark = SparkSession.builder.appName("one-write").getOrCreate()
+
+
+# Pickled UDFs, whatever the Spark version and packages: their rows stream out one by one, so a
+# task held at one row has written the rows before it (a large file in flight). Spark 4 runs a UDF
+# through Arrow wherever the driver can import pandas and pyarrow, in batches of 10,000 rows.
+def row_udf(function, kind):
+    return F.udf(function, kind, useArrow=False)
+
+
 os.makedirs(markers, exist_ok=True)
-frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", F.udf(work, LongType())("id"))
+frame = spark.range(0, parts * ROWS, numPartitions=parts).withColumn("tripled", row_udf(work, LongType())("id"))
 if PAYLOAD:
-    frame = frame.withColumn("payload", F.udf(payload, BinaryType())("id"))
+    frame = frame.withColumn("payload", row_udf(payload, BinaryType())("id"))
 if os.environ.get("ONE_WRITE_NOTE"):  # another query: what a code change does to the plan
     frame = frame.withColumn("note", F.lit(os.environ["ONE_WRITE_NOTE"]))
 if variant == "overwrite":
@@ -97,7 +106,7 @@ elif variant == "partitioned":
     frame.withColumn("bucket", F.col("id") % 3).write.mode("overwrite").partitionBy("bucket").parquet(out)
 elif variant == "shuffled":
     shuffled = frame.repartition(parts)
-    shuffled.withColumn("tripled", F.udf(held_after_the_shuffle, LongType())("tripled")).write.mode(
+    shuffled.withColumn("tripled", row_udf(held_after_the_shuffle, LongType())("tripled")).write.mode(
         "overwrite"
     ).parquet(out)
 elif variant == "checkpoint":
